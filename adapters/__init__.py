@@ -1,0 +1,1 @@
+"""Platform edges: Slack, Discord and the console, each translating to and from the core."""

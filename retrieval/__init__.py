@@ -1,0 +1,1 @@
+"""Finding passages: ingest, embed, store in Weaviate, search. Knows nothing of chat."""

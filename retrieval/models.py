@@ -1,0 +1,97 @@
+"""The retrieval layer's data: sources, their segments, search hits and filters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Literal
+
+Kind = Literal["video", "audio", "document", "course"]
+KINDS: tuple[Kind, ...] = ("video", "audio", "document", "course")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One ingested file: a recording, a document, a course."""
+
+    id: str
+    title: str
+    kind: Kind
+    url: str | None = None
+    recorded_at: date | None = None
+    speakers: tuple[str, ...] = ()
+    path: str = ""
+    content_hash: str = ""
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A searchable window of a source, with where it sits in that source.
+
+    Media segments carry ``start_s``/``end_s`` (seconds); PDF segments carry ``page``
+    (1-based); Markdown carries ``heading`` (a path like ``"Setup > Tokens"``); course
+    segments carry ``lesson`` (number), ``lesson_title`` and ``lesson_url``.
+    """
+
+    source_id: str
+    position: int
+    text: str
+    start_s: float | None = None
+    end_s: float | None = None
+    speakers: tuple[str, ...] = ()
+    page: int | None = None
+    heading: str | None = None
+    lesson: int | None = None
+    lesson_title: str | None = None
+    lesson_url: str | None = None
+
+    @property
+    def speaker(self) -> str | None:
+        """The first (main) speaker, if any."""
+        return self.speakers[0] if self.speakers else None
+
+
+@dataclass(frozen=True)
+class Document:
+    """A parsed file: its source and its ordered segments, before embedding."""
+
+    source: Source
+    segments: tuple[Segment, ...]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A segment returned by a search, with its source, score and deep link."""
+
+    id: str
+    segment: Segment
+    source: Source
+    score: float
+    link: str | None = None
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Narrowing a search. Empty fields do not filter."""
+
+    speaker: str | None = None
+    source_ids: tuple[str, ...] = ()
+    source: str | None = None
+    lesson: int | None = None
+    kind: Kind | None = None
+    after: date | None = None
+    before: date | None = None
+
+    def is_empty(self) -> bool:
+        """True when nothing narrows the search."""
+        return self == SearchFilters()
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """A source as listed by the store, with how many segments it has."""
+
+    source: Source
+    segments: int
+    extra: dict[str, str] = field(default_factory=dict)

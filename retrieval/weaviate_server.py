@@ -1,0 +1,303 @@
+"""Where Weaviate runs and how Quorum reaches it.
+
+Three modes:
+
+- ``embedded`` (default): Quorum runs the official ``weaviate-server`` binary as a child
+  process, loopback only, on free ports, data under ``<data_dir>/weaviate``. Processes
+  that share a data dir share one server: ``server.json`` records its ports and the
+  processes using it, guarded by ``server.lock`` (flock). The last process out stops it.
+- ``local``: a server someone else runs, by URL.
+- ``cloud``: Weaviate Cloud, by URL and API key.
+
+Every connection skips the client's init checks, which would otherwise try the
+internet (PyPI version check, remote health probes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import weaviate
+from weaviate.classes.init import AdditionalConfig, Auth, Timeout
+
+from retrieval.errors import ConfigError, SearchUnavailable
+
+log = logging.getLogger(__name__)
+
+WEAVIATE_VERSION = "1.39.0"
+Mode = Literal["embedded", "local", "cloud"]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """How to reach a Weaviate server."""
+
+    host: str
+    port: int
+    grpc_host: str
+    grpc_port: int
+    secure: bool = False
+    api_key: str | None = None
+
+    @property
+    def url(self) -> str:
+        """The HTTP base URL, for messages and health checks."""
+        return f"{'https' if self.secure else 'http'}://{self.host}:{self.port}"
+
+
+def endpoint_from_url(url: str, api_key: str | None = None, grpc_port: int | None = None) -> Endpoint:
+    """Parse ``http://host:8080`` into an endpoint (gRPC on 50051 unless given)."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"QUORUM_WEAVIATE_URL must look like http://host:8080, not {url!r}.")
+    secure = parts.scheme == "https"
+    port = parts.port or (443 if secure else 8080)
+    return Endpoint(
+        host=parts.hostname,
+        port=port,
+        grpc_host=parts.hostname,
+        grpc_port=grpc_port or (443 if secure else 50051),
+        secure=secure,
+        api_key=api_key,
+    )
+
+
+def find_binary(explicit: str | None = None) -> Path | None:
+    """The weaviate-server to run: explicit setting, PATH, beside this interpreter, or
+    the cached build ``make install`` leaves under the user cache dir."""
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"QUORUM_WEAVIATE_BINARY points at {path}, which does not exist.")
+        return path
+    on_path = shutil.which("weaviate-server")
+    if on_path:
+        return Path(on_path)
+    beside = Path(sys.executable).parent / "weaviate-server"
+    if beside.exists():
+        return beside.resolve()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "quorum"
+    cached = cache / f"weaviate-v{WEAVIATE_VERSION}" / "weaviate-server"
+    return cached if cached.exists() else None
+
+
+def _free_port_block(size: int) -> int:
+    """A port p such that p .. p+size-1 are all free on loopback right now."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = int(s.getsockname()[1])
+        if base + size >= 65535:
+            continue
+        if all(_port_free(base + i) for i in range(size)):
+            return base
+    raise SearchUnavailable("Could not find free local ports for the embedded Weaviate server.")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def is_ready(url: str, timeout: float = 1.0) -> bool:
+    """True when Weaviate at ``url`` answers its readiness probe."""
+    try:
+        with urllib.request.urlopen(f"{url}/v1/.well-known/ready", timeout=timeout) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class EmbeddedServer:
+    """A ``weaviate-server`` child process shared by every Quorum process on one data dir."""
+
+    def __init__(self, data_dir: Path, binary: Path | None = None, startup_timeout: float = 90.0):
+        self.data_dir = data_dir
+        self.binary = binary
+        self.startup_timeout = startup_timeout
+        self._state_file = data_dir / "server.json"
+        self._lock_file = data_dir / "server.lock"
+        self._endpoint: Endpoint | None = None
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self._lock_file, "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _read_state(self) -> dict[str, Any] | None:
+        try:
+            state: dict[str, Any] = json.loads(self._state_file.read_text())
+        except (OSError, ValueError):
+            return None
+        return state
+
+    def _write_state(self, state: dict[str, Any]) -> None:
+        tmp = self._state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        tmp.replace(self._state_file)
+
+    def start(self) -> Endpoint:
+        """Start the server, or join the one already serving this data dir (blocking)."""
+        with self._locked():
+            state = self._read_state()
+            if state and _pid_alive(int(state["pid"])):
+                endpoint = Endpoint("127.0.0.1", state["port"], "127.0.0.1", state["grpc_port"])
+                if self._wait_ready(endpoint, int(state["pid"])):
+                    state["users"] = [p for p in state["users"] if _pid_alive(p)] + [os.getpid()]
+                    self._write_state(state)
+                    self._endpoint = endpoint
+                    return endpoint
+            state = self._spawn()
+            self._write_state(state)
+        self._endpoint = Endpoint("127.0.0.1", state["port"], "127.0.0.1", state["grpc_port"])
+        return self._endpoint
+
+    def _spawn(self) -> dict[str, Any]:
+        binary = self.binary or find_binary()
+        if binary is None:
+            raise ConfigError(
+                "No weaviate-server binary: run `make install`, put weaviate-server on PATH, "
+                "or set QUORUM_WEAVIATE_BINARY."
+            )
+        base = _free_port_block(6)
+        port, grpc_port, gossip, data, raft, raft_rpc = range(base, base + 6)
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "PERSISTENCE_DATA_PATH": str(self.data_dir / "weaviate"),
+            "AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED": "true",
+            "DEFAULT_VECTORIZER_MODULE": "none",
+            "ENABLE_MODULES": "",
+            "GO_PROFILING_DISABLE": "true",
+            "DISABLE_TELEMETRY": "true",
+            "PROMETHEUS_MONITORING_ENABLED": "false",
+            "QUERY_DEFAULTS_LIMIT": "25",
+            "GRPC_PORT": str(grpc_port),
+            "CLUSTER_HOSTNAME": "quorum",
+            "CLUSTER_IN_LOCALHOST": "true",
+            "CLUSTER_BIND_ADDR": "127.0.0.1",
+            "CLUSTER_ADVERTISE_ADDR": "127.0.0.1",
+            "CLUSTER_GOSSIP_BIND_PORT": str(gossip),
+            "CLUSTER_DATA_BIND_PORT": str(data),
+            "RAFT_PORT": str(raft),
+            "RAFT_INTERNAL_RPC_PORT": str(raft_rpc),
+            "RAFT_JOIN": f"quorum:{raft}",
+            "RAFT_BOOTSTRAP_EXPECT": "1",
+            "LOG_LEVEL": "warning",
+        }
+        cmd = [str(binary), "--host", "127.0.0.1", "--port", str(port), "--scheme", "http"]
+        log_path = self.data_dir / "weaviate.log"
+        with open(log_path, "ab") as log_fh:
+            # A session of its own: Ctrl-C in one terminal must not kill a server that
+            # another Quorum process still uses.
+            proc = subprocess.Popen(
+                cmd,
+                env=env,
+                stdout=log_fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        endpoint = Endpoint("127.0.0.1", port, "127.0.0.1", grpc_port)
+        if not self._wait_ready(endpoint, proc.pid):
+            proc.kill()
+            tail = log_path.read_text(errors="replace")[-800:]
+            raise SearchUnavailable(
+                f"The embedded Weaviate server did not become ready at {endpoint.url} "
+                f"(log: {log_path}): {tail.strip().splitlines()[-1] if tail.strip() else ''}"
+            )
+        log.info("started weaviate-server pid=%s at %s", proc.pid, endpoint.url)
+        return {"pid": proc.pid, "port": port, "grpc_port": grpc_port, "users": [os.getpid()]}
+
+    def _wait_ready(self, endpoint: Endpoint, pid: int) -> bool:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if is_ready(endpoint.url, timeout=0.5):
+                return True
+            if not _pid_alive(pid):
+                return False
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)  # reap a child that died, so _pid_alive sees it
+            time.sleep(0.1)
+        return False
+
+    def stop(self) -> None:
+        """Leave the shared server; stop it if no other live process uses it."""
+        if self._endpoint is None:
+            return
+        self._endpoint = None
+        with self._locked():
+            state = self._read_state()
+            if not state:
+                return
+            users = [p for p in state["users"] if p != os.getpid() and _pid_alive(p)]
+            if users:
+                state["users"] = users
+                self._write_state(state)
+                return
+            pid = int(state["pid"])
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 15)
+            deadline = time.monotonic() + 20
+            while _pid_alive(pid) and time.monotonic() < deadline:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+                time.sleep(0.05)
+            if _pid_alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, 9)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            self._state_file.unlink(missing_ok=True)
+
+
+def async_client(endpoint: Endpoint, *, timeout_s: float = 30.0) -> weaviate.WeaviateAsyncClient:
+    """An async client for ``endpoint`` that never calls out to the internet."""
+    auth = Auth.api_key(endpoint.api_key) if endpoint.api_key else None
+    return weaviate.use_async_with_custom(
+        http_host=endpoint.host,
+        http_port=endpoint.port,
+        http_secure=endpoint.secure,
+        grpc_host=endpoint.grpc_host,
+        grpc_port=endpoint.grpc_port,
+        grpc_secure=endpoint.secure,
+        auth_credentials=auth,
+        skip_init_checks=True,
+        additional_config=AdditionalConfig(
+            timeout=Timeout(init=5, query=timeout_s, insert=max(timeout_s, 60))
+        ),
+    )
