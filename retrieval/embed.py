@@ -49,10 +49,12 @@ def load_model(path: Path | None = None, device: str = "cpu") -> SentenceTransfo
     """Load a sentence-transformers model from a local folder, never from a hub."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no weight-loading bars
     model_dir = path or packaged_model_path()
     if not (model_dir / "modules.json").exists() and not (model_dir / "config.json").exists():
         raise ConfigError(
-            f"QUORUM_EMBED_MODEL_PATH points at {model_dir}, which holds no sentence-transformers model."
+            f"QUORUM_EMBED_MODEL_PATH points at {model_dir}, "
+            "which holds no sentence-transformers model."
         )
     from sentence_transformers import SentenceTransformer
 
@@ -74,17 +76,16 @@ class SentenceTransformerEmbedder:
         self._cache_size = query_cache_size
 
     @classmethod
-    def from_path(cls, path: Path | None = None, batch_size: int = 64) -> SentenceTransformerEmbedder:
+    def from_path(
+        cls, path: Path | None = None, batch_size: int = 64
+    ) -> SentenceTransformerEmbedder:
         """Load the model (packaged MiniLM by default)."""
         return cls(load_model(path), batch_size=batch_size)
 
     @property
     def dim(self) -> int:
         """Vector length (384 for MiniLM-L6)."""
-        get_dim = getattr(self.model, "get_embedding_dimension", None) or getattr(
-            self.model, "get_sentence_embedding_dimension"
-        )
-        return int(get_dim() or 0)
+        return int(self.model.get_embedding_dimension() or 0)
 
     def encode(self, texts: Sequence[str]) -> list[list[float]]:
         """Blocking encode; call from a worker thread."""

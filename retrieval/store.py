@@ -37,11 +37,13 @@ VECTOR = "default"
 KB_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _NS = uuid5(NAMESPACE_URL, "https://quorum.invalid/segments")
 
+
 def check_kb(kb: str) -> str:
     """Validate a knowledge-base name (it becomes a Weaviate tenant)."""
     if not KB_PATTERN.match(kb):
         raise InvalidInput(
-            f"Knowledge base names use letters, digits, '-' and '_' (at most 64): {kb!r} is not one."
+            "Knowledge base names use letters, digits, '-' and '_' (at most 64): "
+            f"{kb!r} is not one."
         )
     return kb
 
@@ -352,7 +354,9 @@ class Store:
                 result = await segments.data.insert_many(objects)
                 if result.has_errors:
                     first = next(iter(result.errors.values()))
-                    raise SearchUnavailable(f"Weaviate at {self.url} rejected a segment: {first.message}")
+                    raise SearchUnavailable(
+                        f"Weaviate at {self.url} rejected a segment: {first.message}"
+                    )
             stale = await segments.data.delete_many(
                 where=Filter.by_property("source_id").equal(source.id)
                 & Filter.by_property("position").greater_or_equal(len(doc.segments))

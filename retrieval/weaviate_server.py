@@ -61,7 +61,9 @@ class Endpoint:
         return f"{'https' if self.secure else 'http'}://{self.host}:{self.port}"
 
 
-def endpoint_from_url(url: str, api_key: str | None = None, grpc_port: int | None = None) -> Endpoint:
+def endpoint_from_url(
+    url: str, api_key: str | None = None, grpc_port: int | None = None
+) -> Endpoint:
     """Parse ``http://host:8080`` into an endpoint (gRPC on 50051 unless given)."""
     parts = urlsplit(url if "://" in url else f"http://{url}")
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -148,6 +150,7 @@ class EmbeddedServer:
         self._state_file = data_dir / "server.json"
         self._lock_file = data_dir / "server.lock"
         self._endpoint: Endpoint | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -240,6 +243,7 @@ class EmbeddedServer:
                 f"The embedded Weaviate server did not become ready at {endpoint.url} "
                 f"(log: {log_path}): {tail.strip().splitlines()[-1] if tail.strip() else ''}"
             )
+        self._proc = proc
         log.info("started weaviate-server pid=%s at %s", proc.pid, endpoint.url)
         return {"pid": proc.pid, "port": port, "grpc_port": grpc_port, "users": [os.getpid()]}
 
@@ -269,20 +273,29 @@ class EmbeddedServer:
                 state["users"] = users
                 self._write_state(state)
                 return
-            pid = int(state["pid"])
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, 15)
-            deadline = time.monotonic() + 20
-            while _pid_alive(pid) and time.monotonic() < deadline:
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, os.WNOHANG)
-                time.sleep(0.05)
-            if _pid_alive(pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, 9)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+            _terminate(int(state["pid"]), self._proc)
+            self._proc = None
             self._state_file.unlink(missing_ok=True)
+
+
+def _terminate(pid: int, proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM, wait up to 20 s for a clean shutdown (it flushes its data), then SIGKILL."""
+    if proc is not None and proc.pid == pid:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, 15)
+    deadline = time.monotonic() + 20
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _pid_alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
 
 
 def async_client(endpoint: Endpoint, *, timeout_s: float = 30.0) -> weaviate.WeaviateAsyncClient:

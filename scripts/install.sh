@@ -44,7 +44,7 @@ if [ "$(cat .venv/.deps 2>/dev/null || true)" != "$deps" ]; then
     printf '#!/bin/sh\nexec "%s/.venv/bin/python" -m %s "$@"\n' "$repo" "$mod" > ".venv/bin/$mod"
     chmod +x ".venv/bin/$mod"
   done
-  printf '#!%s/.venv/bin/python\nimport sys\nfrom bot.cli import main\nsys.exit(main())\n' "$repo" > .venv/bin/quorum
+  printf '#!%s/.venv/bin/python\nimport sys\nfrom adapters.cli import main\nsys.exit(main())\n' "$repo" > .venv/bin/quorum
   chmod +x .venv/bin/quorum
   echo "$deps" > .venv/.deps
 fi

@@ -1,0 +1,15 @@
+"""The ``quorum`` entry point: the core's commands plus the platform ones (chat, serve,
+demo), which live here because only adapters may import the platform SDKs."""
+
+from __future__ import annotations
+
+import logging
+
+from bot.cli import app
+
+
+def main() -> int:
+    """Run the ``quorum`` command line."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    app()
+    return 0

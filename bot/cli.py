@@ -1,0 +1,349 @@
+"""The ``quorum`` core commands (typer + rich): ingest, search, sources, remove.
+
+Platform commands (``serve``, ``chat``, ``demo``) are added by ``adapters.cli``, which is
+the console-script entry point, so the arrows keep pointing ``adapters -> bot``.
+Every command turns a QuorumError into one red sentence and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from datetime import date
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from bot.config import Settings, load_settings
+from bot.wiring import open_retrieval
+from retrieval.errors import InvalidInput, QuorumError
+from retrieval.indexer import FileResult, IngestReport, ingest
+from retrieval.links import locator
+from retrieval.models import KINDS, Hit, Kind, SearchFilters
+from retrieval.search import MAX_K
+
+app = typer.Typer(
+    name="quorum",
+    help="Answers from your team's recordings and documents, with links to the second.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+out = Console()
+err = Console(stderr=True)
+T = TypeVar("T")
+
+KbOpt = Annotated[
+    str | None, typer.Option("--kb", help="Knowledge base (default: QUORUM_DEFAULT_KB).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print one clear sentence to stderr and return the exit to raise."""
+    err.print(f"[bold red]Error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def run(coro_fn: Callable[[Settings], Awaitable[T]]) -> T:
+    """Load settings and run an async command, translating Quorum errors into exits."""
+    try:
+        settings = load_settings()
+        return asyncio.run(coro_fn(settings))
+    except QuorumError as exc:
+        logging.getLogger("quorum").debug("command failed", exc_info=True)
+        raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        raise fail("interrupted.", 130) from None
+
+
+def parse_date(value: str | None, option: str) -> date | None:
+    """``2024-01-31`` -> date; anything else is a clear InvalidInput."""
+    if value is None or value == "":
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise InvalidInput(f"{option} {value!r} is not a date; use YYYY-MM-DD.") from None
+
+
+def parse_kind(value: str | None) -> Kind | None:
+    """Validate a ``--kind`` value."""
+    if value is None:
+        return None
+    for kind in KINDS:
+        if kind == value.lower():
+            return kind
+    raise InvalidInput(f"--kind {value!r} is not one of {', '.join(KINDS)}.")
+
+
+def kb_name(settings: Settings, kb: str | None) -> str:
+    """The knowledge base to use."""
+    return kb or settings.default_kb
+
+
+class _RichProgress:
+    """Ingest progress: files, segments, segments per second."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.task = progress.add_task("ingest", total=None, segments=0, rate="")
+        self.segments = 0
+        self.t0 = time.perf_counter()
+
+    def started(self, files: int) -> None:
+        self.progress.update(self.task, total=files)
+
+    def file_done(self, result: FileResult) -> None:
+        if result.status in ("added", "updated"):
+            self.segments += result.segments
+        rate = self.segments / max(1e-6, time.perf_counter() - self.t0)
+        self.progress.update(
+            self.task,
+            advance=1,
+            segments=self.segments,
+            rate=f"{rate:,.0f} seg/s",
+            description=Path(result.path).name[:40],
+        )
+
+
+def _report_table(report: IngestReport, elapsed: float) -> Table:
+    table = Table(title="Ingest summary", show_edge=False)
+    for col in ("added", "updated", "skipped", "failed", "segments written", "seconds"):
+        table.add_column(col, justify="right")
+    table.add_row(
+        str(report.count("added")),
+        str(report.count("updated")),
+        str(report.count("skipped")),
+        f"[red]{report.count('failed')}[/]" if report.failed else "0",
+        f"{report.segments:,}",
+        f"{elapsed:.1f}",
+    )
+    return table
+
+
+@app.command("ingest")
+def ingest_cmd(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders to ingest.")],
+    kb: KbOpt = None,
+    force: Annotated[bool, typer.Option(help="Re-ingest files even when unchanged.")] = False,
+) -> None:
+    """Ingest recordings, transcripts, PDFs, Markdown and course files."""
+
+    async def go(settings: Settings) -> IngestReport:
+        name = kb_name(settings, kb)
+        async with open_retrieval(settings) as r:
+            t0 = time.perf_counter()
+            with Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("files"),
+                TextColumn("{task.fields[segments]:,} segments"),
+                TextColumn("{task.fields[rate]}"),
+                TaskProgressColumn(),
+                TimeElapsedColumn(),
+                console=err,
+            ) as progress:
+                report = await ingest(
+                    r.store,
+                    r.embedder,
+                    name,
+                    paths,
+                    chunking=r.chunking,
+                    progress=_RichProgress(progress),
+                    force=force,
+                )
+            r.search.forget_sources(name)
+            elapsed = time.perf_counter() - t0
+        out.print(_report_table(report, elapsed))
+        for f in report.failed:
+            err.print(f"[red]failed[/] {f.path}: {f.reason}", highlight=False)
+        return report
+
+    report = run(go)
+    if report.failed:
+        raise fail(f"{len(report.failed)} file(s) could not be ingested (listed above).")
+
+
+def hit_json(hit: Hit) -> dict[str, Any]:
+    """The JSON shape of a hit, as printed by ``quorum search --json``."""
+    s = hit.source
+    return {
+        "id": hit.id,
+        "text": hit.segment.text,
+        "score": round(hit.score, 4),
+        "speaker": hit.segment.speaker,
+        "speakers": list(hit.segment.speakers),
+        "start_s": hit.segment.start_s,
+        "end_s": hit.segment.end_s,
+        "page": hit.segment.page,
+        "heading": hit.segment.heading,
+        "lesson": hit.segment.lesson,
+        "link": hit.link,
+        "source": {
+            "id": s.id,
+            "title": s.title,
+            "url": s.url,
+            "kind": s.kind,
+            "recorded_at": s.recorded_at.isoformat() if s.recorded_at else None,
+        },
+    }
+
+
+def build_filters(
+    speaker: str | None,
+    source: str | None,
+    after: str | None,
+    before: str | None,
+    kind: str | None = None,
+    lesson: int | None = None,
+    source_ids: list[str] | None = None,
+) -> SearchFilters:
+    """SearchFilters from command-line options, validated."""
+    return SearchFilters(
+        speaker=speaker or None,
+        source=source or None,
+        source_ids=tuple(source_ids or ()),
+        after=parse_date(after, "--after"),
+        before=parse_date(before, "--before"),
+        kind=parse_kind(kind),
+        lesson=lesson,
+    )
+
+
+SpeakerOpt = Annotated[str | None, typer.Option(help="Only passages by this speaker.")]
+SourceOpt = Annotated[str | None, typer.Option(help="Only sources whose title matches.")]
+AfterOpt = Annotated[str | None, typer.Option(help="Recorded on or after (YYYY-MM-DD).")]
+BeforeOpt = Annotated[str | None, typer.Option(help="Recorded on or before (YYYY-MM-DD).")]
+
+
+@app.command("search")
+def search_cmd(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    kb: KbOpt = None,
+    speaker: SpeakerOpt = None,
+    source: SourceOpt = None,
+    after: AfterOpt = None,
+    before: BeforeOpt = None,
+    kind: Annotated[str | None, typer.Option(help="video, audio, document or course.")] = None,
+    lesson: Annotated[int | None, typer.Option(help="Only this course lesson.")] = None,
+    k: Annotated[int, typer.Option("-k", help=f"How many results (1-{MAX_K}).")] = 8,
+    as_json: JsonOpt = False,
+) -> None:
+    """Hybrid search (keywords + meaning) over a knowledge base."""
+
+    async def go(settings: Settings) -> list[Hit]:
+        filters = build_filters(speaker, source, after, before, kind, lesson)
+        if not query.strip():
+            raise InvalidInput("The query is empty: say what to search for.")
+        if not 1 <= k <= MAX_K:
+            raise InvalidInput(f"-k must be between 1 and {MAX_K}, not {k}.")
+        async with open_retrieval(settings) as r:
+            return await r.search.search(kb_name(settings, kb), query, filters, k)
+
+    hits = run(go)
+    if as_json:
+        sys.stdout.write(json.dumps([hit_json(h) for h in hits], indent=2) + "\n")
+        return
+    if not hits:
+        out.print("Nothing found. Try other words, or fewer filters.")
+        return
+    table = Table(show_lines=True)
+    for col in ("score", "source", "where", "speaker", "excerpt", "link"):
+        table.add_column(col, overflow="fold")
+    for h in hits:
+        excerpt = h.segment.text if len(h.segment.text) < 220 else h.segment.text[:217] + "..."
+        link = f"[link={h.link}]{h.link}[/link]" if h.link else ""
+        table.add_row(
+            f"{h.score:.3f}",
+            h.source.title,
+            locator(h.segment) or "",
+            h.segment.speaker or "",
+            excerpt,
+            link,
+        )
+    out.print(table)
+
+
+@app.command("sources")
+def sources_cmd(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
+    """List the sources in a knowledge base."""
+
+    async def go(settings: Settings) -> list[Any]:
+        async with open_retrieval(settings) as r:
+            return await r.store.list_sources(kb_name(settings, kb))
+
+    infos = run(go)
+    if as_json:
+        rows = [
+            {
+                "id": i.source.id,
+                "title": i.source.title,
+                "kind": i.source.kind,
+                "url": i.source.url,
+                "recorded_at": i.source.recorded_at.isoformat() if i.source.recorded_at else None,
+                "speakers": list(i.source.speakers),
+                "segments": i.segments,
+                "path": i.source.path,
+            }
+            for i in infos
+        ]
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    if not infos:
+        out.print("This knowledge base is empty. Add files with `quorum ingest PATH`.")
+        return
+    table = Table()
+    for col in ("id", "title", "kind", "date", "speakers", "segments"):
+        table.add_column(col)
+    for i in infos:
+        s = i.source
+        table.add_row(
+            s.id,
+            f"[link={s.url}]{s.title}[/link]" if s.url else s.title,
+            s.kind,
+            s.recorded_at.isoformat() if s.recorded_at else "",
+            ", ".join(s.speakers[:4]) + (" ..." if len(s.speakers) > 4 else ""),
+            str(i.segments),
+        )
+    out.print(table)
+
+
+@app.command("remove")
+def remove_cmd(
+    source_id: Annotated[str, typer.Argument(help="The source id (see `quorum sources`).")],
+    kb: KbOpt = None,
+) -> None:
+    """Remove a source and its passages from a knowledge base."""
+
+    async def go(settings: Settings) -> int:
+        async with open_retrieval(settings) as r:
+            return await r.store.delete_source(kb_name(settings, kb), source_id)
+
+    removed = run(go)
+    if removed == 0:
+        raise fail(f"No source {source_id!r} in that knowledge base (see `quorum sources`).")
+    out.print(f"Removed {source_id} ({removed} passages).")
+
+
+def main() -> int:
+    """Entry point for the core commands alone."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    app()
+    return 0

@@ -1,0 +1,150 @@
+"""Quorum's settings: one typed object, loaded once from ``QUORUM_*`` environment
+variables and ``.env`` (secrets from their usual names: ``ANTHROPIC_API_KEY``,
+``SLACK_BOT_TOKEN``, ...). A bad value fails at start naming its variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from platformdirs import user_data_dir
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from retrieval.errors import ConfigError
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+DEFAULT_FAST_MODEL = "claude-haiku-5-5"
+
+
+class Settings(BaseSettings):
+    """Every knob Quorum has. Field docs are the reference for README's configuration table."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="QUORUM_", env_file=".env", extra="ignore", populate_by_name=True
+    )
+
+    # --- storage
+    data_dir: Path = Field(
+        default_factory=lambda: Path(user_data_dir("quorum")),
+        description="Where Quorum keeps its data (embedded Weaviate, the SQLite session store).",
+    )
+    default_kb: str = Field("default", description="Knowledge base used when none is given.")
+
+    # --- Weaviate
+    weaviate_mode: Literal["embedded", "local", "cloud"] = Field(
+        "embedded", description="embedded: Quorum runs weaviate-server; local/cloud: by URL."
+    )
+    weaviate_url: str | None = Field(None, description="Weaviate URL for local/cloud mode.")
+    weaviate_grpc_port: int | None = Field(
+        None, description="gRPC port (default 50051, 443 for https)."
+    )
+    weaviate_api_key: SecretStr | None = Field(None, description="API key for Weaviate Cloud.")
+    weaviate_binary: str | None = Field(None, description="Path of weaviate-server to run.")
+    weaviate_timeout_s: float = Field(30.0, gt=0, description="Timeout of one Weaviate query.")
+
+    # --- embedding, search, chunking
+    embed_model_path: Path | None = Field(
+        None, description="Folder of a sentence-transformers model (default: packaged MiniLM)."
+    )
+    embed_batch_size: int = Field(64, ge=1, le=1024, description="Texts per encode batch.")
+    hybrid_alpha: float = Field(
+        0.5, ge=0.0, le=1.0, description="0 = keyword (BM25) only, 1 = vector only."
+    )
+    chunk_seconds: float = Field(60.0, gt=0, description="Length of a transcript window.")
+    chunk_overlap_seconds: float = Field(10.0, ge=0, description="Overlap of transcript windows.")
+    chunk_chars: int = Field(1200, ge=200, description="Length of a document window.")
+    chunk_overlap_chars: int = Field(150, ge=0, description="Overlap of document windows.")
+
+    # --- answers (Claude)
+    anthropic_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices("ANTHROPIC_API_KEY", "QUORUM_ANTHROPIC_API_KEY"),
+        description="Claude API key; without it answers are extractive (quoted passages).",
+    )
+    anthropic_base_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "QUORUM_ANTHROPIC_BASE_URL"),
+        description="Messages API base URL (an emulator in tests).",
+    )
+    model: str = Field(DEFAULT_MODEL, description="Claude model that writes answers.")
+    fast_model: str = Field(DEFAULT_FAST_MODEL, description="Cheaper model for query rewriting.")
+    llm_timeout_s: float = Field(60.0, gt=0, description="Timeout of one Claude request.")
+    llm_max_retries: int = Field(2, ge=0, le=10, description="Retries on 429/5xx/overloaded.")
+    answer_max_tokens: int = Field(1200, ge=64, description="Longest answer, in tokens.")
+    context_token_budget: int = Field(6000, ge=500, description="Tokens of sources per answer.")
+    history_turns: int = Field(5, ge=0, le=50, description="Exchanges of thread history kept.")
+    search_k: int = Field(8, ge=1, le=50, description="Hits fetched per quick answer.")
+    max_question_chars: int = Field(4000, ge=10, description="Longest accepted question.")
+
+    # --- deep research
+    research_mode: Literal["quick", "deep", "auto"] = Field(
+        "quick", description="Default mode: quick, deep, or auto (hard questions go deep)."
+    )
+    research_max_iterations: int = Field(8, ge=1, le=30, description="Tool-use turns at most.")
+    research_token_budget: int = Field(60000, ge=1000, description="Input+output tokens at most.")
+    research_time_budget_s: float = Field(120.0, gt=0, description="Wall-clock budget.")
+
+    # --- Slack
+    slack_bot_token: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("SLACK_BOT_TOKEN", "QUORUM_SLACK_BOT_TOKEN")
+    )
+    slack_app_token: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices("SLACK_APP_TOKEN", "QUORUM_SLACK_APP_TOKEN"),
+        description="xapp- token: Socket Mode. Without it, HTTP events.",
+    )
+    slack_signing_secret: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("SLACK_SIGNING_SECRET", "QUORUM_SLACK_SIGNING_SECRET")
+    )
+    slack_api_url: str = Field("https://slack.com/api/", description="Slack Web API base URL.")
+    slack_port: int = Field(3000, ge=1, le=65535, description="HTTP events port.")
+    slack_channels: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Allowed channel ids (empty: every channel)."
+    )
+
+    # --- Discord
+    discord_token: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("DISCORD_TOKEN", "QUORUM_DISCORD_TOKEN")
+    )
+    discord_api_url: str | None = Field(None, description="Discord REST API base URL.")
+    discord_guild_id: int | None = Field(None, description="Guild to sync commands to (fast).")
+    discord_guilds: Annotated[list[int], NoDecode] = Field(
+        default_factory=list, description="Allowed guild ids (empty: every guild)."
+    )
+    discord_channels: Annotated[list[int], NoDecode] = Field(
+        default_factory=list, description="Allowed channel ids (empty: every channel)."
+    )
+
+    @field_validator("slack_channels", "discord_guilds", "discord_channels", mode="before")
+    @classmethod
+    def _split_csv(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        if isinstance(value, int):
+            return [value]
+        return value
+
+    @property
+    def sessions_path(self) -> Path:
+        """The SQLite session store."""
+        return self.data_dir / "sessions.sqlite3"
+
+
+def _var_name(loc: tuple[int | str, ...]) -> str:
+    field = str(loc[0]) if loc else "?"
+    info = Settings.model_fields.get(field)
+    alias = info.validation_alias if info else None
+    if isinstance(alias, AliasChoices):
+        return str(alias.choices[0])
+    return f"QUORUM_{field.upper()}"
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Load settings, turning validation errors into one ConfigError naming the variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"{_var_name(first['loc'])}: {first['msg']}.") from exc

@@ -1,0 +1,121 @@
+"""The core's contract with the adapters: a Question in, an Answer out, progress events
+in between. Adapters translate platform events into these and nothing more."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from retrieval.models import Hit, SearchFilters
+
+Mode = Literal["quick", "deep", "auto"]
+AnswerKind = Literal["answer", "extractive", "help", "nothing_found", "error"]
+
+
+@dataclass(frozen=True)
+class ThreadKey:
+    """Identifies one conversation: a thread on a platform."""
+
+    platform: str  # "slack" | "discord" | "console"
+    workspace: str  # Slack team id, Discord guild id, "local"
+    channel: str
+    thread: str  # Slack thread_ts, Discord thread id, a console session id
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.workspace}:{self.channel}:{self.thread}"
+
+
+@dataclass(frozen=True)
+class Question:
+    """A user's question as the core sees it."""
+
+    text: str
+    thread: ThreadKey
+    user: str
+    kb: str
+    mode: Mode = "quick"
+    filters: SearchFilters = field(default_factory=SearchFilters)
+    event_id: str | None = None  # the platform's id for the message, for exactly-once
+
+
+@dataclass(frozen=True)
+class Citation:
+    """One ``[n]`` in an answer, resolved to the moment or page it came from."""
+
+    n: int
+    hit_id: str
+    title: str
+    link: str | None
+    label: str  # "Auth deep dive @ 12:14" or "Auth migration plan, p. 5"
+    start_s: float | None = None
+    page: int | None = None
+    speaker: str | None = None
+
+
+@dataclass(frozen=True)
+class NumberedSource:
+    """A passage given to Claude as source ``[n]``."""
+
+    n: int
+    hit: Hit
+    label: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the core returns. ``text`` is Markdown with ``[n]`` markers; ``citations``
+    lists only the numbers actually used and valid; ``sources`` every numbered source."""
+
+    text: str
+    kind: AnswerKind
+    mode: Mode
+    citations: tuple[Citation, ...] = ()
+    sources: tuple[NumberedSource, ...] = ()
+    note: str | None = None  # e.g. "No Claude API key is set, so ..." or "research stopped early"
+    timings: dict[str, float] = field(default_factory=dict)  # ms: rewrite, search, llm, total
+    exchange_id: int | None = None
+    standalone_query: str | None = None
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """A step the core is taking ("searching 'Auth0 Cognito'", "writing the answer")."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class PartialAnswer:
+    """The answer text streamed so far (the whole text, not a delta)."""
+
+    text: str
+
+
+Event = ProgressEvent | PartialAnswer
+EventSink = Callable[[Event], Awaitable[None]]
+
+
+class Core(Protocol):
+    """What the adapters call. Implemented by ``bot.engine.Engine``."""
+
+    async def ask(self, question: Question, on_event: EventSink | None = None) -> Answer:
+        """Answer a question in its thread's context. Never raises for user-facing
+        trouble: failures come back as an Answer of kind "error" with one short sentence."""
+        ...
+
+    async def claim_event(self, platform: str, event_id: str) -> bool:
+        """True the first time an event id is seen (persisted), False for a redelivery."""
+        ...
+
+    async def is_active_thread(self, thread: ThreadKey) -> bool:
+        """True when Quorum has answered in this thread (follow-ups need no mention)."""
+        ...
+
+    async def record_feedback(self, exchange_id: int, user: str, value: int) -> None:
+        """Store +1/-1 from a user for an exchange (a second click replaces the first)."""
+        ...
+
+    async def reset(self, thread: ThreadKey) -> None:
+        """Forget a thread's history."""
+        ...

@@ -1,0 +1,130 @@
+"""The composition root: builds Weaviate, the embedder, the search service (and, as the
+core grows, the session store and Claude) from settings, inside one AsyncExitStack.
+
+Nothing else in Quorum constructs a client; every command and adapter receives these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.config import Settings
+from retrieval.chunking import ChunkConfig
+from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.errors import ConfigError
+from retrieval.search import SearchService
+from retrieval.store import Store
+from retrieval.weaviate_server import (
+    EmbeddedServer,
+    Endpoint,
+    async_client,
+    endpoint_from_url,
+    find_binary,
+)
+
+
+class LazyEmbedder:
+    """Loads the model on first use (in a worker thread), so commands that never embed
+    (``sources``, ``remove``) start at once."""
+
+    def __init__(self, path: Path | None, batch_size: int) -> None:
+        self._path = path
+        self._batch_size = batch_size
+        self._model: SentenceTransformerEmbedder | None = None
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> SentenceTransformerEmbedder:
+        """The loaded embedder."""
+        async with self._lock:
+            if self._model is None:
+                self._model = await asyncio.to_thread(
+                    SentenceTransformerEmbedder.from_path, self._path, self._batch_size
+                )
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        """Vector length (loads nothing: MiniLM's is 384 until the model says otherwise)."""
+        return self._model.dim if self._model else 384
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text."""
+        return await (await self.get()).embed_documents(texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        """A query's vector (cached)."""
+        return await (await self.get()).embed_query(text)
+
+
+@dataclass
+class Retrieval:
+    """Everything the retrieval layer needs, built once."""
+
+    settings: Settings
+    endpoint: Endpoint
+    store: Store
+    embedder: LazyEmbedder
+    search: SearchService
+
+    @property
+    def chunking(self) -> ChunkConfig:
+        """Chunk sizes from settings."""
+        s = self.settings
+        return ChunkConfig(
+            max_seconds=s.chunk_seconds,
+            overlap_seconds=s.chunk_overlap_seconds,
+            max_chars=s.chunk_chars,
+            overlap_chars=s.chunk_overlap_chars,
+        )
+
+
+async def _endpoint(settings: Settings, stack: contextlib.AsyncExitStack) -> Endpoint:
+    api_key = settings.weaviate_api_key.get_secret_value() if settings.weaviate_api_key else None
+    if settings.weaviate_mode == "embedded":
+        binary = find_binary(settings.weaviate_binary)
+        if binary is None:
+            return await _client_embedded(settings, stack)
+        server = EmbeddedServer(settings.data_dir / "weaviate-server", binary)
+        endpoint = await asyncio.to_thread(server.start)
+        stack.push_callback(server.stop)
+        return endpoint
+    if not settings.weaviate_url:
+        raise ConfigError(f"QUORUM_WEAVIATE_URL is required in {settings.weaviate_mode} mode.")
+    if settings.weaviate_mode == "cloud" and not api_key:
+        raise ConfigError("QUORUM_WEAVIATE_API_KEY is required in cloud mode.")
+    return endpoint_from_url(settings.weaviate_url, api_key, settings.weaviate_grpc_port)
+
+
+async def _client_embedded(settings: Settings, stack: contextlib.AsyncExitStack) -> Endpoint:
+    """No weaviate-server binary and no Go: weaviate-client's embedded mode downloads the
+    same pinned release on first use (a laptop with internet access)."""
+    from weaviate.embedded import EmbeddedOptions, EmbeddedV4
+
+    from retrieval.weaviate_server import WEAVIATE_VERSION
+
+    opts = EmbeddedOptions(
+        persistence_data_path=str(settings.data_dir / "weaviate"),
+        version=WEAVIATE_VERSION,
+        hostname="127.0.0.1",
+        additional_env_vars={"DISABLE_TELEMETRY": "true", "GO_PROFILING_DISABLE": "true"},
+    )
+    embedded = EmbeddedV4(opts)
+    await asyncio.to_thread(embedded.start)
+    stack.push_callback(embedded.stop)
+    return Endpoint("127.0.0.1", opts.port, "127.0.0.1", opts.grpc_port)
+
+
+@contextlib.asynccontextmanager
+async def open_retrieval(settings: Settings) -> AsyncIterator[Retrieval]:
+    """Start or reach Weaviate, connect, and hand out the retrieval services."""
+    async with contextlib.AsyncExitStack() as stack:
+        endpoint = await _endpoint(settings, stack)
+        client = async_client(endpoint, timeout_s=settings.weaviate_timeout_s)
+        store = await stack.enter_async_context(Store.connect(client, endpoint.url))
+        embedder = LazyEmbedder(settings.embed_model_path, settings.embed_batch_size)
+        search = SearchService(store, embedder, alpha=settings.hybrid_alpha)
+        yield Retrieval(settings, endpoint, store, embedder, search)

@@ -1,0 +1,178 @@
+"""Ingest files into a knowledge base: read, skip unchanged, embed, upsert.
+
+Reading and embedding of the next file overlap with writing the current one to
+Weaviate (a two-stage pipeline), so the encoder, the CPU-bound part, rarely waits.
+A file that fails is reported with its reason and skipped; nothing already indexed
+is touched by a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from retrieval.chunking import ChunkConfig
+from retrieval.embed import Embedder
+from retrieval.errors import IngestError, QuorumError
+from retrieval.ingest import discover, read_source
+from retrieval.models import Document
+from retrieval.store import Store, check_kb
+
+Status = Literal["added", "updated", "skipped", "failed"]
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """What happened to one file."""
+
+    path: str
+    status: Status
+    source_id: str | None = None
+    segments: int = 0
+    reason: str | None = None
+
+
+@dataclass
+class IngestReport:
+    """The outcome of one ingest run."""
+
+    results: list[FileResult] = field(default_factory=list)
+
+    def count(self, status: Status) -> int:
+        """How many files ended with ``status``."""
+        return sum(1 for r in self.results if r.status == status)
+
+    @property
+    def failed(self) -> list[FileResult]:
+        """The files that could not be ingested."""
+        return [r for r in self.results if r.status == "failed"]
+
+    @property
+    def segments(self) -> int:
+        """Segments written in this run."""
+        return sum(r.segments for r in self.results if r.status in ("added", "updated"))
+
+
+class Progress(Protocol):
+    """Receives progress while files are ingested."""
+
+    def started(self, files: int) -> None:
+        """The run found ``files`` files."""
+
+    def file_done(self, result: FileResult) -> None:
+        """One file finished (any status)."""
+
+
+class _Silent:
+    def started(self, files: int) -> None:
+        pass
+
+    def file_done(self, result: FileResult) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class _Ready:
+    path: Path
+    doc: Document
+    vectors: list[list[float]]
+
+
+async def ingest(
+    store: Store,
+    embedder: Embedder,
+    kb: str,
+    paths: Sequence[Path],
+    *,
+    chunking: ChunkConfig | None = None,
+    progress: Progress | None = None,
+    force: bool = False,
+) -> IngestReport:
+    """Ingest files and folders into ``kb``; unchanged files are skipped unless ``force``."""
+    check_kb(kb)
+    progress = progress or _Silent()
+    report = IngestReport()
+    files, missing = await asyncio.to_thread(_discover, paths)
+    for p in missing:
+        _record(report, progress, FileResult(str(p), "failed", reason="no such file or folder"))
+    progress.started(len(files) + len(missing))
+    queue: asyncio.Queue[_Ready | None] = asyncio.Queue(maxsize=2)
+    owners: dict[str, str] = {}
+
+    async def produce() -> None:
+        try:
+            for path, root in files:
+                ready = await _prepare(store, embedder, kb, path, root, chunking, force, owners)
+                if isinstance(ready, FileResult):
+                    _record(report, progress, ready)
+                else:
+                    await queue.put(ready)
+        finally:
+            await queue.put(None)
+
+    producer = asyncio.create_task(produce())
+    try:
+        while (item := await queue.get()) is not None:
+            try:
+                up = await store.upsert(kb, item.doc, item.vectors)
+            except QuorumError as exc:
+                result = FileResult(str(item.path), "failed", item.doc.source.id, reason=str(exc))
+            else:
+                status: Status = "added" if up.status == "added" else "updated"
+                result = FileResult(str(item.path), status, item.doc.source.id, up.segments)
+            _record(report, progress, result)
+        await producer
+    finally:
+        producer.cancel()
+    return report
+
+
+def _discover(paths: Sequence[Path]) -> tuple[list[tuple[Path, Path]], list[Path]]:
+    """Files to read, each with the folder its manifest lookups stop at; missing paths."""
+    files: list[tuple[Path, Path]] = []
+    missing: list[Path] = []
+    for root in paths:
+        if not root.exists():
+            missing.append(root)
+            continue
+        base = root if root.is_dir() else root.parent
+        files.extend((f, base) for f in discover([root]))
+    return files, missing
+
+
+def _record(report: IngestReport, progress: Progress, result: FileResult) -> None:
+    report.results.append(result)
+    progress.file_done(result)
+
+
+async def _prepare(
+    store: Store,
+    embedder: Embedder,
+    kb: str,
+    path: Path,
+    root: Path,
+    chunking: ChunkConfig | None,
+    force: bool,
+    owners: dict[str, str],
+) -> _Ready | FileResult:
+    try:
+        doc = await asyncio.to_thread(read_source, path, root=root, chunking=chunking)
+    except IngestError as exc:
+        return FileResult(str(path), "failed", reason=exc.reason)
+    sid = doc.source.id
+    if sid in owners:
+        return FileResult(
+            str(path),
+            "failed",
+            sid,
+            reason=f"source id {sid!r} is already used by {owners[sid]}; "
+            "give one of them an 'id' in its .meta.json",
+        )
+    owners[sid] = str(path)
+    if not force and await store.source_hash(kb, sid) == doc.source.content_hash:
+        return FileResult(str(path), "skipped", sid, len(doc.segments))
+    vectors = await embedder.embed_documents([s.text for s in doc.segments])
+    return _Ready(path, doc, vectors)

@@ -1,0 +1,256 @@
+"""The search service the core calls: validate, resolve filters, embed, hybrid search,
+optional rerank. ``SearchService.archive(kb)`` gives an ``Archive`` bound to one
+knowledge base; nothing reached through it can see another.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from weaviate.classes.query import Filter
+from weaviate.collections.classes.filters import _Filters
+
+from retrieval.embed import Embedder
+from retrieval.errors import InvalidInput
+from retrieval.models import KINDS, Hit, SearchFilters, SourceInfo
+from retrieval.store import Store, _as_datetime, check_kb, speaker_keys, title_matches
+
+MAX_K = 100
+MAX_QUERY_CHARS = 2000
+
+
+class Reranker(Protocol):
+    """Reorders hits for a query (a cross-encoder)."""
+
+    async def rerank(self, query: str, hits: list[Hit], k: int) -> list[Hit]:
+        """The best ``k`` of ``hits`` for ``query``, best first."""
+        ...
+
+
+@dataclass
+class SearchTimings:
+    """Where one search spent its time, in milliseconds."""
+
+    embed_ms: float = 0.0
+    weaviate_ms: float = 0.0
+    rerank_ms: float = 0.0
+    total_ms: float = 0.0
+
+    @property
+    def own_ms(self) -> float:
+        """Quorum's own overhead: everything but embedding, Weaviate and reranking."""
+        return max(0.0, self.total_ms - self.embed_ms - self.weaviate_ms - self.rerank_ms)
+
+
+class NothingMatches(Exception):
+    """A filter names a source that does not exist, so no segment can match."""
+
+
+@dataclass
+class _SourceCache:
+    at: float = 0.0
+    infos: list[SourceInfo] = field(default_factory=list)
+
+
+def validate_query(query: str, k: int) -> str:
+    """Reject an empty or over-long query and an out-of-range ``k``."""
+    text = " ".join(query.split())
+    if not text:
+        raise InvalidInput("The query is empty: say what to search for.")
+    if len(text) > MAX_QUERY_CHARS:
+        raise InvalidInput(
+            f"The query is too long ({len(text)} characters; at most {MAX_QUERY_CHARS})."
+        )
+    if not 1 <= k <= MAX_K:
+        raise InvalidInput(f"The number of results must be between 1 and {MAX_K}, not {k}.")
+    return text
+
+
+def validate_filters(filters: SearchFilters) -> None:
+    """Reject filters that cannot be satisfied as written."""
+    if filters.after and filters.before and filters.after > filters.before:
+        raise InvalidInput(
+            f"The date range is reversed: after {filters.after} "
+            f"is later than before {filters.before}."
+        )
+    if filters.kind is not None and filters.kind not in KINDS:
+        raise InvalidInput(f"Unknown kind {filters.kind!r}; use one of {', '.join(KINDS)}.")
+    if filters.lesson is not None and filters.lesson < 0:
+        raise InvalidInput(f"Lesson numbers start at 0, not {filters.lesson}.")
+
+
+class SearchService:
+    """Hybrid search over the store with our own embeddings."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        *,
+        alpha: float = 0.5,
+        reranker: Reranker | None = None,
+        rerank_candidates: int = 30,
+        source_cache_s: float = 10.0,
+    ) -> None:
+        if not 0.0 <= alpha <= 1.0:
+            raise InvalidInput(f"alpha must be between 0 and 1, not {alpha}.")
+        self.store = store
+        self.embedder = embedder
+        self.alpha = alpha
+        self.reranker = reranker
+        self.rerank_candidates = rerank_candidates
+        self._source_cache: dict[str, _SourceCache] = {}
+        self._source_cache_s = source_cache_s
+
+    def archive(self, kb: str) -> KbArchive:
+        """Read access bound to one knowledge base."""
+        return KbArchive(self, check_kb(kb))
+
+    def forget_sources(self, kb: str) -> None:
+        """Drop the cached source list (after an ingest or delete)."""
+        self._source_cache.pop(kb, None)
+
+    async def sources(self, kb: str) -> list[SourceInfo]:
+        """The knowledge base's sources, cached for a few seconds (filters resolve titles)."""
+        cached = self._source_cache.get(kb)
+        now = time.monotonic()
+        if cached and now - cached.at < self._source_cache_s:
+            return cached.infos
+        infos = await self.store.list_sources(kb)
+        self._source_cache[kb] = _SourceCache(now, infos)
+        return infos
+
+    async def resolve_source_ids(self, kb: str, title: str) -> list[str]:
+        """Source ids whose title fuzzily matches ``title``."""
+        return [i.source.id for i in await self.sources(kb) if title_matches(title, i.source)]
+
+    async def build_filter(self, kb: str, filters: SearchFilters) -> _Filters | None:
+        """Weaviate filter for ``filters`` (None: no filter); raises NothingMatches when a
+        title matches no source."""
+        validate_filters(filters)
+        parts: list[_Filters] = []
+        if filters.speaker:
+            keys = speaker_keys([filters.speaker])
+            parts.append(Filter.by_property("speaker_keys").contains_any(keys[:1]))
+        ids = list(filters.source_ids)
+        if filters.source:
+            matched = await self.resolve_source_ids(kb, filters.source)
+            ids = [i for i in ids if i in matched] if ids else matched
+            if not ids:
+                raise NothingMatches(filters.source)
+        if ids:
+            parts.append(Filter.by_property("source_id").contains_any(ids))
+        if filters.lesson is not None:
+            parts.append(Filter.by_property("lesson").equal(filters.lesson))
+        if filters.kind:
+            parts.append(Filter.by_property("source_kind").equal(filters.kind))
+        if filters.after:
+            parts.append(
+                Filter.by_property("recorded_at").greater_or_equal(_as_datetime(filters.after))
+            )
+        if filters.before:
+            parts.append(
+                Filter.by_property("recorded_at").less_or_equal(_as_datetime(filters.before))
+            )
+        if not parts:
+            return None
+        return Filter.all_of(parts) if len(parts) > 1 else parts[0]
+
+    async def search(
+        self, kb: str, query: str, filters: SearchFilters | None = None, k: int = 8
+    ) -> list[Hit]:
+        """Hybrid search, best first."""
+        hits, _ = await self.search_timed(kb, query, filters, k)
+        return hits
+
+    async def search_timed(
+        self, kb: str, query: str, filters: SearchFilters | None = None, k: int = 8
+    ) -> tuple[list[Hit], SearchTimings]:
+        """Hybrid search, with where the time went."""
+        t0 = time.perf_counter()
+        timings = SearchTimings()
+        text = validate_query(query, k)
+        try:
+            where = await self.build_filter(kb, filters or SearchFilters())
+        except NothingMatches:
+            timings.total_ms = (time.perf_counter() - t0) * 1000
+            return [], timings
+        t1 = time.perf_counter()
+        vector = await self.embedder.embed_query(text)
+        t2 = time.perf_counter()
+        limit = max(k, self.rerank_candidates) if self.reranker else k
+        hits = await self.store.hybrid(kb, text, vector, where, limit, self.alpha)
+        t3 = time.perf_counter()
+        if self.reranker and hits:
+            hits = await self.reranker.rerank(text, hits, k)
+        t4 = time.perf_counter()
+        timings.embed_ms = (t2 - t1) * 1000
+        timings.weaviate_ms = (t3 - t2) * 1000
+        timings.rerank_ms = (t4 - t3) * 1000
+        timings.total_ms = (t4 - t0) * 1000
+        return hits[:k], timings
+
+
+class KbArchive:
+    """An ``Archive`` bound in code to one knowledge base."""
+
+    def __init__(self, service: SearchService, kb: str) -> None:
+        self._service = service
+        self._kb = kb
+
+    @property
+    def kb(self) -> str:
+        """The knowledge base this archive reads."""
+        return self._kb
+
+    async def search(
+        self, query: str, filters: SearchFilters | None = None, k: int = 8
+    ) -> list[Hit]:
+        """Hybrid search in this knowledge base."""
+        return await self._service.search(self._kb, query, filters, k)
+
+    async def neighbours(self, hit_id: str, before: int = 1, after: int = 1) -> list[Hit]:
+        """The segment and its neighbours in the same source, in order."""
+        store = self._service.store
+        hit = await store.get(self._kb, hit_id)
+        if hit is None:
+            raise InvalidInput(f"No segment with id {hit_id!r} in this knowledge base.")
+        pos = hit.segment.position
+        where = (
+            Filter.by_property("source_id").equal(hit.source.id)
+            & Filter.by_property("position").greater_or_equal(max(0, pos - before))
+            & Filter.by_property("position").less_or_equal(pos + after)
+        )
+        return await store.fetch_ordered(self._kb, where, limit=before + after + 1)
+
+    async def transcript(
+        self,
+        source_id: str,
+        start_s: float | None = None,
+        end_s: float | None = None,
+        offset: int = 0,
+        limit: int = 200,
+    ) -> list[Hit]:
+        """A source's segments in order, optionally those overlapping a time range."""
+        if not 1 <= limit <= 500:
+            raise InvalidInput(f"limit must be between 1 and 500, not {limit}.")
+        where = Filter.by_property("source_id").equal(source_id)
+        if start_s is not None:
+            where = where & Filter.by_property("end_s").greater_or_equal(start_s)
+        if end_s is not None:
+            where = where & Filter.by_property("start_s").less_or_equal(end_s)
+        return await self._service.store.fetch_ordered(self._kb, where, offset=offset, limit=limit)
+
+    async def sources(self) -> list[SourceInfo]:
+        """Every source in this knowledge base."""
+        return await self._service.sources(self._kb)
+
+    async def speakers(self) -> list[str]:
+        """Every speaker named in this knowledge base, most frequent source first."""
+        seen: dict[str, int] = {}
+        for info in await self.sources():
+            for name in info.source.speakers:
+                seen[name] = seen.get(name, 0) + 1
+        return sorted(seen, key=lambda n: (-seen[n], n))

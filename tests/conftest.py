@@ -1,0 +1,78 @@
+"""Shared fixtures: one real Weaviate server for the whole run (temp data dir, free
+ports), one embedding model, and an autouse fixture that isolates environment variables
+and working directory so a developer's own settings never leak into a test."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.search import SearchService
+from retrieval.store import Store
+from retrieval.weaviate_server import EmbeddedServer, Endpoint, async_client, find_binary
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+SHARED_EVAL = REPO.parent / "shared" / "eval"
+_PREFIXES = ("QUORUM_", "ANTHROPIC_", "SLACK_", "DISCORD_")
+
+
+@pytest.fixture(autouse=True)
+def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in list(os.environ):
+        if name.startswith(_PREFIXES):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("QUORUM_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)  # no stray .env from the repo
+
+
+@pytest.fixture(scope="session")
+def weaviate_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
+    """A real weaviate-server for the whole test run."""
+    binary = find_binary(os.environ.get("QUORUM_WEAVIATE_BINARY"))
+    if binary is None:
+        pytest.fail("weaviate-server not found: run `make install` first.")
+    server = EmbeddedServer(tmp_path_factory.mktemp("weaviate"), binary)
+    endpoint = server.start()
+    yield endpoint
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    """The packaged MiniLM model, loaded once."""
+    return SentenceTransformerEmbedder.from_path()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def store(weaviate_endpoint: Endpoint) -> AsyncIterator[Store]:
+    """A connected store on the session server."""
+    async with Store.connect(async_client(weaviate_endpoint), weaviate_endpoint.url) as s:
+        yield s
+
+
+@pytest.fixture
+def kb() -> str:
+    """A fresh knowledge base name, so tests never see each other's data."""
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def search(store: Store, embedder: SentenceTransformerEmbedder) -> SearchService:
+    """A search service over the session store."""
+    return SearchService(store, embedder)
+
+
+@pytest.fixture
+def weaviate_env(monkeypatch: pytest.MonkeyPatch, weaviate_endpoint: Endpoint) -> Endpoint:
+    """Point Quorum's settings (the CLI, the wiring) at the session server."""
+    monkeypatch.setenv("QUORUM_WEAVIATE_MODE", "local")
+    monkeypatch.setenv("QUORUM_WEAVIATE_URL", weaviate_endpoint.url)
+    monkeypatch.setenv("QUORUM_WEAVIATE_GRPC_PORT", str(weaviate_endpoint.grpc_port))
+    return weaviate_endpoint
