@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import logging
 
+from adapters.serve import serve
 from bot.cli import app
+
+app.command("serve")(serve)
 
 
 def main() -> int:

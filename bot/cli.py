@@ -12,7 +12,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -60,7 +60,7 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def run(coro_fn: Callable[[Settings], Awaitable[T]]) -> T:
+def run(coro_fn: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
     """Load settings and run an async command, translating Quorum errors into exits."""
     try:
         settings = load_settings()

@@ -103,6 +103,9 @@ class Settings(BaseSettings):
     slack_channels: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Allowed channel ids (empty: every channel)."
     )
+    slack_kb: str | None = Field(
+        None, description="Knowledge base for every Slack workspace (default: the team id)."
+    )
 
     # --- Discord
     discord_token: SecretStr | None = Field(
@@ -115,6 +118,9 @@ class Settings(BaseSettings):
     )
     discord_channels: Annotated[list[int], NoDecode] = Field(
         default_factory=list, description="Allowed channel ids (empty: every channel)."
+    )
+    discord_kb: str | None = Field(
+        None, description="Knowledge base for every Discord guild (default: the guild id)."
     )
 
     @field_validator("slack_channels", "discord_guilds", "discord_channels", mode="before")

@@ -119,3 +119,11 @@ class Core(Protocol):
     async def reset(self, thread: ThreadKey) -> None:
         """Forget a thread's history."""
         ...
+
+    async def speakers(self, kb: str) -> list[str]:
+        """Speaker names known to a knowledge base (for autocomplete and suggestions)."""
+        ...
+
+    async def source_titles(self, kb: str) -> list[str]:
+        """Source titles in a knowledge base (for autocomplete and suggestions)."""
+        ...

@@ -90,7 +90,7 @@ async def _endpoint(settings: Settings, stack: contextlib.AsyncExitStack) -> End
             return await _client_embedded(settings, stack)
         server = EmbeddedServer(settings.data_dir / "weaviate-server", binary)
         endpoint = await asyncio.to_thread(server.start)
-        stack.push_callback(server.stop)
+        stack.push_async_callback(asyncio.to_thread, server.stop)
         return endpoint
     if not settings.weaviate_url:
         raise ConfigError(f"QUORUM_WEAVIATE_URL is required in {settings.weaviate_mode} mode.")
@@ -114,7 +114,7 @@ async def _client_embedded(settings: Settings, stack: contextlib.AsyncExitStack)
     )
     embedded = EmbeddedV4(opts)
     await asyncio.to_thread(embedded.start)
-    stack.push_callback(embedded.stop)
+    stack.push_async_callback(asyncio.to_thread, embedded.stop)
     return Endpoint("127.0.0.1", opts.port, "127.0.0.1", opts.grpc_port)
 
 

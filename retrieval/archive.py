@@ -19,7 +19,9 @@ class Archive(Protocol):
         """The knowledge base (tenant) this archive is bound to."""
         ...
 
-    async def search(self, query: str, filters: SearchFilters | None = None, k: int = 8) -> list[Hit]:
+    async def search(
+        self, query: str, filters: SearchFilters | None = None, k: int = 8
+    ) -> list[Hit]:
         """Hybrid search (BM25 + vector), best first."""
         ...
 

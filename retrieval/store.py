@@ -296,8 +296,9 @@ class Store:
         """True when the knowledge base has been created (something was ingested)."""
         if kb in self._tenants:
             return True
+        # SOURCES gets its tenant last in _ensure_tenant, so seeing it there means both exist.
         with translate_errors(self.url):
-            found = await self.client.collections.use(SEGMENTS).tenants.get_by_name(kb) is not None
+            found = await self.client.collections.use(SOURCES).tenants.get_by_name(kb) is not None
         if found:
             self._tenants.add(kb)
         return found

@@ -1,0 +1,147 @@
+"""Reading source files into documents: finding them, parsing them, cutting them up.
+
+``discover`` lists the files under some paths; ``read_source`` turns one file into a
+``Document`` or raises ``IngestError`` naming the file and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from retrieval.chunking import ChunkConfig, Unit, chunk, unique_speakers
+from retrieval.errors import IngestError
+from retrieval.ingest.course import is_course, read_course
+from retrieval.ingest.markdown import read_markdown
+from retrieval.ingest.metadata import (
+    MANIFEST,
+    SIDECAR_SUFFIX,
+    Metadata,
+    from_file_name,
+    from_manifests,
+    read_sidecar,
+    slug,
+    split_front_matter,
+)
+from retrieval.ingest.pdf import read_pdf
+from retrieval.ingest.srt import read_srt
+from retrieval.ingest.transcript import read_transcript
+from retrieval.ingest.vtt import read_vtt
+from retrieval.ingest.whisper import read_whisper
+from retrieval.models import Document, Kind, Source
+
+__all__ = ["SUPPORTED_SUFFIXES", "ChunkConfig", "discover", "read_source"]
+
+_TEXT_READERS: dict[str, Callable[[str, Path], list[Unit]]] = {
+    ".vtt": read_vtt,
+    ".srt": read_srt,
+    ".json": read_whisper,
+    ".txt": read_transcript,
+    ".md": read_markdown,
+    ".markdown": read_markdown,
+}
+SUPPORTED_SUFFIXES: frozenset[str] = frozenset({*_TEXT_READERS, ".pdf"})
+_FRONT_MATTER = {".md", ".markdown", ".txt"}
+_DOCUMENTS = {".md", ".markdown", ".pdf"}
+
+
+def _is_metadata_file(name: str) -> bool:
+    return name == MANIFEST or name.endswith(SIDECAR_SUFFIX)
+
+
+def discover(paths: Sequence[Path]) -> list[Path]:
+    """The files to ingest under ``paths``, sorted.
+
+    Directories are walked recursively, skipping hidden entries, metadata files and
+    unsupported types. Files named explicitly are kept as given, so that
+    ``read_source`` can say what is wrong with them.
+    """
+    found: set[Path] = set()
+    for path in paths:
+        if not path.is_dir():
+            found.add(path)
+            continue
+        for folder, dirs, files in os.walk(path):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            found.update(
+                Path(folder, name)
+                for name in files
+                if not name.startswith(".")
+                and not _is_metadata_file(name)
+                and Path(name).suffix.lower() in SUPPORTED_SUFFIXES
+            )
+    return sorted(found)
+
+
+def _decode(data: bytes, path: Path) -> str:
+    try:
+        text = data.decode("utf-16" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise IngestError(str(path), "not UTF-8 text; re-save it as UTF-8") from exc
+    if "\x00" in text:
+        raise IngestError(str(path), "looks like a binary file, not text")
+    return text
+
+
+def read_source(
+    path: Path, *, root: Path | None = None, chunking: ChunkConfig | None = None
+) -> Document:
+    """Parse one file into a ``Document``; ``root`` bounds the search for manifests."""
+    name, suffix = str(path), path.suffix.lower()
+    if _is_metadata_file(path.name):
+        raise IngestError(name, "this is a metadata file; ingest the file it describes")
+    if suffix not in SUPPORTED_SUFFIXES:
+        supported = ", ".join(sorted(SUPPORTED_SUFFIXES))
+        raise IngestError(name, f"unsupported file type {suffix or '(none)'}; use {supported}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise IngestError(name, f"cannot read the file: {exc.strerror or exc}") from exc
+    if not data.strip():
+        raise IngestError(name, "the file is empty")
+    sidecar, sidecar_bytes = read_sidecar(path)
+
+    in_file = Metadata()
+    kind: Kind = "document" if suffix in _DOCUMENTS else "video"
+    if suffix == ".pdf":
+        units = read_pdf(data, path)
+    else:
+        text = _decode(data, path)
+        if suffix in _FRONT_MATTER:
+            in_file, text = split_front_matter(text, path)
+        if suffix == ".txt" and is_course(text):
+            course = read_course(text, path)
+            units, kind = course.units, "course"
+            speakers = (course.instructor,) if course.instructor else None
+            header = Metadata(title=course.title, url=course.url, speakers=speakers)
+            in_file = in_file.over(header)
+        else:
+            units = _TEXT_READERS[suffix](text, path)
+    if not any(u.text.strip() for u in units):
+        raise IngestError(name, "no text found in the file")
+
+    meta = (
+        sidecar.over(in_file)
+        .over(from_manifests(path, root))
+        .over(from_file_name(path))
+        .over(Metadata(kind=kind))
+    )
+    source_id = (
+        meta.id or slug(path.stem) or "source-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    )
+    segments = chunk(units, source_id, chunking)
+    source = Source(
+        id=source_id,
+        title=meta.title or path.name,
+        kind=meta.kind or kind,
+        url=meta.url,
+        recorded_at=meta.recorded_at,
+        speakers=meta.speakers if meta.speakers is not None else unique_speakers(segments),
+        path=name,
+        # The sidecar is hashed too, so editing only the sidecar re-ingests the file.
+        content_hash=hashlib.sha256(data + sidecar_bytes).hexdigest(),
+        description=meta.description,
+    )
+    return Document(source=source, segments=tuple(segments))

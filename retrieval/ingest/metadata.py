@@ -1,0 +1,178 @@
+"""A source's metadata, from the most specific place that gives each field.
+
+Highest first: a sidecar ``NAME.meta.json`` next to the file; YAML front matter at the top
+of a ``.md``/``.txt`` file (or a course file's header); ``quorum.yaml`` manifests in the
+file's folder and its parents up to the ingest root (nearer wins), mapping relative paths
+to metadata; then defaults from the file name (``2024-01-23-auth-deep-dive`` gives
+``recorded_at`` 2024-01-23 and the title "Auth deep dive"). Each field falls through on
+its own: a sidecar with only ``url`` keeps the title from the front matter.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from retrieval.errors import IngestError
+from retrieval.models import KINDS, Kind
+
+MANIFEST = "quorum.yaml"
+SIDECAR_SUFFIX = ".meta.json"
+_ALIASES = {"date": "recorded_at"}  # the usual front-matter spelling
+_DATED = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[-_ ]+(.*))?")
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """Metadata fields for one source; None where this layer says nothing."""
+
+    id: str | None = None
+    title: str | None = None
+    url: str | None = None
+    recorded_at: date | None = None
+    kind: Kind | None = None
+    speakers: tuple[str, ...] | None = None
+    description: str | None = None
+
+    def over(self, lower: Metadata) -> Metadata:
+        """These fields, with the gaps filled from ``lower``."""
+        given = {f.name: getattr(self, f.name) for f in fields(self)}
+        return replace(lower, **{k: v for k, v in given.items() if v is not None})
+
+
+def _date(value: object, origin: str) -> date:
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.strip()).date()
+        except ValueError:
+            pass
+    raise IngestError(origin, f"recorded_at {value!r} is not an ISO date like 2024-01-23")
+
+
+def _text(key: str, value: object, origin: str) -> str:
+    # YAML reads `title: 2024` as a number; a number is still a fine title.
+    if isinstance(value, str | int | float) and not isinstance(value, bool) and str(value).strip():
+        return str(value).strip()
+    raise IngestError(origin, f"{key} must be a non-empty string, not {value!r}")
+
+
+def parse(raw: object, origin: str) -> Metadata:
+    """Check a metadata mapping and convert its values; unknown keys are ignored."""
+    if not isinstance(raw, Mapping):
+        raise IngestError(origin, "metadata must be a mapping of field names to values")
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        key = _ALIASES.get(str(key), str(key))
+        if value is None or key not in {f.name for f in fields(Metadata)}:
+            continue
+        if key == "recorded_at":
+            values[key] = _date(value, origin)
+        elif key == "kind":
+            if value not in KINDS:
+                raise IngestError(origin, f"unknown kind {value!r}; use one of {', '.join(KINDS)}")
+            values[key] = value
+        elif key == "speakers":
+            names = [value] if isinstance(value, str) else value
+            if not isinstance(names, list):
+                raise IngestError(origin, "speakers must be a list of names")
+            values[key] = tuple(_text("speakers", name, origin) for name in names)
+        else:
+            values[key] = _text(key, value, origin)
+    return replace(Metadata(), **values)
+
+
+def sidecar_path(path: Path) -> Path:
+    """``talk.srt`` -> ``talk.meta.json`` in the same folder."""
+    return path.with_name(path.stem + SIDECAR_SUFFIX)
+
+
+def read_sidecar(path: Path) -> tuple[Metadata, bytes]:
+    """The sidecar's metadata and bytes, or empty ones when there is no sidecar."""
+    sidecar = sidecar_path(path)
+    try:
+        data = sidecar.read_bytes()
+    except FileNotFoundError:
+        return Metadata(), b""
+    except OSError as exc:
+        raise IngestError(str(sidecar), f"cannot read the sidecar: {exc.strerror or exc}") from exc
+    try:
+        raw = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IngestError(str(sidecar), f"the sidecar is not valid JSON ({exc})") from exc
+    return parse(raw, str(sidecar)), data
+
+
+def split_front_matter(text: str, path: Path) -> tuple[Metadata, str]:
+    """A leading ``---`` YAML block's metadata, and the text without it."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        return Metadata(), text
+    close = next((n for n, line in enumerate(lines[1:], 1) if line.strip() in ("---", "...")), None)
+    if close is None:  # an opening rule with no closing one is not front matter
+        return Metadata(), text
+    try:
+        raw = yaml.safe_load("".join(lines[1:close]))
+    except yaml.YAMLError as exc:
+        raise IngestError(str(path), f"invalid YAML front matter ({exc})") from exc
+    meta = Metadata() if raw is None else parse(raw, str(path))
+    return meta, "".join(lines[close + 1 :])
+
+
+def _manifest_entry(manifest: Path, key: str) -> Metadata:
+    try:
+        raw = yaml.safe_load(manifest.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise IngestError(str(manifest), f"cannot read the manifest ({exc})") from exc
+    if raw is None:
+        return Metadata()
+    if not isinstance(raw, Mapping):
+        raise IngestError(str(manifest), "a manifest maps relative file paths to metadata")
+    entries = {str(k).removeprefix("./"): v for k, v in raw.items()}
+    return parse(entries[key], str(manifest)) if key in entries else Metadata()
+
+
+def from_manifests(path: Path, root: Path | None) -> Metadata:
+    """The file's entries in ``quorum.yaml`` manifests from ``root`` down to its folder."""
+    folder = path.absolute().parent
+    top = root.absolute() if root is not None else folder
+    chain = [folder, *folder.parents]
+    # Without a root above the file, only the file's own folder is searched.
+    chain = chain[: chain.index(top) + 1] if top in chain else [folder]
+    meta = Metadata()
+    for directory in chain:  # nearest first, so it is the higher layer
+        manifest = directory / MANIFEST
+        if manifest.is_file():
+            key = path.absolute().relative_to(directory).as_posix()
+            meta = meta.over(_manifest_entry(manifest, key))
+    return meta
+
+
+def from_file_name(path: Path) -> Metadata:
+    """Defaults from the name: ``2024-01-23-auth-deep-dive`` -> 2024-01-23, "Auth deep dive"."""
+    stem, recorded = path.stem, None
+    if match := _DATED.fullmatch(stem):
+        try:
+            recorded = date.fromisoformat(match[1])
+            stem = match[2] or match[1]
+        except ValueError:  # 2024-13-45 is not a date; leave it in the title
+            pass
+    words = " ".join(re.sub(r"[-_]+", " ", stem).split()) or path.name
+    return Metadata(title=words[:1].upper() + words[1:], recorded_at=recorded)
+
+
+def slug(text: str) -> str:
+    """``"2024-01-23 Auth Deep-Dive"`` -> ``"2024-01-23-auth-deep-dive"``."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")

@@ -1,0 +1,45 @@
+"""Whisper / WhisperX JSON: ``{"segments": [{"start", "end", "text", "speaker"?}]}``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from retrieval.chunking import Unit
+from retrieval.errors import IngestError
+
+_SHAPE = 'expected {"segments": [{"start": 0.0, "end": 4.2, "text": "..."}, ...]}'
+
+
+def _seconds(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def read_whisper(text: str, path: Path) -> list[Unit]:
+    """The segments of a Whisper transcript, with WhisperX's speakers when present."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise IngestError(str(path), f"invalid JSON at line {exc.lineno}: {exc.msg}") from exc
+    # Some tools write the bare segment list.
+    segments = data.get("segments") if isinstance(data, dict) else data
+    if not isinstance(segments, list):
+        raise IngestError(str(path), f"not a Whisper transcript: {_SHAPE}")
+    units: list[Unit] = []
+    for n, item in enumerate(segments):
+        start = _seconds(item.get("start")) if isinstance(item, dict) else None
+        end = _seconds(item.get("end")) if isinstance(item, dict) else None
+        if not isinstance(item, dict) or start is None or end is None:
+            raise IngestError(str(path), f"segment {n} has no numeric start and end: {_SHAPE}")
+        said, speaker = item.get("text"), item.get("speaker")
+        if not isinstance(said, str):
+            raise IngestError(str(path), f"segment {n} has no text: {_SHAPE}")
+        if said.strip():
+            named = speaker.strip() if isinstance(speaker, str) and speaker.strip() else None
+            units.append(Unit(" ".join(said.split()), start, max(start, end), named))
+    if not units and isinstance(data, dict) and isinstance(data.get("text"), str):
+        units = [Unit(" ".join(data["text"].split()))]  # text without timings: still searchable
+    return units
