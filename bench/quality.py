@@ -44,7 +44,8 @@ console = Console()
 
 def load(data: Path) -> tuple[list[dict[str, str]], dict[str, str], dict[str, dict[str, int]]]:
     """Corpus rows, test queries that have judgements, and qrels."""
-    corpus = [json.loads(line) for line in (data / "corpus.jsonl").open()]
+    with (data / "corpus.jsonl").open() as fh:
+        corpus = [json.loads(line) for line in fh]
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
     with (data / "qrels-test.tsv").open() as fh:
         next(fh)
@@ -52,10 +53,11 @@ def load(data: Path) -> tuple[list[dict[str, str]], dict[str, str], dict[str, di
             qid, did, score = line.split("\t")
             qrels[qid][did] = int(score)
     queries = {}
-    for line in (data / "queries.jsonl").open():
-        row = json.loads(line)
-        if row["_id"] in qrels:
-            queries[row["_id"]] = row["text"]
+    with (data / "queries.jsonl").open() as fh:
+        for line in fh:
+            row = json.loads(line)
+            if row["_id"] in qrels:
+                queries[row["_id"]] = row["text"]
     return corpus, queries, dict(qrels)
 
 

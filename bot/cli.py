@@ -36,6 +36,7 @@ from retrieval.indexer import FileResult, IngestReport, ingest
 from retrieval.links import locator
 from retrieval.models import KINDS, Hit, Kind, SearchFilters
 from retrieval.search import MAX_K
+from retrieval.store import check_kb
 
 app = typer.Typer(
     name="quorum",
@@ -93,8 +94,8 @@ def parse_kind(value: str | None) -> Kind | None:
 
 
 def kb_name(settings: Settings, kb: str | None) -> str:
-    """The knowledge base to use."""
-    return kb or settings.default_kb
+    """The knowledge base to use, validated."""
+    return check_kb(kb or settings.default_kb)
 
 
 class _RichProgress:

@@ -294,6 +294,7 @@ class Store:
 
     async def has_kb(self, kb: str) -> bool:
         """True when the knowledge base has been created (something was ingested)."""
+        check_kb(kb)
         if kb in self._tenants:
             return True
         # SOURCES gets its tenant last in _ensure_tenant, so seeing it there means both exist.
