@@ -35,8 +35,8 @@ from retrieval.errors import InvalidInput, QuorumError
 from retrieval.indexer import FileResult, IngestReport, ingest
 from retrieval.links import locator
 from retrieval.models import KINDS, Hit, Kind, SearchFilters
+from retrieval.schema import check_kb
 from retrieval.search import MAX_K
-from retrieval.store import check_kb
 
 app = typer.Typer(
     name="quorum",

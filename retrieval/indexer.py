@@ -19,7 +19,8 @@ from retrieval.embed import Embedder
 from retrieval.errors import IngestError, QuorumError
 from retrieval.ingest import discover, read_source
 from retrieval.models import Document
-from retrieval.store import Store, check_kb
+from retrieval.schema import check_kb
+from retrieval.store import Store
 
 Status = Literal["added", "updated", "skipped", "failed"]
 

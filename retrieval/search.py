@@ -15,7 +15,8 @@ from weaviate.collections.classes.filters import _Filters
 from retrieval.embed import Embedder
 from retrieval.errors import InvalidInput
 from retrieval.models import KINDS, Hit, SearchFilters, SourceInfo
-from retrieval.store import Store, _as_datetime, check_kb, speaker_keys, title_matches
+from retrieval.schema import as_datetime, check_kb, speaker_keys
+from retrieval.store import Store, title_matches
 
 MAX_K = 100
 MAX_QUERY_CHARS = 2000
@@ -148,11 +149,11 @@ class SearchService:
             parts.append(Filter.by_property("source_kind").equal(filters.kind))
         if filters.after:
             parts.append(
-                Filter.by_property("recorded_at").greater_or_equal(_as_datetime(filters.after))
+                Filter.by_property("recorded_at").greater_or_equal(as_datetime(filters.after))
             )
         if filters.before:
             parts.append(
-                Filter.by_property("recorded_at").less_or_equal(_as_datetime(filters.before))
+                Filter.by_property("recorded_at").less_or_equal(as_datetime(filters.before))
             )
         if not parts:
             return None

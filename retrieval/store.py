@@ -1,11 +1,9 @@
-"""Weaviate storage: schema, one tenant per knowledge base, idempotent upserts, hybrid
-search with filters, neighbours, transcripts, deletes.
+"""Weaviate storage: one tenant per knowledge base, idempotent upserts, hybrid search
+with filters, neighbours, transcripts, deletes (the schema is in ``retrieval.schema``).
 
-Two multi-tenant collections: ``QuorumSource`` (one object per file, with its content
-hash) and ``QuorumSegment`` (one per chunk, source fields denormalised so a search
-returns everything in one round trip). Ids are uuid5 of the source id (and position), so
-re-ingesting a file overwrites its objects; segments past the new end are deleted after
-the new ones are written, so a failure midway never loses what was indexed.
+Re-ingesting a file overwrites its objects (deterministic ids); segments past the new
+end are deleted only after the new ones are written, so a failure midway never loses
+what was indexed.
 """
 
 from __future__ import annotations
@@ -14,13 +12,12 @@ import contextlib
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date
 from difflib import SequenceMatcher
 from typing import Any
-from uuid import NAMESPACE_URL, uuid5
 
 import weaviate
-from weaviate.classes.config import Configure, DataType, Property, Tokenization
+from weaviate.classes.config import Configure
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.data import DataObject
@@ -28,49 +25,22 @@ from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import WeaviateBaseError
 
 from retrieval.errors import InvalidInput, SearchUnavailable
-from retrieval.links import segment_link
-from retrieval.models import Document, Hit, Segment, Source, SourceInfo
-
-SOURCES = "QuorumSource"
-SEGMENTS = "QuorumSegment"
-VECTOR = "default"
-KB_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_NS = uuid5(NAMESPACE_URL, "https://quorum.invalid/segments")
-
-
-def check_kb(kb: str) -> str:
-    """Validate a knowledge-base name (it becomes a Weaviate tenant)."""
-    if not KB_PATTERN.match(kb):
-        raise InvalidInput(
-            "Knowledge base names use letters, digits, '-' and '_' (at most 64): "
-            f"{kb!r} is not one."
-        )
-    return kb
-
-
-def segment_uuid(source_id: str, position: int) -> str:
-    """Deterministic id of a segment."""
-    return str(uuid5(_NS, f"{source_id}#{position}"))
-
-
-def source_uuid(source_id: str) -> str:
-    """Deterministic id of a source."""
-    return str(uuid5(_NS, source_id))
-
-
-def speaker_keys(names: Sequence[str]) -> list[str]:
-    """Lower-cased full names and their parts, so ``speaker:john`` finds "John Park"."""
-    keys: list[str] = []
-    for name in names:
-        low = " ".join(name.lower().split())
-        for key in (low, *low.split()):
-            if key and key not in keys:
-                keys.append(key)
-    return keys
-
-
-def _as_datetime(d: date) -> datetime:
-    return datetime(d.year, d.month, d.day, tzinfo=UTC)
+from retrieval.models import Document, Hit, Source, SourceInfo
+from retrieval.schema import (
+    SEGMENT_PROPERTIES,
+    SEGMENTS,
+    SOURCE_PROPERTIES,
+    SOURCES,
+    VECTOR,
+    as_datetime,
+    check_kb,
+    hit_from_object,
+    segment_properties,
+    segment_uuid,
+    source_from_object,
+    source_uuid,
+)
+from retrieval.schema import speaker_keys as speaker_keys  # re-exported for callers
 
 
 @dataclass(frozen=True)
@@ -94,125 +64,6 @@ def translate_errors(url: str) -> Iterator[None]:
             f"Weaviate at {url} is not reachable or failed ({type(exc).__name__}); "
             "check that it is running."
         ) from exc
-
-
-_SEGMENT_PROPS = [
-    Property(name="text", data_type=DataType.TEXT, tokenization=Tokenization.WORD),
-    Property(name="source_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
-    Property(name="source_title", data_type=DataType.TEXT, skip_vectorization=True),
-    Property(name="source_url", data_type=DataType.TEXT, index_searchable=False),
-    Property(name="source_kind", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
-    Property(name="recorded_at", data_type=DataType.DATE),
-    Property(name="speakers", data_type=DataType.TEXT_ARRAY, index_searchable=False),
-    Property(name="speaker_keys", data_type=DataType.TEXT_ARRAY, tokenization=Tokenization.FIELD),
-    Property(name="start_s", data_type=DataType.NUMBER),
-    Property(name="end_s", data_type=DataType.NUMBER),
-    Property(name="page", data_type=DataType.INT),
-    Property(name="heading", data_type=DataType.TEXT),
-    Property(name="lesson", data_type=DataType.INT),
-    Property(name="lesson_title", data_type=DataType.TEXT),
-    Property(name="lesson_url", data_type=DataType.TEXT, index_searchable=False),
-    Property(name="position", data_type=DataType.INT),
-]
-
-_SOURCE_PROPS = [
-    Property(name="source_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
-    Property(name="title", data_type=DataType.TEXT),
-    Property(name="kind", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
-    Property(name="url", data_type=DataType.TEXT, index_searchable=False),
-    Property(name="recorded_at", data_type=DataType.DATE),
-    Property(name="speakers", data_type=DataType.TEXT_ARRAY, index_searchable=False),
-    Property(name="path", data_type=DataType.TEXT, index_searchable=False),
-    Property(name="content_hash", data_type=DataType.TEXT, index_searchable=False),
-    Property(name="description", data_type=DataType.TEXT),
-    Property(name="segment_count", data_type=DataType.INT),
-]
-
-
-def _segment_props(source: Source, seg: Segment) -> dict[str, Any]:
-    props: dict[str, Any] = {
-        "text": seg.text,
-        "source_id": source.id,
-        "source_title": source.title,
-        "source_url": source.url,
-        "source_kind": source.kind,
-        "recorded_at": _as_datetime(source.recorded_at) if source.recorded_at else None,
-        "speakers": list(seg.speakers),
-        "speaker_keys": speaker_keys(seg.speakers),
-        "start_s": seg.start_s,
-        "end_s": seg.end_s,
-        "page": seg.page,
-        "heading": seg.heading,
-        "lesson": seg.lesson,
-        "lesson_title": seg.lesson_title,
-        "lesson_url": seg.lesson_url,
-        "position": seg.position,
-    }
-    return {k: v for k, v in props.items() if v is not None}
-
-
-def _date(value: Any) -> date | None:
-    if isinstance(value, datetime):
-        return value.date()
-    if isinstance(value, date):
-        return value
-    return None
-
-
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def hit_from_object(obj: Any, score: float = 0.0) -> Hit:
-    """Build a Hit from a QuorumSegment object returned by the client."""
-    p = obj.properties
-    source = Source(
-        id=str(p.get("source_id") or ""),
-        title=str(p.get("source_title") or ""),
-        kind=p.get("source_kind") or "document",
-        url=p.get("source_url"),
-        recorded_at=_date(p.get("recorded_at")),
-    )
-    segment = Segment(
-        source_id=source.id,
-        position=int(p.get("position") or 0),
-        text=str(p.get("text") or ""),
-        start_s=_opt_float(p.get("start_s")),
-        end_s=_opt_float(p.get("end_s")),
-        speakers=tuple(p.get("speakers") or ()),
-        page=_opt_int(p.get("page")),
-        heading=p.get("heading"),
-        lesson=_opt_int(p.get("lesson")),
-        lesson_title=p.get("lesson_title"),
-        lesson_url=p.get("lesson_url"),
-    )
-    return Hit(
-        id=str(obj.uuid),
-        segment=segment,
-        source=source,
-        score=score,
-        link=segment_link(source, segment),
-    )
-
-
-def _source_from_object(obj: Any) -> SourceInfo:
-    p = obj.properties
-    source = Source(
-        id=str(p.get("source_id") or ""),
-        title=str(p.get("title") or ""),
-        kind=p.get("kind") or "document",
-        url=p.get("url"),
-        recorded_at=_date(p.get("recorded_at")),
-        speakers=tuple(p.get("speakers") or ()),
-        path=str(p.get("path") or ""),
-        content_hash=str(p.get("content_hash") or ""),
-        description=p.get("description"),
-    )
-    return SourceInfo(source=source, segments=int(p.get("segment_count") or 0))
 
 
 def title_matches(query: str, source: Source) -> bool:
@@ -269,7 +120,7 @@ class Store:
             if SEGMENTS not in existing:
                 await self.client.collections.create(
                     SEGMENTS,
-                    properties=_SEGMENT_PROPS,
+                    properties=SEGMENT_PROPERTIES,
                     multi_tenancy_config=mt,
                     vector_config=Configure.Vectors.self_provided(name=VECTOR),
                     inverted_index_config=Configure.inverted_index(index_null_state=True),
@@ -277,7 +128,7 @@ class Store:
             if SOURCES not in existing:
                 await self.client.collections.create(
                     SOURCES,
-                    properties=_SOURCE_PROPS,
+                    properties=SOURCE_PROPERTIES,
                     multi_tenancy_config=mt,
                     vector_config=Configure.Vectors.self_provided(name=VECTOR),
                 )
@@ -345,7 +196,7 @@ class Store:
             for i in range(0, len(doc.segments), batch_size):
                 objects = [
                     DataObject(
-                        properties=_segment_props(source, seg),
+                        properties=segment_properties(source, seg),
                         uuid=segment_uuid(source.id, seg.position),
                         vector={VECTOR: list(vec)},
                     )
@@ -368,7 +219,7 @@ class Store:
                 "title": source.title,
                 "kind": source.kind,
                 "url": source.url,
-                "recorded_at": _as_datetime(source.recorded_at) if source.recorded_at else None,
+                "recorded_at": as_datetime(source.recorded_at) if source.recorded_at else None,
                 "speakers": list(source.speakers),
                 "path": source.path,
                 "content_hash": source.content_hash,
@@ -404,7 +255,7 @@ class Store:
         infos: list[SourceInfo] = []
         with translate_errors(self.url):
             async for obj in self._iterate(self.sources_collection(kb)):
-                infos.append(_source_from_object(obj))
+                infos.append(source_from_object(obj))
         infos.sort(key=lambda i: (-(i.source.recorded_at or date.min).toordinal(), i.source.title))
         return infos
 

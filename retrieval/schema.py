@@ -1,0 +1,181 @@
+"""Quorum's Weaviate schema and the mapping between its objects and our models.
+
+Two multi-tenant collections: ``QuorumSource`` (one object per file, with its content
+hash) and ``QuorumSegment`` (one per chunk, with the source's fields denormalised so a
+search returns everything in one round trip). Ids are uuid5 of the source id (and the
+segment's position), so re-ingesting a file overwrites its objects.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, date, datetime
+from typing import Any
+from uuid import NAMESPACE_URL, uuid5
+
+from weaviate.classes.config import DataType, Property, Tokenization
+
+from retrieval.errors import InvalidInput
+from retrieval.links import segment_link
+from retrieval.models import Hit, Segment, Source, SourceInfo
+
+SOURCES = "QuorumSource"
+SEGMENTS = "QuorumSegment"
+VECTOR = "default"
+KB_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NS = uuid5(NAMESPACE_URL, "https://quorum.invalid/segments")
+
+
+def check_kb(kb: str) -> str:
+    """Validate a knowledge-base name (it becomes a Weaviate tenant)."""
+    if not KB_PATTERN.match(kb):
+        raise InvalidInput(
+            "Knowledge base names use letters, digits, '-' and '_' (at most 64): "
+            f"{kb!r} is not one."
+        )
+    return kb
+
+
+def segment_uuid(source_id: str, position: int) -> str:
+    """Deterministic id of a segment."""
+    return str(uuid5(_NS, f"{source_id}#{position}"))
+
+
+def source_uuid(source_id: str) -> str:
+    """Deterministic id of a source."""
+    return str(uuid5(_NS, source_id))
+
+
+def speaker_keys(names: Sequence[str]) -> list[str]:
+    """Lower-cased full names and their parts, so ``speaker:john`` finds "John Park"."""
+    keys: list[str] = []
+    for name in names:
+        low = " ".join(name.lower().split())
+        for key in (low, *low.split()):
+            if key and key not in keys:
+                keys.append(key)
+    return keys
+
+
+def as_datetime(d: date) -> datetime:
+    return datetime(d.year, d.month, d.day, tzinfo=UTC)
+
+
+SEGMENT_PROPERTIES = [
+    Property(name="text", data_type=DataType.TEXT, tokenization=Tokenization.WORD),
+    Property(name="source_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
+    Property(name="source_title", data_type=DataType.TEXT, skip_vectorization=True),
+    Property(name="source_url", data_type=DataType.TEXT, index_searchable=False),
+    Property(name="source_kind", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
+    Property(name="recorded_at", data_type=DataType.DATE),
+    Property(name="speakers", data_type=DataType.TEXT_ARRAY, index_searchable=False),
+    Property(name="speaker_keys", data_type=DataType.TEXT_ARRAY, tokenization=Tokenization.FIELD),
+    Property(name="start_s", data_type=DataType.NUMBER),
+    Property(name="end_s", data_type=DataType.NUMBER),
+    Property(name="page", data_type=DataType.INT),
+    Property(name="heading", data_type=DataType.TEXT),
+    Property(name="lesson", data_type=DataType.INT),
+    Property(name="lesson_title", data_type=DataType.TEXT),
+    Property(name="lesson_url", data_type=DataType.TEXT, index_searchable=False),
+    Property(name="position", data_type=DataType.INT),
+]
+
+SOURCE_PROPERTIES = [
+    Property(name="source_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
+    Property(name="title", data_type=DataType.TEXT),
+    Property(name="kind", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
+    Property(name="url", data_type=DataType.TEXT, index_searchable=False),
+    Property(name="recorded_at", data_type=DataType.DATE),
+    Property(name="speakers", data_type=DataType.TEXT_ARRAY, index_searchable=False),
+    Property(name="path", data_type=DataType.TEXT, index_searchable=False),
+    Property(name="content_hash", data_type=DataType.TEXT, index_searchable=False),
+    Property(name="description", data_type=DataType.TEXT),
+    Property(name="segment_count", data_type=DataType.INT),
+]
+
+
+def segment_properties(source: Source, seg: Segment) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "text": seg.text,
+        "source_id": source.id,
+        "source_title": source.title,
+        "source_url": source.url,
+        "source_kind": source.kind,
+        "recorded_at": as_datetime(source.recorded_at) if source.recorded_at else None,
+        "speakers": list(seg.speakers),
+        "speaker_keys": speaker_keys(seg.speakers),
+        "start_s": seg.start_s,
+        "end_s": seg.end_s,
+        "page": seg.page,
+        "heading": seg.heading,
+        "lesson": seg.lesson,
+        "lesson_title": seg.lesson_title,
+        "lesson_url": seg.lesson_url,
+        "position": seg.position,
+    }
+    return {k: v for k, v in props.items() if v is not None}
+
+
+def _date(value: Any) -> date | None:
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    return None
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def hit_from_object(obj: Any, score: float = 0.0) -> Hit:
+    """Build a Hit from a QuorumSegment object returned by the client."""
+    p = obj.properties
+    source = Source(
+        id=str(p.get("source_id") or ""),
+        title=str(p.get("source_title") or ""),
+        kind=p.get("source_kind") or "document",
+        url=p.get("source_url"),
+        recorded_at=_date(p.get("recorded_at")),
+    )
+    segment = Segment(
+        source_id=source.id,
+        position=int(p.get("position") or 0),
+        text=str(p.get("text") or ""),
+        start_s=_opt_float(p.get("start_s")),
+        end_s=_opt_float(p.get("end_s")),
+        speakers=tuple(p.get("speakers") or ()),
+        page=_opt_int(p.get("page")),
+        heading=p.get("heading"),
+        lesson=_opt_int(p.get("lesson")),
+        lesson_title=p.get("lesson_title"),
+        lesson_url=p.get("lesson_url"),
+    )
+    return Hit(
+        id=str(obj.uuid),
+        segment=segment,
+        source=source,
+        score=score,
+        link=segment_link(source, segment),
+    )
+
+
+def source_from_object(obj: Any) -> SourceInfo:
+    p = obj.properties
+    source = Source(
+        id=str(p.get("source_id") or ""),
+        title=str(p.get("title") or ""),
+        kind=p.get("kind") or "document",
+        url=p.get("url"),
+        recorded_at=_date(p.get("recorded_at")),
+        speakers=tuple(p.get("speakers") or ()),
+        path=str(p.get("path") or ""),
+        content_hash=str(p.get("content_hash") or ""),
+        description=p.get("description"),
+    )
+    return SourceInfo(source=source, segments=int(p.get("segment_count") or 0))
