@@ -12,6 +12,7 @@ import asyncio
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -62,7 +63,12 @@ def load_model(path: Path | None = None, device: str = "cpu") -> SentenceTransfo
 
 
 class SentenceTransformerEmbedder:
-    """The default embedder: batched, off the event loop, with a small query cache."""
+    """The default embedder: batched, off the event loop, with a small query cache.
+
+    All encoding runs on one dedicated worker thread, and queries that arrive while it is
+    busy are encoded together in one call. Fifty concurrent questions therefore cost a few
+    batched encodes instead of fifty threads fighting the event loop for the GIL.
+    """
 
     def __init__(
         self,
@@ -74,6 +80,9 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
         self._cache_size = query_cache_size
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quorum-embed")
+        self._pending: dict[str, list[asyncio.Future[list[float]]]] = {}
+        self._flusher: asyncio.Task[None] | None = None
 
     @classmethod
     def from_path(
@@ -99,21 +108,51 @@ class SentenceTransformerEmbedder:
         rows: list[list[float]] = vectors.tolist()
         return rows
 
+    async def _run(self, texts: Sequence[str]) -> list[list[float]]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self.encode, texts)
+
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        """One normalised vector per text, computed in a worker thread."""
+        """One normalised vector per text, computed on the encoder thread."""
         if not texts:
             return []
-        return await asyncio.to_thread(self.encode, texts)
+        return await self._run(texts)
 
     async def embed_query(self, text: str) -> list[float]:
-        """The query's vector, from the LRU cache when the same query was seen recently."""
+        """The query's vector: from the LRU cache, or encoded with whatever other queries
+        are waiting at the same moment."""
         key = " ".join(text.split()).lower()
         cached = self._cache.get(key)
         if cached is not None:
             self._cache.move_to_end(key)
             return cached
-        (vector,) = await asyncio.to_thread(self.encode, [text])
-        self._cache[key] = vector
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
-        return vector
+        future: asyncio.Future[list[float]] = asyncio.get_running_loop().create_future()
+        self._pending.setdefault(key, []).append(future)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        while self._pending:
+            batch = dict(list(self._pending.items())[: self.batch_size])
+            for key in batch:
+                del self._pending[key]
+            try:
+                vectors = await self._run(list(batch))
+            except Exception as exc:  # every waiter sees the failure, none hangs
+                for futures in batch.values():
+                    for f in futures:
+                        if not f.done():
+                            f.set_exception(exc)
+                continue
+            for (key, futures), vector in zip(batch.items(), vectors, strict=True):
+                self._cache[key] = vector
+                for f in futures:
+                    if not f.done():
+                        f.set_result(vector)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
+    def close(self) -> None:
+        """Stop the encoder thread (after the work queued on it)."""
+        self._executor.shutdown(wait=True)
