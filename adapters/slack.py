@@ -1,0 +1,437 @@
+"""Quorum on Slack (slack-bolt's AsyncApp, Socket Mode or HTTP events).
+
+Every listener acks at once and hands the work to a background task it keeps a reference
+to. A question gets a placeholder in its thread right away; the core's progress events
+and partial answers update that same message (at most about once a second), and the final
+answer replaces it, continued in further thread messages when it is long.
+
+Exactly once: Slack retries deliveries and sends both ``app_mention`` and ``message`` for
+one post, with different event ids, so a question is claimed with the core by
+``channel:ts`` of the user's message; the core persists claims across restarts.
+Message text never goes to the log: only ids do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Coroutine
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.options import USAGE, parse_options
+from adapters.slack_render import (
+    ACTION_UP,
+    SlackMessage,
+    answer_messages,
+    asked_message,
+    feedback_recorded,
+    notice,
+    partial_message,
+    plain_text,
+    progress_message,
+)
+from bot.config import Settings
+from bot.models import Core, Event, Mode, ProgressEvent, Question, ThreadKey
+from retrieval.errors import ConfigError, InvalidInput
+
+log = logging.getLogger("quorum.slack")
+
+PLATFORM = "slack"
+EVENTS_PATH = "/slack/events"
+UPDATE_INTERVAL_S = 1.0
+SHUTDOWN_GRACE_S = 5.0
+USER_SUBTYPES = (None, "thread_broadcast", "file_share")
+
+PLACEHOLDER = {"quick": "Searching the archive…", "deep": "Researching the archive…"}
+APOLOGY = "Sorry — something went wrong on my side while answering. Please try again."
+RESTARTED = "Sorry — Quorum restarted before it could finish. Please ask again."
+NOT_ALLOWED = (
+    "Sorry, I'm not enabled in this channel. Ask me in a channel where I am, "
+    "or in a direct message."
+)
+CANT_POST = "I can't post in this conversation. Invite me with `/invite @Quorum`, or DM me."
+FEEDBACK_FAILED = "Sorry — I couldn't record that feedback. Please try again."
+
+
+class Background:
+    """Work started after an ack: referenced so it is not garbage-collected, awaitable
+    (tests, benchmarks) and cancellable (shutdown)."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` in the background; an exception it lets out is logged."""
+        task = asyncio.create_task(self._logged(coro))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _logged(coro: Coroutine[Any, Any, None]) -> None:
+        try:
+            await coro
+        except Exception:
+            log.exception("background work failed")
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    async def drain(self) -> None:
+        """Wait until no background work is left (including work it started)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def close(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
+        """Give running answers ``grace_s`` to finish, then cancel the rest."""
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=grace_s)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+class Reply:
+    """One answer delivered in a thread: a placeholder, throttled updates of that same
+    message, then the final answer (first part replacing the placeholder)."""
+
+    def __init__(
+        self, client: AsyncWebClient, channel: str, thread_ts: str, interval_s: float
+    ) -> None:
+        self.client, self.channel, self.thread_ts = client, channel, thread_ts
+        self.interval_s = interval_s
+        self.ts: str | None = None
+        self._latest: SlackMessage | None = None
+        self._changed = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._pump: asyncio.Task[None] | None = None
+
+    async def start(self, text: str) -> None:
+        """Post the placeholder in the thread."""
+        resp = await self._post(notice(text))
+        self.ts = str(resp["ts"])
+
+    async def on_event(self, event: Event) -> None:
+        """The core's EventSink: remember the latest state; the pump sends it."""
+        if isinstance(event, ProgressEvent):
+            self._latest = progress_message(event.text)
+        else:
+            self._latest = partial_message(event.text)
+        self._changed.set()
+        if self._pump is None and self.ts is not None:
+            self._pump = asyncio.create_task(self._run_pump())
+
+    async def _run_pump(self) -> None:
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            async with self._lock:
+                if self._latest is not None:
+                    try:
+                        await self._update(self._latest)
+                    except SlackApiError as exc:  # a lost progress update is not fatal
+                        log.warning("progress update failed: %s", exc.response.get("error"))
+            await asyncio.sleep(self.interval_s)
+
+    async def _stop(self) -> None:
+        if self._pump is not None:
+            async with self._lock:  # never cancel an update in flight: it could land last
+                self._pump.cancel()
+            await asyncio.gather(self._pump, return_exceptions=True)
+            self._pump = None
+
+    async def finish(self, messages: list[SlackMessage]) -> None:
+        """Replace the placeholder with the answer; post any continuation in the thread."""
+        await self._stop()
+        first, *rest = messages
+        if self.ts is None:
+            await self._post(first)
+        else:
+            await self._update(first)
+        for message in rest:
+            await self._post(message)
+
+    async def fail(self, text: str) -> None:
+        """Say one sentence in place of the answer; never raises."""
+        try:
+            await self.finish([notice(text)])
+        except Exception:
+            log.exception("could not post the error message (channel %s)", self.channel)
+
+    async def _post(self, m: SlackMessage) -> Any:
+        return await self.client.chat_postMessage(
+            channel=self.channel, thread_ts=self.thread_ts, text=m.text, blocks=m.blocks
+        )
+
+    async def _update(self, m: SlackMessage) -> None:
+        if self.ts is None:
+            raise RuntimeError("update before the placeholder was posted")
+        await self.client.chat_update(
+            channel=self.channel, ts=self.ts, text=m.text, blocks=m.blocks
+        )
+
+
+class SlackAdapter:
+    """The listeners' work: events and commands -> a Question -> the core -> messages."""
+
+    def __init__(
+        self, core: Core, settings: Settings, client: AsyncWebClient, background: Background
+    ) -> None:
+        self.core, self.settings, self.client, self.background = core, settings, client, background
+        self.update_interval_s = UPDATE_INTERVAL_S
+
+    def allowed(self, channel: str) -> bool:
+        """Channels on the allow-list (every channel when it is empty); DMs always."""
+        allow = self.settings.slack_channels
+        return not allow or channel in allow or channel.startswith("D")
+
+    def kb(self, team_id: str) -> str:
+        """The knowledge base a workspace asks."""
+        return self.settings.slack_kb or team_id
+
+    async def on_message(
+        self, event: dict[str, Any], team_id: str, bot_user_id: str | None
+    ) -> None:
+        """A mention, a DM, or a reply in a thread Quorum is answering in."""
+        if (
+            event.get("subtype") not in USER_SUBTYPES
+            or event.get("bot_id")
+            or not event.get("user")
+        ):
+            return
+        channel, ts, user = str(event["channel"]), str(event["ts"]), str(event["user"])
+        raw, reply_to = str(event.get("text") or ""), event.get("thread_ts")
+        key = ThreadKey(PLATFORM, team_id, channel, str(reply_to or ts))
+        direct = event.get("channel_type") == "im" or channel.startswith("D")
+        mentioned = event.get("type") == "app_mention" or bool(
+            bot_user_id and re.search(rf"<@{re.escape(bot_user_id)}[|>]", raw)
+        )
+        if not (direct or mentioned):
+            for_someone = raw.startswith("<@")  # "@Bob what do you think?" is not for us
+            if for_someone or reply_to in (None, ts) or not await self.core.is_active_thread(key):
+                return
+        try:
+            if not await self.core.claim_event(PLATFORM, f"{channel}:{ts}"):
+                return
+            if not self.allowed(channel):
+                await self._ephemeral(channel, user, NOT_ALLOWED, reply_to)
+                return
+        except Exception:
+            log.exception("could not take the question (channel %s, ts %s)", channel, ts)
+            await Reply(self.client, channel, key.thread, 0).fail(APOLOGY)
+            return
+        text = plain_text(raw, bot_user_id)
+        await self.answer(key, user, text, "quick", f"{channel}:{ts}", ephemeral_thread=reply_to)
+
+    async def on_command(self, command: dict[str, Any], respond: AsyncRespond, mode: Mode) -> None:
+        """``/ask`` or ``/research``: echo the question visibly, then answer in its thread."""
+        channel, user, team = command["channel_id"], command["user_id"], command["team_id"]
+        text = plain_text(str(command.get("text") or ""), None)
+        if not self.allowed(channel):
+            await respond(NOT_ALLOWED, response_type="ephemeral")
+            return
+        try:
+            question, _ = parse_options(text)
+        except InvalidInput as exc:
+            await respond(str(exc), response_type="ephemeral")
+            return
+        if not question:
+            name = command.get("command", "/ask")
+            await respond(
+                f"Usage: `{name} QUESTION` with options {USAGE}", response_type="ephemeral"
+            )
+            return
+        echo = asked_message(user, text, deep=mode == "deep")
+        try:
+            posted = await self.client.chat_postMessage(
+                channel=channel, text=echo.text, blocks=echo.blocks
+            )
+        except SlackApiError as exc:
+            log.warning("cannot post in %s: %s", channel, exc.response.get("error"))
+            await respond(CANT_POST, response_type="ephemeral")
+            return
+        except Exception:
+            log.exception("could not post the question (channel %s)", channel)
+            await respond(APOLOGY, response_type="ephemeral")
+            return
+        key = ThreadKey(PLATFORM, team, channel, str(posted["ts"]))
+        await self.answer(key, user, text, mode, f"{channel}:{posted['ts']}")
+
+    async def answer(
+        self,
+        key: ThreadKey,
+        user: str,
+        text: str,
+        mode: Mode,
+        event_id: str,
+        ephemeral_thread: str | None = None,
+    ) -> None:
+        """Parse options, ask the core, and deliver the answer in the thread."""
+        try:
+            question_text, filters = parse_options(text)
+        except InvalidInput as exc:
+            await self._ephemeral(key.channel, user, str(exc), ephemeral_thread)
+            return
+        question = Question(
+            text=question_text,
+            thread=key,
+            user=user,
+            kb=self.kb(key.workspace),
+            mode=mode,
+            filters=filters,
+            event_id=event_id,
+        )
+        reply = Reply(self.client, key.channel, key.thread, self.update_interval_s)
+        try:
+            await reply.start(PLACEHOLDER["deep" if mode == "deep" else "quick"])
+            answer = await self.core.ask(question, reply.on_event)
+            await reply.finish(answer_messages(answer))
+        except asyncio.CancelledError:
+            await reply.fail(RESTARTED)
+            raise
+        except Exception:
+            log.exception("answering failed (channel %s, thread %s)", key.channel, key.thread)
+            await reply.fail(APOLOGY)
+
+    async def on_feedback(self, body: dict[str, Any], action: dict[str, Any]) -> None:
+        """A 👍/👎 click: store it and swap the buttons for a thank-you."""
+        channel, user = body["channel"]["id"], body["user"]["id"]
+        value = 1 if action.get("action_id") == ACTION_UP else -1
+        message = body.get("message") or {}
+        try:
+            await self.core.record_feedback(int(action["value"]), user, value)
+            await self.client.chat_update(
+                channel=channel,
+                ts=message["ts"],
+                text=message.get("text") or "Answer",
+                blocks=feedback_recorded(list(message.get("blocks") or []), value),
+            )
+        except Exception:
+            log.exception("recording feedback failed (channel %s)", channel)
+            await self._ephemeral(channel, user, FEEDBACK_FAILED, message.get("thread_ts"))
+
+    async def _ephemeral(self, channel: str, user: str, text: str, thread_ts: Any) -> None:
+        m = notice(text)
+        try:
+            await self.client.chat_postEphemeral(
+                channel=channel, user=user, text=m.text, blocks=m.blocks, thread_ts=thread_ts
+            )
+        except SlackApiError as exc:
+            log.warning("ephemeral note failed in %s: %s", channel, exc.response.get("error"))
+
+
+def _api_url(url: str) -> str:
+    return url if url.endswith("/") else url + "/"
+
+
+def build_slack_app(
+    core: Core,
+    settings: Settings,
+    *,
+    background: Background | None = None,
+    session: aiohttp.ClientSession | None = None,
+    update_interval_s: float = UPDATE_INTERVAL_S,
+) -> AsyncApp:
+    """The Bolt app with Quorum's listeners. Socket Mode needs SLACK_APP_TOKEN; HTTP
+    events need SLACK_SIGNING_SECRET (requests are verified against it). ``background``
+    holds the work started after each ack (pass one to await it); ``session`` is shared
+    by every Web API call (kept-alive connections; without it, one session per call)."""
+    if settings.slack_bot_token is None:
+        raise ConfigError("SLACK_BOT_TOKEN is not set: copy the xoxb- token from the app's page.")
+    if settings.slack_app_token is None and settings.slack_signing_secret is None:
+        raise ConfigError(
+            "Set SLACK_APP_TOKEN (xapp-, Socket Mode) or SLACK_SIGNING_SECRET (HTTP events)."
+        )
+    secret = settings.slack_signing_secret
+    client = AsyncWebClient(
+        token=settings.slack_bot_token.get_secret_value(),
+        base_url=_api_url(settings.slack_api_url),
+        session=session,
+    )
+    # Slack answers 429 with Retry-After when a workspace posts fast; wait and retry.
+    client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=3))
+    app = AsyncApp(
+        name="quorum",
+        client=client,
+        signing_secret=secret.get_secret_value() if secret else "",
+        process_before_response=True,  # our listeners only spawn a task: ack comes at once
+    )
+    adapter = SlackAdapter(
+        core, settings, client, background if background is not None else Background()
+    )
+    adapter.update_interval_s = update_interval_s
+    spawn = adapter.background.spawn
+
+    async def on_event(
+        body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
+    ) -> None:
+        team = str(body.get("team_id") or context.team_id or "")
+        spawn(adapter.on_message(event, team, context.bot_user_id))
+
+    async def on_ask(ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        spawn(adapter.on_command(command, respond, "quick"))
+
+    async def on_research(ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        spawn(adapter.on_command(command, respond, "deep"))
+
+    async def on_feedback(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        spawn(adapter.on_feedback(body, action))
+
+    app.event("app_mention")(on_event)
+    app.event("message")(on_event)
+    app.command("/ask")(on_ask)
+    app.command("/research")(on_research)
+    app.action(re.compile(r"^quorum_feedback_(up|down)$"))(on_feedback)
+    return app
+
+
+async def start_http(app: AsyncApp, port: int, host: str = "0.0.0.0") -> web.AppRunner:
+    """Serve the app's HTTP events endpoint (``/slack/events``); port 0 picks a free one."""
+    runner = web.AppRunner(
+        app.web_app(path=EVENTS_PATH, port=port), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S
+    )
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
+
+
+async def _forever() -> None:
+    await asyncio.get_running_loop().create_future()
+
+
+async def run_slack(core: Core, settings: Settings) -> None:
+    """Run Quorum on Slack until cancelled: Socket Mode when SLACK_APP_TOKEN is set,
+    else HTTP events on ``settings.slack_port`` at /slack/events."""
+    background = Background()
+    session = aiohttp.ClientSession()
+    try:
+        app = build_slack_app(core, settings, background=background, session=session)
+        if settings.slack_app_token is not None:
+            handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value())
+            await handler.connect_async()  # type: ignore[no-untyped-call]
+            log.warning("Quorum is connected to Slack (Socket Mode)")
+            try:
+                await _forever()
+            finally:
+                await handler.close_async()  # type: ignore[no-untyped-call]
+        else:
+            runner = await start_http(app, settings.slack_port)
+            log.warning("Quorum is listening for Slack events on port %d", settings.slack_port)
+            try:
+                await _forever()
+            finally:
+                await runner.cleanup()
+    finally:
+        await background.close()
+        await session.close()

@@ -1,0 +1,251 @@
+"""Slack end to end through the real core: the Bolt app and AsyncWebClient against the
+Slack emulator, the real Engine with its SQLite session store, real Weaviate (the session
+server) with the sample archive, and the real anthropic SDK against the Claude emulator."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import warnings
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.slack_render import ACTION_UP
+from bot.config import Settings, load_settings
+from bot.engine import SEARCH_DOWN, Engine
+from bot.llm import ClaudeLLM
+from bot.models import ThreadKey
+from bot.sessions import SessionStore
+from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.search import SearchService
+from retrieval.store import Store
+from retrieval.weaviate_server import Endpoint, async_client
+from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
+from tests.emulators.slack import (
+    ALICE,
+    BOT_TOKEN,
+    BOT_USER,
+    SIGNING_SECRET,
+    TEAM,
+    Message,
+    SlackEmulator,
+)
+from tests.sample_archive import load_sample
+from tests.test_slack import GENERAL, Bot, bot_replies, has_buttons, running
+
+HOSTED_UI_LINK = "https://www.loom.com/share/feedbeef?t=734"
+FAST_MODEL = "claude-fast-emulated"
+
+
+def _prompt(body: dict[str, Any]) -> str:
+    content = body["messages"][-1]["content"]
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+
+
+def number_of(prompt: str, needle: str) -> int:
+    """The [n] of the source whose passage contains ``needle``."""
+    for block in re.split(r"\n(?=\[\d+\])", prompt):
+        m = re.match(r"\[(\d+)\]", block)
+        if m and needle in block:
+            return int(m[1])
+    raise AssertionError(f"{needle!r} is not among the sources")
+
+
+def claude(body: dict[str, Any]) -> Reply:
+    """Rewrites follow-ups (fast model), and answers citing the hosted-UI moment."""
+    if body["model"] == FAST_MODEL:
+        return Reply(text="limits of the Cognito hosted UI login page")
+    n = number_of(_prompt(body), "hosted UI")
+    return Reply(
+        text=f"The **hosted UI** is the weak spot: it can't be fully restyled [{n}].",
+        chunk_delay_s=0.01,
+    )
+
+
+@pytest.fixture
+async def claude_emulator() -> AsyncIterator[AnthropicEmulator]:
+    emulator = AnthropicEmulator(default=claude)
+    with warnings.catch_warnings():  # its TCPSite(shutdown_timeout=) is deprecated in aiohttp
+        warnings.simplefilter("ignore", DeprecationWarning)
+        await emulator.start()
+    try:
+        yield emulator
+    finally:
+        await emulator.stop()
+
+
+@pytest.fixture
+async def sample(store: Store, embedder: SentenceTransformerEmbedder, kb: str) -> str:
+    await load_sample(store, embedder, kb)
+    return kb
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[SlackEmulator]:
+    async with SlackEmulator() as emulator:
+        yield emulator
+
+
+def e2e_settings(
+    slack: SlackEmulator, claude_emulator: AnthropicEmulator, kb: str, tmp_path: Path
+) -> Settings:
+    return load_settings(
+        data_dir=tmp_path / "data",
+        slack_bot_token=BOT_TOKEN,
+        slack_signing_secret=SIGNING_SECRET,
+        slack_api_url=slack.api_url,
+        slack_kb=kb,
+        anthropic_api_key=API_KEY,
+        anthropic_base_url=claude_emulator.url,
+        fast_model=FAST_MODEL,
+        llm_max_retries=0,
+    )
+
+
+@contextlib.asynccontextmanager
+async def engine_for(
+    settings: Settings, search: SearchService
+) -> AsyncIterator[tuple[Engine, SessionStore]]:
+    """The Engine as bot.wiring.open_core builds it, on a given search service."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    async with SessionStore.open(settings.sessions_path) as sessions:
+        llm = ClaudeLLM.from_settings(settings)
+        assert llm is not None
+        try:
+            yield (
+                Engine.from_settings(settings, archives=search.archive, sessions=sessions, llm=llm),
+                sessions,
+            )
+        finally:
+            await llm.aclose()
+
+
+@contextlib.asynccontextmanager
+async def quorum(
+    slack: SlackEmulator, settings: Settings, search: SearchService
+) -> AsyncIterator[tuple[Bot, Engine, SessionStore]]:
+    async with (
+        engine_for(settings, search) as (engine, sessions),
+        running(engine, settings, slack, interval_s=0.05) as bot,
+    ):
+        yield bot, engine, sessions
+
+
+async def ask_mention(
+    slack: SlackEmulator, bot: Bot, text: str, thread_ts: str | None = None
+) -> Message:
+    msg = slack.user_posts(GENERAL, f"<@{BOT_USER}> {text}", thread_ts=thread_ts)
+    assert (await slack.deliver_event(slack.event(msg, "app_mention"))).status == 200
+    await bot.settle()
+    return msg
+
+
+async def test_mention_to_cited_answer_then_a_follow_up_uses_the_thread(
+    slack: SlackEmulator,
+    claude_emulator: AnthropicEmulator,
+    sample: str,
+    search: SearchService,
+    tmp_path: Path,
+) -> None:
+    settings = e2e_settings(slack, claude_emulator, sample, tmp_path)
+    async with quorum(slack, settings, search) as (bot, _, sessions):
+        first = await ask_mention(slack, bot, "What are the limits of the hosted UI login page?")
+        [reply] = bot_replies(slack, GENERAL, first.ts)
+        final = reply.all_text()
+        assert f"[<{HOSTED_UI_LINK}|" in final  # the citation opens the recording at 12:14
+        assert f"<{HOSTED_UI_LINK}|Auth deep dive @ 12:14> — John Park" in final
+        assert "The *hosted UI* is the weak spot" in final and has_buttons(reply)
+        assert len(reply.versions) >= 3  # placeholder, progress/partials, final
+        assert not slack.errors()
+
+        follow = slack.user_posts(GENERAL, "and what about a custom domain?", thread_ts=first.ts)
+        await slack.deliver_event(slack.event(follow))
+        await bot.settle()
+        replies = bot_replies(slack, GENERAL, first.ts)
+        assert len(replies) == 2 and HOSTED_UI_LINK in replies[1].all_text()
+
+        rewrite = [r for r in claude_emulator.requests if r.body.get("model") == FAST_MODEL]
+        assert rewrite, "the follow-up was not rewritten with the thread's history"
+        assert "What are the limits of the hosted UI login page?" in json.dumps(rewrite[-1].body)
+        answer_call = claude_emulator.requests[-1].body
+        assert answer_call["messages"][0]["content"] == (
+            "What are the limits of the hosted UI login page?"
+        )
+
+        history = await sessions.history(ThreadKey("slack", TEAM, GENERAL, first.ts))
+        assert [e.question for e in history] == [
+            "What are the limits of the hosted UI login page?",
+            "and what about a custom domain?",
+        ]
+
+
+async def test_feedback_and_exactly_once_survive_a_restart(
+    slack: SlackEmulator,
+    claude_emulator: AnthropicEmulator,
+    sample: str,
+    search: SearchService,
+    tmp_path: Path,
+) -> None:
+    settings = e2e_settings(slack, claude_emulator, sample, tmp_path)
+    async with quorum(slack, settings, search) as (bot, _, sessions):
+        msg = slack.user_posts(GENERAL, f"<@{BOT_USER}> What's wrong with the hosted UI?")
+        for payload, retry in (
+            (slack.event(msg, "app_mention"), None),
+            (slack.event(msg, "message"), None),
+            (slack.event(msg, "app_mention"), 1),
+        ):
+            await slack.deliver_event(payload, retry_num=retry)
+        await bot.settle()
+        [reply] = bot_replies(slack, GENERAL, msg.ts)
+        await slack.deliver_action(slack.block_action(reply, ACTION_UP))
+        await bot.settle()
+        exchange_id = int(
+            next(b for b in reply.versions[-2]["blocks"] if b["type"] == "actions")["elements"][0][
+                "value"
+            ]
+        )
+        assert await sessions.feedback(exchange_id) == {ALICE: 1}
+        assert "Thanks — feedback recorded 👍" in reply.all_text()
+    calls = len(claude_emulator.requests)
+
+    async with quorum(slack, settings, search) as (bot, _, _):
+        await slack.deliver_event(slack.event(msg, "app_mention"), retry_num=2)
+        await bot.settle()
+    assert len(bot_replies(slack, GENERAL, msg.ts)) == 1
+    assert len(claude_emulator.requests) == calls
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_weaviate_down_is_a_polite_message_in_the_thread(
+    slack: SlackEmulator,
+    claude_emulator: AnthropicEmulator,
+    embedder: SentenceTransformerEmbedder,
+    kb: str,
+    tmp_path: Path,
+) -> None:
+    port, grpc = _closed_port(), _closed_port()
+    endpoint = Endpoint("127.0.0.1", port, "127.0.0.1", grpc)
+    down = Store(async_client(endpoint, timeout_s=2), endpoint.url)  # nothing listens there
+    settings = e2e_settings(slack, claude_emulator, kb, tmp_path)
+    try:
+        async with quorum(slack, settings, SearchService(down, embedder)) as (bot, _, _):
+            msg = await ask_mention(slack, bot, "What are the limits of the hosted UI?")
+    finally:
+        with contextlib.suppress(Exception):
+            await down.client.close()
+    [reply] = bot_replies(slack, GENERAL, msg.ts)
+    assert f":warning: {SEARCH_DOWN}" in reply.all_text()
+    assert "Traceback" not in reply.all_text() and not has_buttons(reply)
+    assert not claude_emulator.requests
