@@ -1,0 +1,357 @@
+"""The Discord adapter: ``/ask`` and ``/research`` app commands, @mentions answered in a
+thread started on the question, follow-ups in that thread without a mention, DMs, and
+feedback buttons that keep working across restarts.
+
+Each handler turns the event into a frozen ``Question``, calls the core and renders the
+``Answer`` (``adapters.discord_render``); nothing else lives here. Slash commands are
+synced by ``quorum discord sync`` (to ``QUORUM_DISCORD_GUILD_ID``, or ``--global``), never
+on start. ``QUORUM_DISCORD_API_URL`` points discord.py's REST client elsewhere (an
+emulator in tests) by setting ``discord.http.Route.BASE`` before the client connects.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import discord
+import yarl
+from discord import app_commands
+from discord.gateway import DiscordWebSocket
+
+from adapters.discord_commands import add_commands, slash_filters
+from adapters.discord_render import PLACEHOLDER, SORRY, Part, render_answer, thread_name
+from adapters.discord_ui import FeedbackButton, LiveMessage, Sender, deliver, feedback_view
+from bot.config import Settings
+from bot.models import Core, Mode, Question, ThreadKey
+from retrieval.errors import ConfigError, QuorumError
+
+log = logging.getLogger("quorum.discord")
+
+EDIT_INTERVAL_S = 1.0  # Discord allows ~5 edits per 5 s per channel; one a second is safe
+NOT_HERE = "Quorum isn't enabled in this channel. Ask an admin, or try one where it is."
+NO_THREAD = (
+    "I couldn't start a thread here (I need the Create Public Threads permission), "
+    "so I'm answering inline; follow-ups need a new mention."
+)
+REJECTED = "Discord rejected DISCORD_TOKEN: reset it in the Developer Portal (Bot > Reset Token)."
+_THREAD_TYPES = (
+    discord.ChannelType.public_thread,
+    discord.ChannelType.private_thread,
+    discord.ChannelType.news_thread,
+)
+
+
+def intents() -> discord.Intents:
+    """Only the gateway intents Quorum needs (docs/discord.md explains each)."""
+    wanted = discord.Intents.none()
+    wanted.guilds = True  # channels and threads, to know where a message was posted
+    wanted.guild_messages = True  # messages in servers: @mentions and thread follow-ups
+    wanted.dm_messages = True  # questions sent as direct messages
+    # Privileged: the text of follow-ups in Quorum's threads, which do not mention the
+    # bot (Discord blanks the content of other messages without it).
+    wanted.message_content = True
+    return wanted
+
+
+def configure_api(settings: Settings) -> None:
+    """Point discord.py's REST routes at ``settings.discord_api_url`` (e.g. an emulator)."""
+    if settings.discord_api_url:
+        discord.http.Route.BASE = settings.discord_api_url.rstrip("/")
+
+
+def bot_token(settings: Settings) -> str:
+    """The bot token, or a ConfigError saying where to get one."""
+    if settings.discord_token is None or not settings.discord_token.get_secret_value().strip():
+        raise ConfigError(
+            "DISCORD_TOKEN is not set: copy the bot token from the Discord Developer Portal "
+            "(Applications > your app > Bot > Reset Token); see docs/discord.md."
+        )
+    return settings.discord_token.get_secret_value().strip()
+
+
+# --- the client
+
+
+class QuorumTree(app_commands.CommandTree["QuorumClient"]):
+    """A command tree whose failures end in an apology, never a traceback in chat."""
+
+    async def on_error(
+        self, interaction: discord.Interaction[QuorumClient], error: app_commands.AppCommandError
+    ) -> None:
+        """Log the traceback; tell the user in one sentence."""
+        name = interaction.command.name if interaction.command else "?"
+        log.error("/%s failed", name, exc_info=error)
+        try:
+            if interaction.response.is_done():
+                await interaction.followup.send(SORRY, ephemeral=True)
+            else:
+                await interaction.response.send_message(SORRY, ephemeral=True)
+        except discord.HTTPException:
+            pass
+
+
+class QuorumClient(discord.Client):
+    """Quorum on Discord: slash commands, mentions, thread follow-ups, DMs, feedback."""
+
+    def __init__(self, core: Core, settings: Settings) -> None:
+        # Answers quote meetings; never let a quoted "@everyone" or name ping anyone.
+        super().__init__(intents=intents(), allowed_mentions=discord.AllowedMentions.none())
+        self.core = core
+        self.settings = settings
+        self.tree = QuorumTree(self)
+        add_commands(self.tree)
+        self._told_no_thread: set[int] = set()
+
+    async def setup_hook(self) -> None:
+        """Make feedback buttons on old answers clickable again (no command sync here)."""
+        self.add_dynamic_items(FeedbackButton)
+        if self.settings.discord_api_url:
+            # discord.py's Client dials a fixed gateway; behind another API base, ask it
+            # which gateway to use (Discord's documented GET /gateway/bot).
+            _, url, _ = await self.http.get_bot_gateway()
+            DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(url)
+
+    # access
+
+    def kb_for(self, guild_id: int | None) -> str:
+        """The knowledge base a guild (or a DM) asks."""
+        if guild_id is None:
+            return self.settings.discord_kb or self.settings.default_kb
+        return self.settings.discord_kb or str(guild_id)
+
+    async def allowed(self, guild_id: int | None, channel: object, user_id: int) -> bool:
+        """The guild and channel allow-lists; in DMs, membership of an allowed guild."""
+        s = self.settings
+        if guild_id is None:
+            return not s.discord_guilds or await self._member_of_allowed(user_id)
+        if s.discord_guilds and guild_id not in s.discord_guilds:
+            return False
+        return not s.discord_channels or home_channel_id(channel) in s.discord_channels
+
+    async def _member_of_allowed(self, user_id: int) -> bool:
+        for guild_id in self.settings.discord_guilds:
+            try:
+                await self.http.get_member(guild_id, user_id)
+                return True
+            except discord.HTTPException:
+                continue
+        return False
+
+    # slash commands
+
+    async def on_slash(
+        self, interaction: discord.Interaction[QuorumClient], text: str, mode: Mode, **opts: Any
+    ) -> None:
+        """/ask and /research: defer, post a placeholder, start a thread on it, answer."""
+        if not await self.allowed(interaction.guild_id, interaction.channel, interaction.user.id):
+            await interaction.response.send_message(NOT_HERE, ephemeral=True)
+            return
+        try:
+            filters = slash_filters(**opts)
+        except QuorumError as exc:
+            await interaction.response.send_message(str(exc), ephemeral=True)
+            return
+        await interaction.response.defer(thinking=True)
+        placeholder = await interaction.followup.send(PLACEHOLDER, wait=True)
+        channel = interaction.channel
+        key, note = await self._thread_for(channel, interaction.guild_id, placeholder, text)
+        question = Question(
+            text=text,
+            thread=key,
+            user=str(interaction.user.id),
+            kb=self.kb_for(interaction.guild_id),
+            mode=mode,
+            filters=filters,
+            event_id=str(interaction.id),
+        )
+
+        async def more(
+            content: str, embeds: Sequence[discord.Embed], view: discord.ui.View | None
+        ) -> object:
+            if view is None:
+                return await interaction.followup.send(content, embeds=embeds, wait=True)
+            return await interaction.followup.send(content, embeds=embeds, view=view, wait=True)
+
+        await self.answer(question, placeholder, more, note)
+
+    async def _thread_for(
+        self, channel: object, guild_id: int | None, message: discord.abc.Snowflake, text: str
+    ) -> tuple[ThreadKey, str | None]:
+        """Start a thread on ``message`` where threads can be started; the session key."""
+        channel_id = getattr(channel, "id", 0)
+        if is_thread(channel) or isinstance(channel, discord.DMChannel):
+            return conversation(guild_id, channel_id), None  # already a conversation
+        inline = ThreadKey("discord", str(guild_id or "dm"), str(channel_id), str(message.id))
+        if not isinstance(channel, discord.TextChannel):
+            return inline, None
+        try:
+            thread = await channel.create_thread(
+                name=thread_name(text), message=message, auto_archive_duration=1440
+            )
+        except discord.HTTPException as exc:
+            log.warning("no thread in channel %s: %s %s", channel_id, exc.status, exc.code)
+            return inline, self._no_thread_note(channel_id, exc)
+        return conversation(guild_id, thread.id), None
+
+    def _no_thread_note(self, channel_id: int, exc: discord.HTTPException) -> str | None:
+        """Why the answer is inline: said once per channel, not on every answer."""
+        if not isinstance(exc, discord.Forbidden) or channel_id in self._told_no_thread:
+            return None
+        self._told_no_thread.add(channel_id)
+        return NO_THREAD
+
+    # messages: mentions, thread follow-ups, DMs
+
+    async def on_message(self, message: discord.Message) -> None:
+        """Answer a mention (in a new thread), a follow-up in a Quorum thread, or a DM."""
+        if message.author.bot or self.user is None:
+            return
+        if message.type not in (discord.MessageType.default, discord.MessageType.reply):
+            return
+        channel = message.channel
+        guild_id = message.guild.id if message.guild else None
+        here = conversation(guild_id, channel.id)
+        if guild_id is None:
+            if not isinstance(channel, discord.DMChannel):
+                return
+        elif not (is_thread(channel) and await self.core.is_active_thread(here)):
+            if not self.mentioned_in(message):
+                return
+        if not await self.allowed(guild_id, channel, message.author.id):
+            log.info("ignoring message %s: channel %s is not allowed", message.id, channel.id)
+            return
+        if not await self.core.claim_event("discord", str(message.id)):
+            return
+        try:
+            await self._answer_message(message, here)
+        except Exception:
+            log.exception("answering message %s failed", message.id)
+            try:
+                await message.reply(SORRY)
+            except discord.HTTPException:
+                pass
+
+    async def _answer_message(self, message: discord.Message, here: ThreadKey) -> None:
+        text = self.strip_mentions(message)
+        channel = message.channel
+        note: str | None = None
+        target: discord.abc.Messageable = channel
+        inline = ThreadKey("discord", here.workspace, str(channel.id), str(message.id))
+        key = here if is_thread(channel) or message.guild is None else inline
+        if isinstance(channel, discord.TextChannel):
+            try:
+                target = await message.create_thread(
+                    name=thread_name(text), auto_archive_duration=1440
+                )
+                key = conversation(message.guild.id if message.guild else None, target.id)
+            except discord.HTTPException as exc:
+                log.warning("no thread in channel %s: %s %s", channel.id, exc.status, exc.code)
+                note = self._no_thread_note(channel.id, exc)
+        if isinstance(target, discord.TextChannel):  # inline: reply so it is clear to whom
+            placeholder = await message.reply(PLACEHOLDER)
+        else:
+            placeholder = await target.send(PLACEHOLDER)
+        question = Question(
+            text=text,
+            thread=key,
+            user=str(message.author.id),
+            kb=self.kb_for(message.guild.id if message.guild else None),
+            event_id=str(message.id),
+        )
+
+        async def more(
+            content: str, embeds: Sequence[discord.Embed], view: discord.ui.View | None
+        ) -> object:
+            if view is None:
+                return await target.send(content, embeds=embeds)
+            return await target.send(content, embeds=embeds, view=view)
+
+        await self.answer(question, placeholder, more, note)
+
+    def mentioned_in(self, message: discord.Message) -> bool:
+        """The bot itself, or its managed role, is mentioned (not @everyone)."""
+        return self.user is not None and (
+            any(u.id == self.user.id for u in message.mentions) or bool(self._my_roles(message))
+        )
+
+    def _my_roles(self, message: discord.Message) -> list[int]:
+        me = self.user.id if self.user else None
+        return [r.id for r in message.role_mentions if r.tags is not None and r.tags.bot_id == me]
+
+    def strip_mentions(self, message: discord.Message) -> str:
+        """The question without the bot's mention (or its role's)."""
+        text = message.content
+        if self.user is not None:
+            text = re.sub(rf"<@!?{self.user.id}>", " ", text)
+        for role_id in self._my_roles(message):
+            text = text.replace(f"<@&{role_id}>", " ")
+        return "\n".join(" ".join(line.split()) for line in text.strip().splitlines()).strip()
+
+    # answering
+
+    async def answer(
+        self, question: Question, placeholder: Any, more: Sender, note: str | None = None
+    ) -> None:
+        """Ask the core, showing progress in ``placeholder``; post the answer over it."""
+        live = LiveMessage(lambda text: placeholder.edit(content=text), EDIT_INTERVAL_S)
+        view: discord.ui.View | None = None
+        try:
+            answer = await self.core.ask(question, live.on_event)
+            parts = render_answer(answer, note)
+            view = feedback_view(answer)
+        except Exception:
+            log.exception("the core failed on a question in %s", question.thread)
+            parts = [Part(SORRY)]
+        finally:
+            await live.close()
+        await deliver(parts, placeholder, more, view)
+
+
+def conversation(guild_id: int | None, channel_id: int) -> ThreadKey:
+    """The session of a channel that is itself the conversation (a thread or a DM)."""
+    workspace = str(guild_id) if guild_id else "dm"
+    return ThreadKey("discord", workspace, str(channel_id), str(channel_id))
+
+
+def is_thread(channel: object) -> bool:
+    """A thread, cached or not (an uncached one arrives as a typeless PartialMessageable)."""
+    if isinstance(channel, discord.Thread):
+        return True
+    if isinstance(channel, discord.PartialMessageable):
+        return channel.type is None or channel.type in _THREAD_TYPES
+    return False
+
+
+def home_channel_id(channel: object) -> int | None:
+    """The channel the allow-list is about: a thread's parent, else the channel itself."""
+    if isinstance(channel, discord.Thread):
+        return channel.parent_id
+    return getattr(channel, "id", None)
+
+
+def build_discord_client(core: Core, settings: Settings) -> QuorumClient:
+    """A ready-to-start client (REST routes pointed at ``settings.discord_api_url``)."""
+    configure_api(settings)
+    return QuorumClient(core, settings)
+
+
+async def run_discord(core: Core, settings: Settings) -> None:
+    """Connect to Discord and answer until cancelled."""
+    token = bot_token(settings)
+    client = build_discord_client(core, settings)
+    # discord.py's DEBUG lines carry request bodies, i.e. message text: keep them out.
+    for name in ("discord.http", "discord.webhook.async_", "discord.gateway"):
+        logging.getLogger(name).setLevel(max(logging.INFO, logging.getLogger(name).level))
+    try:
+        async with client:
+            await client.start(token)
+    except discord.LoginFailure as exc:
+        raise ConfigError(REJECTED) from exc
+    except discord.PrivilegedIntentsRequired as exc:
+        raise ConfigError(
+            "Discord refused the Message Content intent: enable it under Developer Portal > "
+            "Bot > Privileged Gateway Intents (see docs/discord.md)."
+        ) from exc
