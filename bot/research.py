@@ -1,0 +1,437 @@
+"""Deep research: Claude researches one knowledge base step by step with tools, then answers.
+
+One run:
+
+1. Read the archive's catalog (sources, speakers) and put a capped summary of it in the
+   system prompt, after the rules (tool results are untrusted data).
+2. Loop, at most ``max_iterations`` turns: send the conversation with the tools; when the
+   reply calls tools, run every call of the turn concurrently, number their passages in
+   call order (``Registry``: one ``[n]`` per passage for the whole run) and send all the
+   ``tool_result`` blocks back in one user message, in the order of the calls. A bad
+   call comes back as ``is_error`` so Claude can fix it on the next turn.
+3. A reply without tool calls is the answer. When the iterations, the token budget
+   (input + output tokens, from each reply's usage) or the wall-clock budget run out
+   first, a last request *without tools* asks for the answer from what was gathered
+   (streamed as ``PartialAnswer``), and the Answer says "research stopped early".
+4. The answer's ``[n]`` are resolved against every numbered passage (an invented number
+   is dropped); the trace of every call comes back with it for the session store.
+
+Nothing here logs a question, a query or a passage: only tool names, counts and times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from anthropic.types import (
+    ContentBlockParam,
+    Message,
+    MessageParam,
+    ToolResultBlockParam,
+    ToolUseBlock,
+)
+
+from bot.citations import resolve
+from bot.config import Settings
+from bot.errors import LLMError
+from bot.llm import LLM, Usage
+from bot.models import Answer, Event, EventSink, PartialAnswer, ProgressEvent, Question
+from bot.research_prompts import (
+    final_message,
+    history_messages,
+    question_message,
+    research_notes,
+    system_prompt,
+)
+from bot.research_schema import TOOLS, ToolError, parse_args
+from bot.research_tools import Call, Catalog, Registry, progress_text, render_draft, run_fetch
+from bot.research_trace import (
+    ResearchResult,
+    Stop,
+    TimedArchive,
+    TraceStep,
+    TurnTrace,
+    union_ms,
+)
+from retrieval.archive import Archive
+
+__all__ = [
+    "NEEDS_API_KEY",
+    "STOPPED_EARLY",
+    "ResearchResult",
+    "Researcher",
+    "TraceStep",
+    "TurnTrace",
+]
+
+log = logging.getLogger("quorum.research")
+
+NEEDS_API_KEY = (
+    "Deep research needs a Claude API key (ANTHROPIC_API_KEY); here is a quick answer instead."
+)
+STOPPED_EARLY = "research stopped early"
+WRITING = "writing the answer"
+MAX_CALLS_PER_TURN = 8
+_WHY: dict[Stop, str] = {
+    "iterations": "it reached its limit of {n} steps",
+    "tokens": "it reached its token budget",
+    "time": "it reached its time limit",
+    "error": "Claude stopped answering mid-way",
+}
+
+
+def _assistant_content(message: Message) -> list[ContentBlockParam]:
+    out: list[ContentBlockParam] = []
+    for block in message.content:
+        if block.type == "text" and block.text:
+            out.append({"type": "text", "text": block.text})
+        elif block.type == "tool_use":
+            out.append(
+                {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+            )
+    return out
+
+
+def _text_of(message: Message) -> str:
+    return "".join(b.text for b in message.content if b.type == "text").strip()
+
+
+def _trace_args(raw: dict[str, Any]) -> dict[str, Any]:
+    """A call's input for the trace, long values cut (it is stored, never logged)."""
+    text = json.dumps(raw, ensure_ascii=False, default=str)
+    if len(text) <= 2000:
+        return dict(raw)
+    return {"_truncated": text[:2000]}
+
+
+class Researcher:
+    """Runs deep research with Claude's tool use over one knowledge base's Archive."""
+
+    def __init__(
+        self,
+        llm: LLM,
+        *,
+        max_iterations: int = 8,
+        token_budget: int = 60_000,
+        time_budget_s: float = 120.0,
+        max_tokens: int = 1500,
+        model: str | None = None,
+    ) -> None:
+        self.llm = llm
+        self.max_iterations = max_iterations
+        self.token_budget = token_budget
+        self.time_budget_s = time_budget_s
+        self.max_tokens = max_tokens
+        self.model = model
+
+    @classmethod
+    def from_settings(cls, llm: LLM, settings: Settings) -> Researcher:
+        """A researcher with the configured budgets."""
+        return cls(
+            llm,
+            max_iterations=settings.research_max_iterations,
+            token_budget=settings.research_token_budget,
+            time_budget_s=settings.research_time_budget_s,
+            max_tokens=max(settings.answer_max_tokens, 1500),
+        )
+
+    async def run(
+        self,
+        question: Question,
+        archive: Archive,
+        history: Sequence[tuple[str, str]] = (),
+        on_event: EventSink | None = None,
+    ) -> ResearchResult:
+        """Research ``question`` in ``archive`` (bound to one knowledge base) and answer it.
+
+        Raises ``LLMError`` when Claude fails before anything was found (the engine then
+        answers extractively) and ``SearchUnavailable`` when the archive cannot be read."""
+        started = time.perf_counter()
+        intervals: list[tuple[float, float]] = []
+        catalog = await Catalog.load(TimedArchive(archive, intervals))
+        run = _Run(self, question, archive, catalog, history, on_event, started, intervals)
+        return await run.go()
+
+
+class _Run:
+    """The state of one research run."""
+
+    def __init__(
+        self,
+        cfg: Researcher,
+        question: Question,
+        archive: Archive,
+        catalog: Catalog,
+        history: Sequence[tuple[str, str]],
+        on_event: EventSink | None,
+        started: float,
+        intervals: list[tuple[float, float]],
+    ) -> None:
+        self.cfg = cfg
+        self.question = question
+        self.started = started
+        self.intervals = intervals  # when the archive was busy, shared by every call
+        self.archive = archive
+        self.catalog = catalog
+        self.on_event = on_event
+        self.history = history_messages(history)
+        self.system = system_prompt(catalog, cfg.max_iterations)
+        self.messages: list[MessageParam] = [
+            *self.history,
+            {"role": "user", "content": question_message(question)},
+        ]
+        self.registry = Registry()
+        self.usage = Usage()
+        self.calls: list[tuple[int, Call]] = []
+        self.turns: list[TurnTrace] = []
+        self.reserve_s = min(30.0, cfg.time_budget_s * 0.25)  # kept for the final answer
+        self.next_tokens = 0  # what the next request will cost, about
+        self.llm_ms = 0.0
+        self.tools_ms = 0.0
+
+    async def emit(self, event: Event) -> None:
+        if self.on_event is None:
+            return
+        try:
+            await self.on_event(event)
+        except Exception:  # a failed placeholder update must not stop the research
+            log.warning("progress sink failed", exc_info=True)
+
+    def tokens_used(self) -> int:
+        u = self.usage
+        return (
+            u.input_tokens
+            + u.output_tokens
+            + u.cache_read_input_tokens
+            + u.cache_creation_input_tokens
+        )
+
+    @property
+    def deadline(self) -> float:
+        return self.started + self.cfg.time_budget_s
+
+    async def go(self) -> ResearchResult:
+        final, stopped = await self.loop()
+        if stopped is not None or not final:
+            final = await self.final_answer(stopped)
+        else:
+            await self.emit(ProgressEvent(WRITING))
+            await self.emit(PartialAnswer(final))
+        return self.result(final, stopped)
+
+    async def loop(self) -> tuple[str | None, Stop | None]:
+        for turn in range(1, self.cfg.max_iterations + 1):
+            now = time.perf_counter()
+            remaining = self.deadline - now - self.reserve_s
+            if remaining < 1.0:
+                return None, "time"
+            if turn > 1 and self.tokens_used() + self.next_tokens > self.cfg.token_budget:
+                return None, "tokens"
+            try:
+                message = await self.cfg.llm.create(
+                    system=self.system,
+                    messages=self.messages,
+                    tools=TOOLS,
+                    max_tokens=self.cfg.max_tokens,
+                    model=self.cfg.model,
+                    timeout_s=remaining,
+                )
+            except LLMError as exc:
+                if exc.retryable and len(self.registry):
+                    log.warning("research turn %d failed: %s", turn, exc)
+                    late = self.deadline - time.perf_counter() - self.reserve_s < 1.0
+                    return None, "time" if late else "error"
+                raise
+            llm_ms = (time.perf_counter() - now) * 1000
+            self.llm_ms += llm_ms
+            usage = Usage.of(message)
+            self.usage.add(usage)
+            uses = [b for b in message.content if isinstance(b, ToolUseBlock)]
+            if not uses:
+                self.turns.append(self.turn_trace(turn, now, llm_ms, 0.0, message, usage, 0))
+                return _text_of(message), None
+            self.messages.append({"role": "assistant", "content": _assistant_content(message)})
+            t_tools = time.perf_counter()
+            timed_out, result_chars = await self.run_tools(turn, uses)
+            tools_ms = (time.perf_counter() - t_tools) * 1000
+            self.tools_ms += tools_ms
+            trace = self.turn_trace(turn, now, llm_ms, tools_ms, message, usage, len(uses))
+            self.turns.append(trace)
+            # The next request resends all of this one plus the new results.
+            self.next_tokens = trace.input_tokens + trace.output_tokens + result_chars // 4
+            if timed_out:
+                return None, "time"
+        return None, "iterations"
+
+    def turn_trace(
+        self,
+        turn: int,
+        started: float,
+        llm_ms: float,
+        tools_ms: float,
+        message: Message,
+        usage: Usage,
+        calls: int,
+    ) -> TurnTrace:
+        return TurnTrace(
+            turn=turn,
+            llm_ms=llm_ms,
+            tools_ms=tools_ms,
+            archive_ms=union_ms(self.intervals, started),
+            total_ms=(time.perf_counter() - started) * 1000,
+            input_tokens=usage.input_tokens
+            + usage.cache_read_input_tokens
+            + usage.cache_creation_input_tokens,
+            output_tokens=usage.output_tokens,
+            stop_reason=message.stop_reason,
+            calls=calls,
+        )
+
+    async def run_tools(self, turn: int, uses: Sequence[ToolUseBlock]) -> tuple[bool, int]:
+        """Run one turn's calls concurrently; append their results in call order. Returns
+        whether the time budget ran out while they ran, and the results' length."""
+        calls = [Call(id=u.id, name=u.name, input=dict(u.input)) for u in uses]
+        for i, call in enumerate(calls):  # validate and announce in the order Claude made them
+            if i >= MAX_CALLS_PER_TURN:
+                call.is_error = True
+                call.text = f"Not run: at most {MAX_CALLS_PER_TURN} tool calls per turn."
+                continue
+            try:
+                call.args = parse_args(call.name, call.input)
+            except ToolError as exc:
+                call.is_error, call.text = True, str(exc)
+                continue
+            await self.emit(ProgressEvent(progress_text(call.args, self.catalog, self.registry)))
+        wrappers = [TimedArchive(self.archive, self.intervals) for _ in calls]
+        timed_out = False
+        remaining = max(1.0, self.deadline - time.perf_counter() - self.reserve_s)
+        try:
+            async with asyncio.timeout(remaining):
+                outcomes = await asyncio.gather(
+                    *(
+                        run_fetch(c, w, self.catalog, self.registry)
+                        for c, w in zip(calls, wrappers, strict=True)
+                    ),
+                    return_exceptions=True,
+                )
+        except TimeoutError:
+            timed_out, outcomes = True, []
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome  # SearchUnavailable and the like: the engine says so
+        blocks: list[ToolResultBlockParam] = []
+        for call, wrapper in zip(calls, wrappers, strict=True):
+            call.archive_ms = wrapper.busy_ms
+            if call.draft is not None:
+                t = time.perf_counter()
+                call.text, call.passages = render_draft(call.draft, self.registry)
+                call.ms += (time.perf_counter() - t) * 1000
+            elif not call.is_error:
+                call.is_error, call.text = True, "Not run: the research ran out of time."
+            self.calls.append((turn, call))
+            block: ToolResultBlockParam = {
+                "type": "tool_result",
+                "tool_use_id": call.id,
+                "content": call.text or "(empty)",
+            }
+            if call.is_error:
+                block["is_error"] = True
+            blocks.append(block)
+            log.info(
+                "research tool=%s turn=%d error=%s passages=%d ms=%.1f archive_ms=%.1f",
+                call.name,
+                turn,
+                call.is_error,
+                len(call.passages),
+                call.ms,
+                call.archive_ms,
+            )
+        self.cache_breakpoint(blocks)
+        self.messages.append({"role": "user", "content": list(blocks)})
+        return timed_out, sum(len(c.text) for c in calls)
+
+    def cache_breakpoint(self, blocks: list[ToolResultBlockParam]) -> None:
+        """Mark the newest tool result for prompt caching, unmarking older ones (at most
+        four breakpoints per request; the system prompt holds one)."""
+        for msg in self.messages:
+            content = msg["content"]
+            if msg["role"] == "user" and isinstance(content, list):
+                for old in content:
+                    if isinstance(old, dict) and "cache_control" in old:
+                        del old["cache_control"]
+        if blocks:
+            blocks[-1]["cache_control"] = {"type": "ephemeral"}
+
+    async def final_answer(self, stopped: Stop | None) -> str:
+        """Ask for the answer from what was gathered, without tools, streamed."""
+        await self.emit(ProgressEvent(WRITING))
+        why = _WHY[stopped].format(n=self.cfg.max_iterations) if stopped else None
+        content = final_message(self.question, research_notes(self.calls), why)
+        messages: list[MessageParam] = [*self.history, {"role": "user", "content": content}]
+
+        async def on_text(text: str) -> None:
+            await self.emit(PartialAnswer(text))
+
+        started = time.perf_counter()
+        completion = await self.cfg.llm.stream(
+            system=self.system,
+            messages=messages,
+            max_tokens=self.cfg.max_tokens,
+            on_text=on_text,
+            model=self.cfg.model,
+            timeout_s=max(self.deadline - started, self.reserve_s),
+        )
+        self.llm_ms += (time.perf_counter() - started) * 1000
+        self.usage.add(completion.usage)
+        return completion.text
+
+    def result(self, text: str, stopped: Stop | None) -> ResearchResult:
+        sources = self.registry.sources
+        resolved = resolve(text, sources)
+        note = None
+        if stopped is not None:
+            why = _WHY[stopped].format(n=self.cfg.max_iterations)
+            note = f"{STOPPED_EARLY} ({why}); the answer uses what was found so far."
+        total_ms = (time.perf_counter() - self.started) * 1000
+        answer = Answer(
+            text=resolved.text,
+            kind="answer" if sources else "nothing_found",
+            mode="deep",
+            citations=resolved.citations,
+            sources=sources,
+            note=note,
+            timings={
+                "llm": self.llm_ms,
+                "tools": self.tools_ms,
+                "archive": union_ms(self.intervals, self.started),
+                "total": total_ms,
+            },
+        )
+        trace = tuple(
+            TraceStep(
+                turn=turn,
+                tool=call.name,
+                args=_trace_args(call.input),
+                ms=call.ms,
+                archive_ms=call.archive_ms,
+                is_error=call.is_error,
+                error=call.text if call.is_error else None,
+                passages=call.passages,
+            )
+            for turn, call in self.calls
+        )
+        log.info(
+            "research done turns=%d calls=%d passages=%d cited=%d stopped=%s ms=%.0f",
+            len(self.turns),
+            len(trace),
+            len(sources),
+            len(resolved.citations),
+            stopped,
+            total_ms,
+        )
+        return ResearchResult(answer, trace, tuple(self.turns), self.usage, stopped)
