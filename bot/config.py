@@ -49,6 +49,9 @@ class Settings(BaseSettings):
         None, description="Folder of a sentence-transformers model (default: packaged MiniLM)."
     )
     embed_batch_size: int = Field(64, ge=1, le=1024, description="Texts per encode batch.")
+    rerank_model_path: Path | None = Field(
+        None, description="Folder of a cross-encoder model: rerank hits with it (off by default)."
+    )
     hybrid_alpha: float = Field(
         0.5, ge=0.0, le=1.0, description="0 = keyword (BM25) only, 1 = vector only."
     )

@@ -1,5 +1,5 @@
-"""The composition root: builds Weaviate, the embedder, the search service (and, as the
-core grows, the session store and Claude) from settings, inside one AsyncExitStack.
+"""The composition root: builds Weaviate, the embedder, the search service, the session
+store, Claude and the engine from settings, inside one AsyncExitStack.
 
 Nothing else in Quorum constructs a client; every command and adapter receives these.
 """
@@ -13,9 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.config import Settings
+from bot.engine import Engine, ResearchHook
+from bot.llm import ClaudeLLM
+from bot.router import ResearchRouter
+from bot.sessions import SessionStore
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError
+from retrieval.rerank import CrossEncoderReranker
 from retrieval.search import SearchService
 from retrieval.store import Store
 from retrieval.weaviate_server import (
@@ -126,5 +131,48 @@ async def open_retrieval(settings: Settings) -> AsyncIterator[Retrieval]:
         client = async_client(endpoint, timeout_s=settings.weaviate_timeout_s)
         store = await stack.enter_async_context(Store.connect(client, endpoint.url))
         embedder = LazyEmbedder(settings.embed_model_path, settings.embed_batch_size)
-        search = SearchService(store, embedder, alpha=settings.hybrid_alpha)
+        reranker = None
+        if settings.rerank_model_path:
+            reranker = await asyncio.to_thread(
+                CrossEncoderReranker.from_path, settings.rerank_model_path
+            )
+        search = SearchService(store, embedder, alpha=settings.hybrid_alpha, reranker=reranker)
         yield Retrieval(settings, endpoint, store, embedder, search)
+
+
+@dataclass
+class CoreServices:
+    """The running core: the engine adapters call, and the parts it was built from."""
+
+    settings: Settings
+    retrieval: Retrieval
+    sessions: SessionStore
+    llm: ClaudeLLM | None
+    engine: Engine
+
+
+@contextlib.asynccontextmanager
+async def open_core(
+    settings: Settings,
+    *,
+    retrieval: Retrieval | None = None,
+    research: ResearchHook | None = None,
+) -> AsyncIterator[CoreServices]:
+    """Retrieval (or the one given, left open), the session store, Claude (None without an
+    API key: answers are then extractive), the research router (quick or deep per question)
+    and the engine, closed in reverse on exit."""
+    async with contextlib.AsyncExitStack() as stack:
+        if retrieval is None:
+            retrieval = await stack.enter_async_context(open_retrieval(settings))
+        sessions = await stack.enter_async_context(SessionStore.open(settings.sessions_path))
+        llm = ClaudeLLM.from_settings(settings)
+        if llm is not None:
+            stack.push_async_callback(llm.aclose)
+        engine = Engine.from_settings(
+            settings,
+            archives=retrieval.search.archive,
+            sessions=sessions,
+            llm=llm,
+            research=research or ResearchRouter.from_settings(settings, llm),
+        )
+        yield CoreServices(settings, retrieval, sessions, llm, engine)

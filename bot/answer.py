@@ -1,0 +1,326 @@
+"""Quick mode: one question in, one cited answer out.
+
+check -> rewrite a follow-up into a standalone query -> search with the question's
+filters -> widen hits with their neighbours and merge -> numbered sources within the
+token budget -> Claude writes the answer citing ``[n]`` (streamed) -> citations checked
+and linked. Without an API key, or when Claude fails, the answer is extractive; with no
+hits it says what to try instead. All LLM calls of one question share one deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from bot import prompts
+from bot.citations import resolve
+from bot.config import Settings
+from bot.errors import LLMError
+from bot.extractive import NO_KEY, STOPWORDS, UNAVAILABLE, extractive, nothing_found
+from bot.llm import LLM, Usage
+from bot.models import (
+    Answer,
+    AnswerKind,
+    Event,
+    EventSink,
+    Mode,
+    NumberedSource,
+    PartialAnswer,
+    Question,
+)
+from bot.models import ProgressEvent as Progress
+from bot.passages import Passage, assemble, merge, widen
+from bot.sessions import Exchange
+from retrieval.archive import Archive
+from retrieval.models import SearchFilters
+from retrieval.search import MAX_QUERY_CHARS
+
+log = logging.getLogger("quorum.answer")
+
+_HELP = re.compile(
+    r"^\s*(?:(?:hi|hello|hey|hiya|yo|howdy|good (?:morning|afternoon|evening)|thanks|thank you)"
+    r"(?: there| quorum| all| team)?|help|/?help me|what can you do|what do you do|"
+    r"how do(?:es)? (?:this|it|you|quorum) work|how do i use (?:this|you|quorum)|"
+    r"who are you|what are you|what is quorum|what's quorum)\s*[!?.]*\s*$",
+    re.IGNORECASE,
+)
+_PERSONAL = frozenset("he she they him her them his hers their theirs".split())
+_POINTING = frozenset("it its that this those these there then former latter one ones".split())
+_FOLLOW_UP_START = re.compile(r"^\s*(?:and|also|so|but|what about|how about|why not)\b", re.I)
+
+
+@dataclass(frozen=True)
+class AnswerConfig:
+    """The pipeline's knobs (from Settings)."""
+
+    max_question_chars: int = 4000
+    search_k: int = 8
+    context_token_budget: int = 6000
+    answer_max_tokens: int = 1200
+    llm_timeout_s: float = 60.0
+    rewrite_timeout_s: float = 10.0
+    rewrite_max_tokens: int = 120
+    neighbours: int = 1
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> AnswerConfig:
+        """The config Settings describe."""
+        return cls(
+            max_question_chars=s.max_question_chars,
+            search_k=s.search_k,
+            context_token_budget=s.context_token_budget,
+            answer_max_tokens=s.answer_max_tokens,
+            llm_timeout_s=s.llm_timeout_s,
+            rewrite_timeout_s=min(10.0, s.llm_timeout_s),
+        )
+
+
+@dataclass(frozen=True)
+class SearchRecord:
+    """One search made while answering (for the query log)."""
+
+    query: str
+    filters: SearchFilters
+    hit_ids: tuple[str, ...]
+    ms: float
+
+
+@dataclass
+class Outcome:
+    """An answer with what it cost and what it searched (deep research returns one too)."""
+
+    answer: Answer
+    usage: Usage = field(default_factory=Usage)
+    searches: list[SearchRecord] = field(default_factory=list)
+    trace: Any = None
+
+
+def error_answer(text: str, mode: Mode = "quick") -> Answer:
+    """A one-sentence answer of kind "error"."""
+    return Answer(text=text, kind="error", mode=mode)
+
+
+def precheck(question: Question, max_chars: int) -> Answer | None:
+    """An answer without searching: for an empty or over-long question, or a greeting or
+    a question about Quorum itself (help). None when the question should be answered."""
+    text = question.text.strip()
+    if not text:
+        return error_answer("Ask me a question about your recordings or documents.")
+    if len(text) > max_chars:
+        return error_answer(
+            f"That question is too long ({len(text):,} characters; the limit is "
+            f"{max_chars:,}), please shorten it."
+        )
+    if _HELP.match(text):
+        return Answer(text=prompts.HELP_TEXT.strip(), kind="help", mode="quick")
+    return None
+
+
+def looks_like_follow_up(question: str) -> bool:
+    """True when a question leans on earlier turns: it starts with "and ..."/"what about",
+    says "he"/"they" without naming anyone, or points ("it", "that") with little else."""
+    if _FOLLOW_UP_START.match(question):
+        return True
+    words = re.findall(r"[a-z']+", question.casefold())
+    content = [w for w in words if w not in STOPWORDS]
+    names = re.findall(r"(?<!^)(?<![.?!]\s)\b[A-Z][a-z]+", question.strip())
+    if any(w in _PERSONAL for w in words) and not names:
+        return True
+    if any(w in _POINTING for w in words) and len(content) <= 2:
+        return True
+    return len(content) < 2
+
+
+def key_terms(text: str, limit: int = 6) -> list[str]:
+    """The words of a question worth carrying into a follow-up: names, products, numbers
+    first (as written), then other content words."""
+    words = re.findall(r"[A-Za-z0-9][\w'.-]*[\w]|[A-Za-z0-9]", text)
+    content = [w for w in words if w.casefold() not in STOPWORDS and len(w) > 1]
+    strong = [w for w in content if w[0].isupper() or any(c.isdigit() for c in w)]
+    ordered = list(dict.fromkeys([*strong, *content]))
+    return ordered[:limit]
+
+
+def heuristic_rewrite(question: str, history: Sequence[Exchange]) -> str:
+    """Without Claude: a follow-up gets the previous question's key terms appended."""
+    if not history or not looks_like_follow_up(question):
+        return question
+    prev = history[-1].standalone_query or history[-1].question
+    have = {w.casefold() for w in re.findall(r"[\w'.-]+", question)}
+    extra = [t for t in key_terms(prev) if t.casefold() not in have]
+    return f"{question.strip()} {' '.join(extra)}".strip()
+
+
+def _search_text(query: str) -> str:
+    text = " ".join(query.split())
+    if len(text) <= MAX_QUERY_CHARS:
+        return text
+    return text[:MAX_QUERY_CHARS].rsplit(" ", 1)[0]
+
+
+class _Clock:
+    """Milliseconds per step, and the LLM time spent against one deadline."""
+
+    def __init__(self, llm_budget_s: float) -> None:
+        self.t0 = time.perf_counter()
+        self.ms: dict[str, float] = {}
+        self.llm_left_s = llm_budget_s
+
+    def lap(self, name: str, since: float) -> float:
+        now = time.perf_counter()
+        self.ms[name] = self.ms.get(name, 0.0) + (now - since) * 1000
+        return now
+
+
+class QuickAnswerer:
+    """The quick answer pipeline over one knowledge base's archive."""
+
+    def __init__(self, llm: LLM | None, config: AnswerConfig | None = None) -> None:
+        self.llm = llm
+        self.config = config or AnswerConfig()
+
+    async def rewrite(
+        self, question: str, history: Sequence[Exchange], clock: _Clock, usage: Usage
+    ) -> str:
+        """A standalone query: Claude's fast model with history, else the heuristic."""
+        if not history:
+            return question
+        if self.llm is None:
+            return heuristic_rewrite(question, history)
+        t = time.perf_counter()
+        try:
+            done = await self.llm.complete(
+                system=prompts.REWRITE_PROMPT,
+                messages=prompts.rewrite_messages(question, history),
+                max_tokens=self.config.rewrite_max_tokens,
+                model=self.llm.fast_model,
+                timeout_s=min(self.config.rewrite_timeout_s, clock.llm_left_s),
+            )
+        except LLMError as exc:
+            log.warning("query rewrite failed (%s); using the heuristic", exc)
+            return heuristic_rewrite(question, history)
+        finally:
+            clock.llm_left_s -= time.perf_counter() - t
+        usage.add(done.usage)
+        lines = [ln.strip().strip("\"'\u201c\u201d") for ln in done.text.splitlines()]
+        query = next((ln for ln in lines if ln), "")
+        return query[:MAX_QUERY_CHARS] or heuristic_rewrite(question, history)
+
+    async def answer(
+        self,
+        question: Question,
+        archive: Archive,
+        history: Sequence[Exchange] = (),
+        on_event: EventSink | None = None,
+    ) -> Outcome:
+        """Answer ``question`` from ``archive`` in the context of ``history``."""
+        clock = _Clock(self.config.llm_timeout_s)
+        emit = on_event or _ignore
+        early = precheck(question, self.config.max_question_chars)
+        if early is not None:
+            return Outcome(early)
+        usage = Usage()
+        text = question.text.strip()
+
+        t = time.perf_counter()
+        query = _search_text(await self.rewrite(text, history, clock, usage))
+        t = clock.lap("rewrite", t)
+
+        await emit(Progress(f"Searching \u201c{query}\u201d..."))
+        t = time.perf_counter()
+        hits = await archive.search(query, question.filters, self.config.search_k)
+        t = clock.lap("search", t)
+        searches = [
+            SearchRecord(query, question.filters, tuple(h.id for h in hits), clock.ms["search"])
+        ]
+        if not hits:
+            known = await archive.sources()
+            speakers = await archive.speakers()
+            reply = nothing_found(text, question.filters, speakers, known, archive.kb)
+            clock.lap("assemble", t)
+            answer = Answer(reply, "nothing_found", "quick", standalone_query=query)
+            return Outcome(self._timed(answer, clock), usage, searches)
+
+        windows = await widen(archive, hits, self.config.neighbours)
+        t = clock.lap("expand", t)
+        numbered = assemble(merge(hits, windows), self.config.context_token_budget)
+        sources = tuple(n for n, _ in numbered)
+        recordings = len({n.hit.source.id for n in sources})
+        t = clock.lap("assemble", t)
+        await emit(Progress(f"Reading {len(sources)} passages from {recordings} sources..."))
+
+        reply, kind = await self._write(text, query, history, numbered, clock, usage, emit)
+        t = time.perf_counter()
+        resolved = resolve(reply, sources)
+        answer = Answer(
+            text=resolved.text,
+            kind=kind,
+            mode="quick",
+            citations=resolved.citations,
+            sources=sources,
+            standalone_query=query,
+        )
+        clock.lap("render", t)
+        return Outcome(self._timed(answer, clock), usage, searches)
+
+    async def _write(
+        self,
+        question: str,
+        query: str,
+        history: Sequence[Exchange],
+        numbered: Sequence[tuple[NumberedSource, Passage]],
+        clock: _Clock,
+        usage: Usage,
+        emit: EventSink,
+    ) -> tuple[str, AnswerKind]:
+        """Claude's answer (streamed), or the extractive one when Claude is absent or fails."""
+        best_first = sorted(numbered, key=lambda item: -item[1].score)
+
+        def fallback(reason: str) -> tuple[str, AnswerKind]:
+            t = time.perf_counter()
+            text = extractive(query, best_first, reason)
+            clock.lap("extractive", t)
+            return text, "extractive"
+
+        if self.llm is None:
+            return fallback(NO_KEY)
+        await emit(Progress("Writing the answer..."))
+        sources = [n for n, _ in numbered]
+
+        async def partial(text_so_far: str) -> None:
+            await emit(PartialAnswer(text_so_far))
+
+        t = time.perf_counter()
+        try:
+            done = await self.llm.stream(
+                system=prompts.SYSTEM_PROMPT,
+                messages=prompts.answer_messages(question, history, sources),
+                max_tokens=self.config.answer_max_tokens,
+                on_text=partial,
+                timeout_s=max(0.001, clock.llm_left_s),
+            )
+        except LLMError as exc:
+            log.warning("Claude failed (%s); answering extractively", exc)
+            return fallback(UNAVAILABLE)
+        finally:
+            clock.llm_left_s -= time.perf_counter() - t
+            clock.lap("llm", t)
+        usage.add(done.usage)
+        if not done.text.strip():
+            log.warning("Claude returned an empty answer; answering extractively")
+            return fallback(UNAVAILABLE)
+        return done.text, "answer"
+
+    @staticmethod
+    def _timed(answer: Answer, clock: _Clock) -> Answer:
+        timings = {k: round(v, 2) for k, v in clock.ms.items()}
+        timings["total"] = round((time.perf_counter() - clock.t0) * 1000, 2)
+        return replace(answer, timings=timings)
+
+
+async def _ignore(event: Event) -> None:
+    return None

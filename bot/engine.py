@@ -1,0 +1,238 @@
+"""The core the adapters call (``bot.models.Core``): a question in its thread's context in,
+an Answer out, progress events in between.
+
+``Engine.ask`` loads the thread's history, picks the knowledge base's archive, routes the
+question (through the ``research`` hook when there is one, which picks quick or deep;
+else quick, with a note when deep was asked for), stores the exchange
+and its searches, and turns every failure a user can meet into an Answer of kind "error"
+with one sentence. Tracebacks go to the log, never a question's or answer's text.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Protocol
+
+from bot.answer import AnswerConfig, Outcome, QuickAnswerer, error_answer, precheck
+from bot.citations import citation_json, source_json
+from bot.config import Settings
+from bot.errors import InvalidInput, QuorumError, SearchUnavailable
+from bot.llm import LLM
+from bot.models import Answer, Event, EventSink, Question, ThreadKey
+from bot.sessions import Exchange, ExchangeRecord, QueryRecord, SessionStore
+from retrieval.archive import Archive
+from retrieval.models import SearchFilters, SourceInfo
+
+log = logging.getLogger("quorum.engine")
+
+SEARCH_DOWN = "I can't reach the archive right now, so I can't answer; please try again shortly."
+BROKEN = "Something went wrong on my side while answering; please try again."
+NO_RESEARCH = "Deep research isn't available yet, so this is a quick answer."
+
+
+class ResearchHook(Protocol):
+    """Deep research plugged into the engine (``bot.router.ResearchRouter``): given every
+    question that needs an answer, it picks quick or deep and answers."""
+
+    async def research(
+        self,
+        question: Question,
+        archive: Archive,
+        history: Sequence[Exchange],
+        on_event: EventSink | None,
+    ) -> Outcome:
+        """Answer a question in the mode it calls for."""
+        ...
+
+
+def _filters_json(f: SearchFilters) -> dict[str, object]:
+    raw = {
+        "speaker": f.speaker,
+        "source": f.source,
+        "source_ids": list(f.source_ids),
+        "lesson": f.lesson,
+        "kind": f.kind,
+        "after": f.after.isoformat() if f.after else None,
+        "before": f.before.isoformat() if f.before else None,
+    }
+    return {k: v for k, v in raw.items() if v not in (None, [])}
+
+
+def _safe(on_event: EventSink | None) -> EventSink | None:
+    """An event sink that never breaks the answer: an adapter's failure is logged."""
+    if on_event is None:
+        return None
+    sink = on_event
+
+    async def guarded(event: Event) -> None:
+        try:
+            await sink(event)
+        except Exception:
+            log.warning("event sink failed on a %s", type(event).__name__, exc_info=True)
+
+    return guarded
+
+
+class Engine:
+    """Quorum's conversation engine; implements ``bot.models.Core``."""
+
+    def __init__(
+        self,
+        *,
+        archives: Callable[[str], Archive],
+        sessions: SessionStore,
+        llm: LLM | None,
+        config: AnswerConfig | None = None,
+        history_turns: int = 5,
+        research: ResearchHook | None = None,
+    ) -> None:
+        self.archives = archives
+        self.sessions = sessions
+        self.llm = llm
+        self.config = config or AnswerConfig()
+        self.history_turns = history_turns
+        self.research = research
+        self.quick = QuickAnswerer(llm, self.config)
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        archives: Callable[[str], Archive],
+        sessions: SessionStore,
+        llm: LLM | None,
+        research: ResearchHook | None = None,
+    ) -> Engine:
+        """An engine configured by ``settings``."""
+        return cls(
+            archives=archives,
+            sessions=sessions,
+            llm=llm,
+            config=AnswerConfig.from_settings(settings),
+            history_turns=settings.history_turns,
+            research=research,
+        )
+
+    async def ask(self, question: Question, on_event: EventSink | None = None) -> Answer:
+        """Answer a question in its thread's context; never raises for user-facing trouble."""
+        t0 = time.perf_counter()
+        sink = _safe(on_event)
+        timings: dict[str, float] = {}
+        outcome = await self._outcome(question, sink, timings)
+        answer = outcome.answer
+        t1 = time.perf_counter()
+        exchange_id = await self._store(question, outcome)
+        t2 = time.perf_counter()
+        timings.update(answer.timings)
+        timings["store"] = round((t2 - t1) * 1000, 2)
+        timings["total"] = round((t2 - t0) * 1000, 2)
+        return replace(answer, exchange_id=exchange_id, timings=timings)
+
+    async def _outcome(
+        self, question: Question, sink: EventSink | None, timings: dict[str, float]
+    ) -> Outcome:
+        early = precheck(question, self.config.max_question_chars)
+        if early is not None:
+            return Outcome(early)
+        try:
+            archive = self.archives(question.kb)
+            t = time.perf_counter()
+            history = await self._history(question.thread)
+            timings["history"] = round((time.perf_counter() - t) * 1000, 2)
+            if self.research is not None:
+                return await self.research.research(question, archive, history, sink)
+            outcome = await self.quick.answer(question, archive, history, sink)
+            if question.mode != "quick" and outcome.answer.kind != "help":
+                outcome.answer = replace(outcome.answer, note=NO_RESEARCH)
+            return outcome
+        except SearchUnavailable:
+            log.error("search is unavailable", exc_info=True)
+            return Outcome(error_answer(SEARCH_DOWN))
+        except InvalidInput as exc:
+            # Written for users (a reversed date range, a bad knowledge base name).
+            log.info("question rejected: %s", type(exc).__name__)
+            return Outcome(error_answer(str(exc)))
+        except QuorumError:
+            log.error("answering failed", exc_info=True)
+            return Outcome(error_answer(BROKEN))
+        except Exception:
+            log.exception("answering failed unexpectedly")
+            return Outcome(error_answer(BROKEN))
+
+    async def _history(self, thread: ThreadKey) -> list[Exchange]:
+        try:
+            return await self.sessions.history(thread, self.history_turns)
+        except Exception:
+            # A broken session store costs the follow-up context, not the answer.
+            log.error("could not load the thread's history", exc_info=True)
+            return []
+
+    async def _store(self, question: Question, outcome: Outcome) -> int | None:
+        answer = outcome.answer
+        if not question.text.strip():
+            return None
+        record = ExchangeRecord(
+            user=question.user,
+            question=question.text,
+            answer=answer.text,
+            kind=answer.kind,
+            mode=answer.mode,
+            standalone_query=answer.standalone_query,
+            sources=[source_json(s) for s in answer.sources],
+            citations=[citation_json(c) for c in answer.citations],
+            timings=answer.timings,
+            input_tokens=outcome.usage.input_tokens,
+            output_tokens=outcome.usage.output_tokens,
+            research_trace=outcome.trace,
+        )
+        try:
+            exchange_id = await self.sessions.add_exchange(question.thread, record)
+            for s in outcome.searches:
+                await self.sessions.log_query(
+                    QueryRecord(question.kb, s.query, _filters_json(s.filters), s.hit_ids, s.ms),
+                    exchange_id,
+                )
+        except Exception:
+            log.error("could not store the exchange", exc_info=True)
+            return None
+        return exchange_id
+
+    async def claim_event(self, platform: str, event_id: str) -> bool:
+        """True the first time an event id is seen (persisted), False for a redelivery."""
+        return await self.sessions.claim_event(platform, event_id)
+
+    async def is_active_thread(self, thread: ThreadKey) -> bool:
+        """True when Quorum has answered in this thread."""
+        return await self.sessions.is_active(thread)
+
+    async def record_feedback(self, exchange_id: int, user: str, value: int) -> None:
+        """Store +1/-1 for an exchange (InvalidInput for another value or an unknown id)."""
+        await self.sessions.record_feedback(exchange_id, user, value)
+
+    async def reset(self, thread: ThreadKey) -> None:
+        """Forget a thread's history."""
+        await self.sessions.reset(thread)
+
+    async def sources(self, kb: str) -> list[SourceInfo]:
+        """The knowledge base's sources (raises SearchUnavailable when Weaviate is down)."""
+        return await self.archives(kb).sources()
+
+    async def speakers(self, kb: str) -> list[str]:
+        """Speaker names of a knowledge base; empty when it cannot be read."""
+        try:
+            return await self.archives(kb).speakers()
+        except QuorumError:
+            log.warning("could not list speakers", exc_info=True)
+            return []
+
+    async def source_titles(self, kb: str) -> list[str]:
+        """Source titles of a knowledge base; empty when it cannot be read."""
+        try:
+            return [i.source.title for i in await self.archives(kb).sources()]
+        except QuorumError:
+            log.warning("could not list sources", exc_info=True)
+            return []

@@ -1,0 +1,45 @@
+"""Quorum's error tree, as the core sees it. Every error a user can see is one of these::
+
+    QuorumError
+     ├── ConfigError        a setting is missing or invalid (names the variable)
+     ├── InvalidInput       a bad argument or question (says what is wrong)
+     ├── IngestError        a file could not be read (names the file and why)
+     ├── SearchUnavailable  Weaviate cannot be reached or failed (names the URL)
+     └── LLMError           Claude failed after retries, timed out, or refused the request
+
+The first five live in ``retrieval.errors`` (retrieval never imports ``bot``) and are
+re-exported here so the core and the adapters import one module. Vendor exceptions are
+translated at their seam (``anthropic`` errors in ``bot.llm``), ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from retrieval.errors import (
+    ConfigError,
+    IngestError,
+    InvalidInput,
+    QuorumError,
+    SearchUnavailable,
+)
+
+__all__ = [
+    "ConfigError",
+    "IngestError",
+    "InvalidInput",
+    "LLMError",
+    "QuorumError",
+    "SearchUnavailable",
+]
+
+
+class LLMError(QuorumError):
+    """Claude could not answer: overloaded, rate-limited, failing, timed out or refused.
+
+    ``retryable`` is True for trouble that passes (429, 5xx, 529, timeouts, connection
+    errors) and False for a request Claude rejects (400, 401, 403, 404).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable

@@ -1,0 +1,399 @@
+"""The session store (aiosqlite, one file, WAL): thread -> session, its exchanges (the
+history follow-ups are rewritten from), feedback, the query log, and the processed event
+ids that give the adapters exactly-once handling of redelivered events.
+
+The schema is built by numbered migrations (``m001_initial``, ...) recorded in the
+``_migrations`` table, each applied once in its own transaction, like llm's
+``migrations.py``. Questions and answers live here, never in the logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from bot.errors import InvalidInput
+from bot.models import ThreadKey
+
+EVENT_TTL_S = 24 * 3600.0
+HISTORY_KINDS = ("answer", "extractive", "nothing_found")
+
+M001_INITIAL = """
+CREATE TABLE sessions (
+    id INTEGER PRIMARY KEY,
+    platform TEXT NOT NULL,
+    workspace TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    thread TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    UNIQUE (platform, workspace, channel, thread)
+);
+CREATE TABLE exchanges (
+    id INTEGER PRIMARY KEY,
+    session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    user TEXT NOT NULL,
+    question TEXT NOT NULL,
+    standalone_query TEXT,
+    answer TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    sources_json TEXT NOT NULL DEFAULT '[]',
+    citations_json TEXT NOT NULL DEFAULT '[]',
+    timings_json TEXT NOT NULL DEFAULT '{}',
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    research_trace_json TEXT,
+    in_history INTEGER NOT NULL DEFAULT 1,
+    created_at REAL NOT NULL
+);
+CREATE INDEX exchanges_by_session ON exchanges (session_id, id);
+CREATE TABLE processed_events (
+    platform TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    seen_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (platform, event_id)
+);
+CREATE INDEX processed_events_expiry ON processed_events (expires_at);
+CREATE TABLE feedback (
+    exchange_id INTEGER NOT NULL REFERENCES exchanges(id) ON DELETE CASCADE,
+    user TEXT NOT NULL,
+    value INTEGER NOT NULL CHECK (value IN (-1, 1)),
+    created_at REAL NOT NULL,
+    PRIMARY KEY (exchange_id, user)
+);
+"""
+
+M002_QUERY_LOG = """
+CREATE TABLE query_log (
+    id INTEGER PRIMARY KEY,
+    kb TEXT NOT NULL,
+    query TEXT NOT NULL,
+    filters_json TEXT NOT NULL DEFAULT '{}',
+    hits INTEGER NOT NULL,
+    hit_ids_json TEXT NOT NULL DEFAULT '[]',
+    retrieval_ms REAL NOT NULL,
+    exchange_id INTEGER REFERENCES exchanges(id) ON DELETE SET NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX query_log_by_time ON query_log (created_at);
+"""
+
+MIGRATIONS: tuple[tuple[str, str], ...] = (
+    ("m001_initial", M001_INITIAL),
+    ("m002_query_log", M002_QUERY_LOG),
+)
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One question and its answer in a thread, as history."""
+
+    id: int
+    question: str
+    standalone_query: str | None
+    answer: str
+    kind: str
+    mode: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class ExchangeRecord:
+    """Everything stored about one answered question."""
+
+    user: str
+    question: str
+    answer: str
+    kind: str
+    mode: str
+    standalone_query: str | None = None
+    sources: Sequence[dict[str, Any]] = ()
+    citations: Sequence[dict[str, Any]] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    research_trace: Any = None
+
+
+@dataclass(frozen=True)
+class QueryRecord:
+    """One search, for the query log."""
+
+    kb: str
+    query: str
+    filters: dict[str, Any]
+    hit_ids: Sequence[str]
+    retrieval_ms: float
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+class SessionStore:
+    """Sessions, history, feedback, processed events and the query log in one SQLite file."""
+
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+        self._db = db
+        self.path = path
+        # One connection is shared by every coroutine: a lock keeps multi-statement
+        # transactions from interleaving.
+        self._lock = asyncio.Lock()
+        self._last_prune = 0.0
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, path: Path) -> AsyncIterator[SessionStore]:
+        """Open (creating and migrating) the store at ``path``; close it on exit."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(path, isolation_level=None)
+        try:
+            db.row_factory = sqlite3.Row
+            await db.execute("PRAGMA journal_mode=WAL")
+            await db.execute("PRAGMA synchronous=NORMAL")
+            await db.execute("PRAGMA foreign_keys=ON")
+            await db.execute("PRAGMA busy_timeout=5000")
+            store = cls(db, path)
+            await store.migrate()
+            yield store
+        finally:
+            await db.close()
+
+    async def migrate(self) -> list[str]:
+        """Apply the migrations not yet recorded; returns the names applied."""
+        async with self._lock:
+            await self._db.execute(
+                "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL)"
+            )
+            async with self._db.execute("SELECT name FROM _migrations") as cur:
+                done = {row[0] for row in await cur.fetchall()}
+            applied: list[str] = []
+            for name, sql in MIGRATIONS:
+                if name in done:
+                    continue
+                await self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    for statement in filter(str.strip, sql.split(";")):
+                        await self._db.execute(statement)
+                    await self._db.execute(
+                        "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
+                        (name, time.time()),
+                    )
+                    await self._db.execute("COMMIT")
+                except BaseException:
+                    await self._db.execute("ROLLBACK")
+                    raise
+                applied.append(name)
+            return applied
+
+    async def applied_migrations(self) -> list[str]:
+        """Names of the migrations applied, in order."""
+        async with self._db.execute("SELECT name FROM _migrations ORDER BY name") as cur:
+            return [row[0] for row in await cur.fetchall()]
+
+    async def _session_id(self, thread: ThreadKey, create: bool) -> int | None:
+        key = (thread.platform, thread.workspace, thread.channel, thread.thread)
+        now = time.time()
+        if create:
+            await self._db.execute(
+                "INSERT INTO sessions (platform, workspace, channel, thread, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (platform, workspace, channel, thread)"
+                " DO UPDATE SET updated_at = excluded.updated_at",
+                (*key, now, now),
+            )
+        async with self._db.execute(
+            "SELECT id FROM sessions WHERE platform = ? AND workspace = ? AND channel = ?"
+            " AND thread = ?",
+            key,
+        ) as cur:
+            row = await cur.fetchone()
+        return None if row is None else int(row[0])
+
+    async def add_exchange(self, thread: ThreadKey, record: ExchangeRecord) -> int:
+        """Store an exchange in the thread's session (created on first use); returns its id."""
+        async with self._lock:
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                session_id = await self._session_id(thread, create=True)
+                cur = await self._db.execute(
+                    "INSERT INTO exchanges (session_id, user, question, standalone_query, answer,"
+                    " kind, mode, sources_json, citations_json, timings_json, input_tokens,"
+                    " output_tokens, research_trace_json, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        session_id,
+                        record.user,
+                        record.question,
+                        record.standalone_query,
+                        record.answer,
+                        record.kind,
+                        record.mode,
+                        _json(list(record.sources)),
+                        _json(list(record.citations)),
+                        _json(record.timings),
+                        record.input_tokens,
+                        record.output_tokens,
+                        None if record.research_trace is None else _json(record.research_trace),
+                        time.time(),
+                    ),
+                )
+                await self._db.execute("COMMIT")
+            except BaseException:
+                await self._db.execute("ROLLBACK")
+                raise
+        assert cur.lastrowid is not None
+        return int(cur.lastrowid)
+
+    async def history(self, thread: ThreadKey, turns: int = 5) -> list[Exchange]:
+        """The thread's last ``turns`` answered exchanges, oldest first."""
+        if turns <= 0:
+            return []
+        marks = ", ".join("?" for _ in HISTORY_KINDS)
+        async with self._db.execute(
+            "SELECT e.id, e.question, e.standalone_query, e.answer, e.kind, e.mode, e.created_at"
+            " FROM exchanges e JOIN sessions s ON s.id = e.session_id"
+            " WHERE s.platform = ? AND s.workspace = ? AND s.channel = ? AND s.thread = ?"
+            f" AND e.in_history = 1 AND e.kind IN ({marks})"
+            " ORDER BY e.id DESC LIMIT ?",
+            (
+                thread.platform,
+                thread.workspace,
+                thread.channel,
+                thread.thread,
+                *HISTORY_KINDS,
+                turns,
+            ),
+        ) as cur:
+            rows = await cur.fetchall()
+        return [
+            Exchange(
+                id=int(r["id"]),
+                question=r["question"],
+                standalone_query=r["standalone_query"],
+                answer=r["answer"],
+                kind=r["kind"],
+                mode=r["mode"],
+                created_at=float(r["created_at"]),
+            )
+            for r in reversed(list(rows))
+        ]
+
+    async def exchange(self, exchange_id: int) -> dict[str, Any] | None:
+        """One stored exchange with its JSON columns decoded (None when unknown)."""
+        async with self._db.execute("SELECT * FROM exchanges WHERE id = ?", (exchange_id,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        out = dict(row)
+        for col in ("sources_json", "citations_json", "timings_json", "research_trace_json"):
+            raw = out.pop(col)
+            out[col.removesuffix("_json")] = None if raw is None else json.loads(raw)
+        return out
+
+    async def is_active(self, thread: ThreadKey) -> bool:
+        """True when Quorum has answered in this thread."""
+        async with self._db.execute(
+            "SELECT 1 FROM exchanges e JOIN sessions s ON s.id = e.session_id"
+            " WHERE s.platform = ? AND s.workspace = ? AND s.channel = ? AND s.thread = ? LIMIT 1",
+            (thread.platform, thread.workspace, thread.channel, thread.thread),
+        ) as cur:
+            return await cur.fetchone() is not None
+
+    async def reset(self, thread: ThreadKey) -> None:
+        """Forget the thread's history (the exchanges stay, for feedback and the log)."""
+        async with self._lock:
+            session_id = await self._session_id(thread, create=False)
+            if session_id is not None:
+                await self._db.execute(
+                    "UPDATE exchanges SET in_history = 0 WHERE session_id = ?", (session_id,)
+                )
+
+    async def claim_event(self, platform: str, event_id: str, ttl_s: float = EVENT_TTL_S) -> bool:
+        """True the first time ``(platform, event_id)`` is seen within ``ttl_s``, else False.
+
+        One statement does the claim, so two deliveries racing (even from two processes)
+        cannot both win: the insert succeeds, or an expired row is taken over, or nothing
+        changes and the rowcount is 0.
+        """
+        now = time.time()
+        async with self._lock:
+            cur = await self._db.execute(
+                "INSERT INTO processed_events (platform, event_id, seen_at, expires_at)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (platform, event_id) DO UPDATE"
+                " SET seen_at = excluded.seen_at, expires_at = excluded.expires_at"
+                " WHERE processed_events.expires_at <= excluded.seen_at",
+                (platform, event_id, now, now + ttl_s),
+            )
+            claimed = cur.rowcount == 1
+            if now - self._last_prune > 60:
+                self._last_prune = now
+                await self._db.execute("DELETE FROM processed_events WHERE expires_at <= ?", (now,))
+        return claimed
+
+    async def record_feedback(self, exchange_id: int, user: str, value: int) -> None:
+        """Store +1/-1 from ``user`` for an exchange; a second click replaces the first."""
+        if value not in (-1, 1):
+            raise InvalidInput(f"Feedback is +1 or -1, not {value}.")
+        async with self._lock:
+            try:
+                await self._db.execute(
+                    "INSERT INTO feedback (exchange_id, user, value, created_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (exchange_id, user)"
+                    " DO UPDATE SET value = excluded.value, created_at = excluded.created_at",
+                    (exchange_id, user, value, time.time()),
+                )
+            except sqlite3.IntegrityError:
+                raise InvalidInput(
+                    "That answer is no longer known, so it can't be rated."
+                ) from None
+
+    async def feedback(self, exchange_id: int) -> dict[str, int]:
+        """Each user's vote on an exchange."""
+        async with self._db.execute(
+            "SELECT user, value FROM feedback WHERE exchange_id = ? ORDER BY user", (exchange_id,)
+        ) as cur:
+            return {r["user"]: int(r["value"]) for r in await cur.fetchall()}
+
+    async def log_query(self, record: QueryRecord, exchange_id: int | None = None) -> None:
+        """Add a search to the query log."""
+        async with self._lock:
+            await self._db.execute(
+                "INSERT INTO query_log (kb, query, filters_json, hits, hit_ids_json,"
+                " retrieval_ms, exchange_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.kb,
+                    record.query,
+                    _json(record.filters),
+                    len(record.hit_ids),
+                    _json(list(record.hit_ids)),
+                    record.retrieval_ms,
+                    exchange_id,
+                    time.time(),
+                ),
+            )
+
+    async def recent_queries(self, limit: int = 50) -> list[dict[str, Any]]:
+        """The latest query-log rows, newest first."""
+        async with self._db.execute(
+            "SELECT * FROM query_log ORDER BY id DESC LIMIT ?", (limit,)
+        ) as cur:
+            rows = await cur.fetchall()
+        out = []
+        for row in rows:
+            item = dict(row)
+            item["filters"] = json.loads(item.pop("filters_json"))
+            item["hit_ids"] = json.loads(item.pop("hit_ids_json"))
+            out.append(item)
+        return out

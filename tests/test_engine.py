@@ -1,0 +1,294 @@
+"""Engine.ask end to end: real Weaviate, real SQLite, the real anthropic SDK against the
+Messages API emulator. Failures come back as answers, never as exceptions."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
+from datetime import date
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from bot.answer import AnswerConfig, Outcome
+from bot.engine import NO_RESEARCH, SEARCH_DOWN, Engine
+from bot.extractive import NO_KEY, UNAVAILABLE
+from bot.llm import ClaudeLLM
+from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, ThreadKey
+from bot.sessions import Exchange, SessionStore
+from retrieval.archive import Archive
+from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.models import SearchFilters
+from retrieval.search import SearchService
+from retrieval.store import Store
+from tests.emulators.anthropic import AnthropicEmulator, Reply
+from tests.fake_llm import DownArchive
+from tests.sample_archive import load_sample
+
+T1 = ThreadKey("slack", "T1", "C1", "111.1")
+T2 = ThreadKey("slack", "T1", "C1", "222.2")
+TIMEOUT_S = 1.5
+SLACK_S = 1.5
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def sample_kb(store: Store, embedder: SentenceTransformerEmbedder) -> str:
+    name = "engine_sample"
+    await load_sample(store, embedder, name)
+    return name
+
+
+@pytest_asyncio.fixture
+async def emu() -> AsyncIterator[AnthropicEmulator]:
+    async with AnthropicEmulator() as e:
+        yield e
+
+
+@pytest_asyncio.fixture
+async def sessions(tmp_path: Path) -> AsyncIterator[SessionStore]:
+    async with SessionStore.open(tmp_path / "sessions.sqlite3") as s:
+        yield s
+
+
+def make_engine(
+    search: SearchService,
+    sessions: SessionStore,
+    emu: AnthropicEmulator | None,
+    **kw: object,
+) -> Engine:
+    llm = None
+    if emu is not None:
+        llm = ClaudeLLM(
+            api_key=emu.api_key,
+            base_url=emu.url,
+            model="claude-answer",
+            fast_model="claude-fast",
+            timeout_s=TIMEOUT_S,
+            max_retries=2,
+            backoff_s=0.05,
+        )
+    config = AnswerConfig(llm_timeout_s=TIMEOUT_S, rewrite_timeout_s=TIMEOUT_S / 2)
+    return Engine(archives=search.archive, sessions=sessions, llm=llm, config=config, **kw)  # type: ignore[arg-type]
+
+
+def q(text: str, kb: str, thread: ThreadKey = T1, **kw: object) -> Question:
+    return Question(text=text, thread=thread, user="U1", kb=kb, **kw)  # type: ignore[arg-type]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    async def __call__(self, event: Event) -> None:
+        self.events.append(event)
+
+
+async def test_answer_streams_cites_and_is_stored(
+    search: SearchService, sessions: SessionStore, emu: AnthropicEmulator, sample_kb: str
+) -> None:
+    def reply(body: dict[str, object]) -> Reply:
+        prompt = str(body["messages"][-1]["content"])  # type: ignore[index]
+        n = re.search(r"\[(\d+)\] [^\n]*\n[^[]*hosted UI", prompt)
+        assert n, "the hosted UI passage is a numbered source"
+        return Reply(text=f"The hosted login page can't be fully restyled [{n.group(1)}].")
+
+    emu.enqueue(reply)
+    engine = make_engine(search, sessions, emu)
+    rec = Recorder()
+    answer = await engine.ask(q("What are the limits of the hosted UI?", sample_kb), rec)
+    assert answer.kind == "answer" and answer.mode == "quick"
+    assert [c.link for c in answer.citations] == ["https://www.loom.com/share/feedbeef?t=734"]
+    assert answer.exchange_id is not None
+    assert answer.timings["total"] >= answer.timings["search"] > 0
+    progress = [e.text for e in rec.events if isinstance(e, ProgressEvent)]
+    assert progress[0].startswith("Searching") and progress[-1].startswith("Writing")
+    partial = [e.text for e in rec.events if isinstance(e, PartialAnswer)]
+    assert partial[-1] == answer.text
+    stored = await sessions.exchange(answer.exchange_id)
+    assert stored is not None and stored["answer"] == answer.text
+    assert stored["citations"][0]["link"].endswith("?t=734")
+    assert stored["input_tokens"] > 0 and stored["output_tokens"] > 0
+    (logged,) = await sessions.recent_queries()
+    assert logged["exchange_id"] == answer.exchange_id and logged["hits"] > 0
+    assert await engine.is_active_thread(T1)
+    assert not await engine.is_active_thread(T2)
+
+
+async def test_follow_up_rewrite_uses_the_thread_history(
+    search: SearchService, sessions: SessionStore, emu: AnthropicEmulator, sample_kb: str
+) -> None:
+    engine = make_engine(search, sessions, emu)
+    emu.enqueue("John Park wants to leave Auth0 [1].")
+    await engine.ask(q("What did John say about Auth0?", sample_kb))
+    emu.enqueue("problems John Park raised about Auth0", "Cost and an outage [1].")
+    answer = await engine.ask(q("what problems did he mention?", sample_kb))
+    rewrite, final = emu.requests[1], emu.requests[2]
+    assert rewrite.body["model"] == "claude-fast" and not rewrite.stream
+    assert "What did John say about Auth0?" in rewrite.body["messages"][0]["content"]
+    assert answer.standalone_query == "problems John Park raised about Auth0"
+    assert final.body["messages"][0]["content"] == "What did John say about Auth0?"
+    assert final.body["messages"][1]["role"] == "assistant"
+    # Another thread has its own (empty) history: no rewrite call.
+    emu.enqueue("Separate [1].")
+    await engine.ask(q("what problems did he mention?", sample_kb, thread=T2))
+    assert emu.requests[-1].stream and len(emu.requests) == 4
+
+
+async def test_history_survives_a_restart(
+    search: SearchService, tmp_path: Path, emu: AnthropicEmulator, sample_kb: str
+) -> None:
+    path = tmp_path / "restart.sqlite3"
+    async with SessionStore.open(path) as sessions:
+        emu.enqueue("He wants to leave Auth0 [1].")
+        await make_engine(search, sessions, emu).ask(q("What did John say about Auth0?", sample_kb))
+    async with SessionStore.open(path) as sessions:
+        emu.enqueue("John Park Auth0 problems", "Cost [1].")
+        answer = await make_engine(search, sessions, emu).ask(q("and the problems?", sample_kb))
+    assert "What did John say about Auth0?" in emu.requests[1].body["messages"][0]["content"]
+    assert answer.standalone_query == "John Park Auth0 problems"
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        pytest.param([Reply.error(529)] * 3, id="529"),
+        pytest.param([Reply.error(500)] * 3, id="500"),
+        pytest.param([Reply(text="late", delay_s=10)], id="timeout"),
+        pytest.param([Reply.error(529, retry_after=60)], id="retry-after-too-long"),
+    ],
+)
+async def test_claude_failure_gives_extractive_within_the_timeout(
+    search: SearchService,
+    sessions: SessionStore,
+    emu: AnthropicEmulator,
+    sample_kb: str,
+    failure: list[Reply],
+) -> None:
+    emu.enqueue(*failure)
+    engine = make_engine(search, sessions, emu)
+    t0 = time.perf_counter()
+    answer = await engine.ask(q("Why did we move off Auth0?", sample_kb))
+    elapsed = time.perf_counter() - t0
+    assert elapsed < TIMEOUT_S + SLACK_S
+    assert answer.kind == "extractive"
+    assert answer.text.startswith(UNAVAILABLE)
+    assert '"' in answer.text and answer.citations
+    assert all(c.link and ("t=" in c.link or "#page=" in c.link) for c in answer.citations)
+
+
+async def test_claude_down_with_history_still_answers_within_the_timeout(
+    search: SearchService, sessions: SessionStore, emu: AnthropicEmulator, sample_kb: str
+) -> None:
+    engine = make_engine(search, sessions, emu)
+    emu.enqueue("He wants to leave Auth0 [1].")
+    await engine.ask(q("What did John say about Auth0?", sample_kb))
+    emu.default = Reply(text="late", delay_s=10)  # rewrite and answer both hang
+    t0 = time.perf_counter()
+    answer = await engine.ask(q("what problems did he mention?", sample_kb))
+    assert time.perf_counter() - t0 < TIMEOUT_S + SLACK_S
+    assert answer.kind == "extractive"
+    assert "John" in (answer.standalone_query or "")  # the heuristic rewrite
+
+
+async def test_no_key_is_extractive(
+    search: SearchService, sessions: SessionStore, sample_kb: str
+) -> None:
+    answer = await make_engine(search, sessions, None).ask(
+        q("Why did we move off Auth0?", sample_kb)
+    )
+    assert answer.kind == "extractive" and answer.text.startswith(NO_KEY)
+    assert "There are three reasons to leave Auth0." in answer.text
+
+
+async def test_weaviate_down_is_one_polite_sentence(
+    sessions: SessionStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = Engine(archives=lambda kb: DownArchive(), sessions=sessions, llm=None)
+    with caplog.at_level(logging.INFO):
+        answer = await engine.ask(q("Why did we move off Auth0? SECRET-42", "kb"))
+    assert answer.kind == "error" and answer.text == SEARCH_DOWN
+    assert "Traceback" in caplog.text or any(r.exc_info for r in caplog.records)
+    assert "SECRET-42" not in caplog.text
+
+
+async def test_user_errors_are_answers(
+    search: SearchService, sessions: SessionStore, sample_kb: str
+) -> None:
+    engine = make_engine(search, sessions, None)
+    reversed_dates = SearchFilters(after=date(2024, 3, 1), before=date(2024, 1, 1))
+    answer = await engine.ask(q("Why Auth0?", sample_kb, filters=reversed_dates))
+    assert answer.kind == "error" and "reversed" in answer.text
+    answer = await engine.ask(q("Why Auth0?", "bad kb name!"))
+    assert answer.kind == "error" and "Knowledge base names" in answer.text
+    answer = await engine.ask(q("", sample_kb))
+    assert answer.kind == "error" and answer.exchange_id is None
+    answer = await engine.ask(q("hi", sample_kb, thread=T2))
+    assert answer.kind == "help" and await engine.is_active_thread(T2)
+
+
+async def test_deep_mode_answers_quickly_with_a_note_until_research_exists(
+    search: SearchService, sessions: SessionStore, sample_kb: str
+) -> None:
+    engine = make_engine(search, sessions, None)
+    for mode in ("deep", "auto"):
+        answer = await engine.ask(q("Why did we move off Auth0?", sample_kb, mode=mode))
+        assert answer.mode == "quick" and answer.note == NO_RESEARCH
+        assert answer.kind == "extractive"
+
+    class Research:
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        async def research(
+            self,
+            question: Question,
+            archive: Archive,
+            history: Sequence[Exchange],
+            on_event: object,
+        ) -> Outcome:
+            self.asked.append(question.text)
+            return Outcome(Answer("Deep answer.", "answer", "deep"), trace=[{"tool": "search"}])
+
+    hook = Research()
+    engine = make_engine(search, sessions, None, research=hook)
+    answer = await engine.ask(q("Trace the decision", sample_kb, mode="deep"))
+    assert answer.mode == "deep" and hook.asked == ["Trace the decision"]
+    assert answer.exchange_id is not None
+    stored = await sessions.exchange(answer.exchange_id)
+    assert stored is not None and stored["research_trace"] == [{"tool": "search"}]
+
+
+async def test_a_failing_event_sink_does_not_break_the_answer(
+    search: SearchService, sessions: SessionStore, sample_kb: str
+) -> None:
+    async def broken(event: Event) -> None:
+        raise RuntimeError("the adapter fell over")
+
+    answer = await make_engine(search, sessions, None).ask(
+        q("Why did we move off Auth0?", sample_kb), broken
+    )
+    assert answer.kind == "extractive"
+
+
+async def test_core_housekeeping(
+    search: SearchService, sessions: SessionStore, sample_kb: str
+) -> None:
+    engine = make_engine(search, sessions, None)
+    assert await engine.claim_event("slack", "Ev1")
+    assert not await engine.claim_event("slack", "Ev1")
+    answer = await engine.ask(q("Why did we move off Auth0?", sample_kb))
+    assert answer.exchange_id is not None
+    await engine.record_feedback(answer.exchange_id, "U2", 1)
+    await engine.record_feedback(answer.exchange_id, "U2", -1)
+    assert await sessions.feedback(answer.exchange_id) == {"U2": -1}
+    assert len(await sessions.history(T1)) == 1
+    await engine.reset(T1)
+    assert await sessions.history(T1) == []
+    assert "John Park" in await engine.speakers(sample_kb)
+    assert "Auth kickoff" in await engine.source_titles(sample_kb)
+    assert len(await engine.sources(sample_kb)) == 3
+    down = Engine(archives=lambda kb: DownArchive(), sessions=sessions, llm=None)
+    assert await down.speakers("x") == [] and await down.source_titles("x") == []
