@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import logging
 
+from adapters.console import chat_command, demo_command
+from adapters.discord_cli import discord_app
 from adapters.serve import serve
 from bot.cli import app
 
 app.command("serve")(serve)
+app.command("chat")(chat_command)
+app.command("demo")(demo_command)
+app.add_typer(discord_app)
+
+__all__ = ["app", "main"]
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
-"""The ``quorum`` core commands (typer + rich): ingest, search, sources, remove.
+"""The ``quorum`` core commands (typer + rich): ingest, search, sources, remove, ask.
 
 Platform commands (``serve``, ``chat``, ``demo``) are added by ``adapters.cli``, which is
 the console-script entry point, so the arrows keep pointing ``adapters -> bot``.
@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 import time
+import uuid
 from collections.abc import Callable, Coroutine
 from datetime import date
 from pathlib import Path
@@ -30,7 +32,9 @@ from rich.progress import (
 from rich.table import Table
 
 from bot.config import Settings, load_settings
-from bot.wiring import open_retrieval
+from bot.models import Answer, Event, ProgressEvent, Question, ThreadKey
+from bot.terminal import answer_json, render_answer
+from bot.wiring import open_core, open_retrieval
 from retrieval.errors import InvalidInput, QuorumError
 from retrieval.indexer import FileResult, IngestReport, ingest
 from retrieval.links import locator
@@ -341,6 +345,49 @@ def remove_cmd(
     if removed == 0:
         raise fail(f"No source {source_id!r} in that knowledge base (see `quorum sources`).")
     out.print(f"Removed {source_id} ({removed} passages).")
+
+
+@app.command("ask")
+def ask_cmd(
+    question: Annotated[str, typer.Argument(help="Your question, in quotes.")],
+    kb: KbOpt = None,
+    speaker: SpeakerOpt = None,
+    source: SourceOpt = None,
+    after: AfterOpt = None,
+    before: BeforeOpt = None,
+    deep: Annotated[bool, typer.Option("--deep", help="Ask for deep research.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+) -> None:
+    """Answer a question from the archive, citing the moments and pages it came from."""
+
+    async def go(settings: Settings) -> Answer:
+        filters = build_filters(speaker, source, after, before)
+        question_ = Question(
+            text=question,
+            thread=ThreadKey("cli", "local", "ask", uuid.uuid4().hex),
+            user=os.environ.get("USER", "cli"),
+            kb=kb_name(settings, kb),
+            mode="deep" if deep else "quick",
+            filters=filters,
+        )
+        async with open_core(settings) as core:
+            if as_json:
+                return await core.engine.ask(question_)
+            with err.status("Thinking...", spinner="dots") as status:
+
+                async def on_event(event: Event) -> None:
+                    if isinstance(event, ProgressEvent):
+                        status.update(event.text)
+
+                return await core.engine.ask(question_, on_event)
+
+    answer = run(go)
+    if as_json:
+        sys.stdout.write(json.dumps(answer_json(answer), indent=2, ensure_ascii=False) + "\n")
+    else:
+        render_answer(out, answer)
+    if answer.kind == "error":
+        raise typer.Exit(1)
 
 
 def main() -> int:

@@ -1,0 +1,163 @@
+"""The quick answer pipeline's own time, Claude excluded: 20 questions (conversations with
+follow-ups) on the sample archive, p50/p95 per step, in one run. Target: p95 of the
+overhead (everything but search and Claude) under 40 ms.
+
+    .venv/bin/python bench/answer.py [--rounds 5]
+
+It starts its own Weaviate in a temporary directory, ingests examples/ (not its README),
+and points the real anthropic SDK at the Messages API emulator, which answers at once, so
+"llm" is the SDK and a local HTTP round trip, not Claude. Steps:
+
+- history, store: the SQLite session store (load the thread, save the exchange)
+- rewrite: the follow-up rewrite (an emulator call) or nothing for a first question
+- search: embed the query + Weaviate hybrid search
+- expand: neighbouring windows from Weaviate (one query per hit, concurrent)
+- assemble: merge passages, budget, order, number
+- render: citations parsed, checked and linked
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import statistics
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from bot.answer import AnswerConfig
+from bot.engine import Engine
+from bot.llm import ClaudeLLM
+from bot.models import Question, ThreadKey
+from bot.sessions import SessionStore
+from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.indexer import ingest
+from retrieval.search import SearchService
+from retrieval.store import Store
+from retrieval.weaviate_server import EmbeddedServer, async_client, find_binary
+from tests.emulators.anthropic import AnthropicEmulator, Reply
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+KB = "bench_answer"
+FAST = "claude-fast"
+CONVERSATIONS: list[list[str]] = [
+    ["Why did we move off Auth0?", "What did he say about the cost?"],
+    ["What did John say about the migration Lambda?", "Why does it need USER_PASSWORD_AUTH?"],
+    ["What went wrong during the cut-over?", "How long did it last?"],
+    ["What is the rollback plan?"],
+    ["When was the cut-over scheduled?"],
+    ["What were the load test results?"],
+    ["What did Dana say about the Lambda's security?"],
+    ["How much does Cognito cost compared to Auth0?", "And Keycloak?"],
+    ["What is the Model Context Protocol?", "What are its main building blocks?"],
+    ["Who gets paged for auth incidents?"],
+    ["What are the action items from the retro?"],
+    ["What token lifetimes did we choose?"],
+    ["How did we handle SAML customers?"],
+]
+STEPS = ("history", "rewrite", "search", "expand", "assemble", "render", "store", "llm", "total")
+console = Console()
+
+
+def reply(body: dict[str, Any]) -> Reply:
+    """Instant replies: the rewrite echoes the question, the answer cites [1] and [2]."""
+    content = str(body["messages"][-1]["content"])
+    if body["model"] == FAST:
+        last = re.search(r"Last question: (.*)", content)
+        return Reply(text=last.group(1) if last else "query")
+    return Reply(text="The team moved for cost and reliability [1], as planned [2].")
+
+
+def pct(values: list[float], p: float) -> float:
+    """The p-th percentile (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+
+async def run(rounds: int) -> None:
+    binary = find_binary()
+    if binary is None:
+        raise SystemExit("weaviate-server not found: run `make install` first.")
+    embedder = SentenceTransformerEmbedder.from_path()
+    with tempfile.TemporaryDirectory() as tmp:
+        server = EmbeddedServer(Path(tmp) / "weaviate", binary)
+        endpoint = await asyncio.to_thread(server.start)
+        try:
+            async with (
+                Store.connect(async_client(endpoint), endpoint.url) as store,
+                SessionStore.open(Path(tmp) / "sessions.sqlite3") as sessions,
+                AnthropicEmulator(default=reply) as emu,
+            ):
+                paths = sorted(p for p in EXAMPLES.iterdir() if p.name.lower() != "readme.md")
+                t0 = time.perf_counter()
+                report = await ingest(store, embedder, KB, paths)
+                console.print(
+                    f"ingested {len(report.results)} files, {report.segments} segments "
+                    f"in {time.perf_counter() - t0:.1f} s"
+                )
+                llm = ClaudeLLM(
+                    api_key=emu.api_key, base_url=emu.url, model="claude-answer", fast_model=FAST
+                )
+                engine = Engine(
+                    archives=SearchService(store, embedder).archive,
+                    sessions=sessions,
+                    llm=llm,
+                    config=AnswerConfig(),
+                )
+                samples: dict[str, list[float]] = {s: [] for s in (*STEPS, "overhead")}
+                kinds: dict[str, int] = {}
+                for r in range(rounds + 1):
+                    for c, convo in enumerate(CONVERSATIONS):
+                        thread = ThreadKey("bench", "local", "c", f"{r}-{c}")
+                        for text in convo:
+                            q = Question(text=text, thread=thread, user="bench", kb=KB)
+                            answer = await engine.ask(q)
+                            if r == 0:
+                                continue  # warm-up: model, connections, caches
+                            kinds[answer.kind] = kinds.get(answer.kind, 0) + 1
+                            t = answer.timings
+                            for step in STEPS:
+                                samples[step].append(t.get(step, 0.0))
+                            samples["overhead"].append(
+                                t["total"] - t.get("search", 0.0) - t.get("llm", 0.0)
+                            )
+                await llm.aclose()
+        finally:
+            await asyncio.to_thread(server.stop)
+    n = len(samples["total"])
+    table = Table(title=f"Quick answer pipeline, {n} questions ({rounds} rounds), Claude emulated")
+    for col in ("step", "p50 ms", "p95 ms", "mean ms", "max ms"):
+        table.add_column(col, justify="right" if col != "step" else "left")
+    for step in (*STEPS, "overhead"):
+        vals = samples[step]
+        label = "overhead (total - search - llm)" if step == "overhead" else step
+        table.add_row(
+            label,
+            f"{statistics.median(vals):.1f}",
+            f"{pct(vals, 95):.1f}",
+            f"{statistics.fmean(vals):.1f}",
+            f"{max(vals):.1f}",
+        )
+    console.print(table)
+    p95 = pct(samples["overhead"], 95)
+    verdict = "[green]met[/]" if p95 < 40 else "[red]missed[/]"
+    console.print(f"answers: {kinds}; target p95 overhead < 40 ms: {p95:.1f} ms, {verdict}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="Timed passes over the questions.")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore", DeprecationWarning)
+    asyncio.run(run(args.rounds))
+
+
+if __name__ == "__main__":
+    main()

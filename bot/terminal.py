@@ -1,0 +1,90 @@
+"""Answers in a terminal (rich): the Markdown text with its ``[n]`` markers as links, a
+sources list with clickable deep links, a note, and a timing line; and the JSON shape of
+an Answer for ``quorum ask --json``."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.text import Text
+
+from bot.citations import MARKER, citation_json, parse_numbers, source_json
+from bot.models import Answer, Citation
+
+TIMING_ORDER = (
+    "history",
+    "rewrite",
+    "search",
+    "expand",
+    "assemble",
+    "llm",
+    "extractive",
+    "render",
+    "store",
+    "total",
+)
+
+
+def answer_json(answer: Answer) -> dict[str, Any]:
+    """The JSON shape of an Answer: text, kind, mode, citations (links, seconds), sources."""
+    return {
+        "text": answer.text,
+        "kind": answer.kind,
+        "mode": answer.mode,
+        "note": answer.note,
+        "standalone_query": answer.standalone_query,
+        "exchange_id": answer.exchange_id,
+        "timings": answer.timings,
+        "citations": [citation_json(c) for c in answer.citations],
+        "sources": [source_json(s) for s in answer.sources],
+    }
+
+
+def linked_markdown(text: str, citations: tuple[Citation, ...]) -> str:
+    """``[2]`` -> ``[[2]](link)`` so terminals that support it make the marker clickable."""
+    links = {c.n: c.link for c in citations if c.link}
+
+    def link(m: re.Match[str]) -> str:
+        numbers = parse_numbers(m.group(2))
+        parts = [f"[\\[{n}\\]]({links[n]})" if n in links else f"\\[{n}\\]" for n in numbers]
+        return m.group(1) + "".join(parts)
+
+    return MARKER.sub(link, text)
+
+
+def timing_line(answer: Answer) -> str:
+    """``quick · extractive · search 41 ms · ... · total 63 ms``."""
+    parts = [answer.mode, answer.kind.replace("_", " ")]
+    for key in TIMING_ORDER:
+        if key in answer.timings:
+            parts.append(f"{key} {answer.timings[key]:,.0f} ms")
+    return " \u00b7 ".join(parts)
+
+
+def render_answer(console: Console, answer: Answer, *, timings: bool = True) -> None:
+    """Print an answer: text, note, the sources it cites with their links, timings."""
+    if answer.kind == "error":
+        console.print(Text(answer.text, style="bold red"))
+    else:
+        console.print(Markdown(linked_markdown(answer.text, answer.citations)))
+    if answer.note:
+        console.print(Text(answer.note, style="italic yellow"))
+    cited = list(answer.citations)
+    if cited:
+        console.print()
+        console.print(Text("Sources", style="bold"))
+        for c in cited:
+            line = Text(f"[{c.n}] ", style="cyan")
+            line.append(c.label, style="bold")
+            if c.speaker:
+                line.append(f" \u00b7 {c.speaker}", style="dim")
+            if c.link:
+                line.append("  ")
+                line.append(c.link, style=f"link {c.link} underline blue")
+            # Never fold a link across lines: it must stay clickable and copyable.
+            console.print(line, soft_wrap=True)
+    if timings and answer.timings:
+        console.print(Text(timing_line(answer), style="dim"), soft_wrap=True)

@@ -1,0 +1,143 @@
+"""``quorum demo``, ``quorum ask`` and ``quorum chat`` on the sample archive (examples/),
+without an API key, through typer's CliRunner against the session's Weaviate."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+import adapters.cli  # noqa: F401  (registers chat, demo and serve on the app)
+from adapters.console import ConsoleChat
+from bot.cli import app
+from bot.engine import Engine
+from bot.sessions import SessionStore
+from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.search import SearchService
+from retrieval.store import Store
+from retrieval.weaviate_server import Endpoint
+from tests.conftest import EXAMPLES
+from tests.fake_llm import FakeLLM
+from tests.sample_archive import load_sample
+
+runner = CliRunner()
+QUESTION = "Why did we move off Auth0?"
+KICKOFF = "https://www.youtube.com/watch?v=p4Xk9TqLw2A"
+
+pytestmark = pytest.mark.skipif(
+    not (EXAMPLES / "recordings").is_dir(), reason="the sample archive is not there yet"
+)
+
+
+@pytest.fixture(scope="module")
+def demo_ingested(weaviate_endpoint: Endpoint, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``quorum demo --no-chat`` once: the sample archive in the "demo" knowledge base."""
+    env = {
+        "QUORUM_WEAVIATE_MODE": "local",
+        "QUORUM_WEAVIATE_URL": weaviate_endpoint.url,
+        "QUORUM_WEAVIATE_GRPC_PORT": str(weaviate_endpoint.grpc_port),
+        "QUORUM_DATA_DIR": str(tmp_path_factory.mktemp("demo-data")),
+    }
+    result = runner.invoke(app, ["demo", "--no-chat"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "Sample archive:" in result.output and QUESTION in result.output
+    again = runner.invoke(app, ["demo", "--no-chat"], env=env)
+    assert again.exit_code == 0 and "0 indexed" in again.output  # unchanged files skipped
+    return "demo"
+
+
+def test_ask_without_key_quotes_a_passage_with_a_timestamp_link(
+    demo_ingested: str, weaviate_env: Endpoint
+) -> None:
+    result = runner.invoke(app, ["ask", QUESTION, "--kb", demo_ingested])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    text = " ".join(out.split())  # rich wraps the text at the console's width
+    assert text.startswith("No Claude API key is set, so here are the most relevant passages:")
+    assert re.search(r'Auth kickoff: leaving Auth0\? @ \d+:\d\d: John Park: "[^"]*Auth0', text)
+    assert re.search(re.escape(KICKOFF) + r"&t=\d+s", out)
+    assert "quick \u00b7 extractive" in out and "total" in out
+
+
+def test_ask_json(demo_ingested: str, weaviate_env: Endpoint) -> None:
+    result = runner.invoke(app, ["ask", QUESTION, "--kb", demo_ingested, "--json"])
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    assert answer["kind"] == "extractive" and answer["mode"] == "quick"
+    assert answer["citations"] and answer["sources"]
+    kickoff = [c for c in answer["citations"] if c["link"] and c["link"].startswith(KICKOFF)]
+    assert kickoff and isinstance(kickoff[0]["start_s"], float)
+    assert kickoff[0]["link"].endswith(f"&t={int(kickoff[0]['start_s'])}s")
+    assert set(answer["timings"]) >= {"search", "total"}
+    assert answer["exchange_id"] is not None
+
+
+def test_ask_with_filters_that_match_nothing(demo_ingested: str, weaviate_env: Endpoint) -> None:
+    result = runner.invoke(
+        app,
+        ["ask", QUESTION, "--kb", demo_ingested, "--speaker", "Jon Parks", "--after", "2030-01-01"],
+    )
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "I couldn't find anything about" in text
+    assert "Widen the dates" in text and "John Park" in text
+
+
+def test_ask_with_a_bad_date_is_one_sentence(weaviate_env: Endpoint) -> None:
+    result = runner.invoke(app, ["ask", QUESTION, "--after", "last week"])
+    assert result.exit_code == 1
+    assert "is not a date; use YYYY-MM-DD" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_ask_with_weaviate_down_is_one_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUORUM_WEAVIATE_MODE", "local")
+    monkeypatch.setenv("QUORUM_WEAVIATE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("QUORUM_WEAVIATE_GRPC_PORT", "10")
+    result = runner.invoke(app, ["ask", QUESTION])
+    assert result.exit_code == 1
+    assert "not reachable" in result.output and "Traceback" not in result.output
+
+
+def test_chat_reads_questions_from_piped_stdin(demo_ingested: str, weaviate_env: Endpoint) -> None:
+    lines = [
+        QUESTION,
+        "what did he say about the cost?",
+        "/sources",
+        "/research Compare them",
+        "/quit",
+        "never read",
+    ]
+    result = runner.invoke(app, ["chat", "--kb", demo_ingested], input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert out.count("No Claude API key is set") == 3
+    assert "Cut-over retro" in out and "Introduction to MCP" in out  # the /sources table
+    assert "Deep research needs a Claude API key" in out  # the router, wired by open_core
+    assert "never read" not in out
+
+
+async def test_interactive_chat_shows_the_streamed_answer(
+    store: Store, embedder: SentenceTransformerEmbedder, tmp_path: Path
+) -> None:
+    await load_sample(store, embedder, "console_sample")
+    llm = FakeLLM()
+    llm.enqueue("John listed cost, an outage and a rate limit [1].")
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=120, color_system=None)
+    async with SessionStore.open(tmp_path / "s.sqlite3") as sessions:
+        engine = Engine(archives=SearchService(store, embedder).archive, sessions=sessions, llm=llm)
+        chat = ConsoleChat(engine, "console_sample", console, interactive=True)
+        assert await chat.handle("Why did we move off Auth0?")
+        assert await chat.handle("/reset")
+        assert await chat.handle("/nope")
+        assert not await chat.handle("/quit")
+    out = buffer.getvalue()
+    assert "John listed cost, an outage and a rate limit" in out
+    assert "Sources" in out and "https://www.youtube.com/watch?v=abc123&t=" in out
+    assert "Started a new conversation." in out and "Unknown command /nope" in out
