@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+from collections.abc import Sequence
 
 from retrieval.embed import SentenceTransformerEmbedder
 
@@ -23,11 +24,11 @@ async def test_concurrent_queries_are_batched_and_match_single_encodes(
     calls: list[int] = []
     original = embedder.encode
 
-    def counting(batch: list[str]) -> list[list[float]]:
+    def counting(batch: Sequence[str]) -> list[list[float]]:
         calls.append(len(batch))
         return original(batch)
 
-    embedder.encode = counting  # type: ignore[method-assign]
+    embedder.encode = counting  # type: ignore[method-assign,assignment]
     try:
         vectors = await asyncio.gather(*(embedder.embed_query(t) for t in texts))
         again = await embedder.embed_query(texts[3].upper())  # cached (case-insensitive)
