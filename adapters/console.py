@@ -9,7 +9,7 @@ without one (stdin piped) each line read is a question, until end of input.
 from __future__ import annotations
 
 import asyncio
-import os
+import getpass
 import sys
 import threading
 import time
@@ -106,7 +106,7 @@ class ConsoleChat:
         self.console = console
         self.interactive = sys.stdin.isatty() if interactive is None else interactive
         self.thread = ThreadKey("console", "local", kb, uuid.uuid4().hex)
-        self.user = os.environ.get("USER", "console")
+        self.user = getpass.getuser()
 
     def _prompt(self) -> str | None:
         if self.interactive:

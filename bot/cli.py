@@ -8,9 +8,9 @@ Every command turns a QuorumError into one red sentence and a non-zero exit.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import logging
-import os
 import sys
 import time
 import uuid
@@ -365,7 +365,7 @@ def ask_cmd(
         question_ = Question(
             text=question,
             thread=ThreadKey("cli", "local", "ask", uuid.uuid4().hex),
-            user=os.environ.get("USER", "cli"),
+            user=getpass.getuser(),
             kb=kb_name(settings, kb),
             mode="deep" if deep else "quick",
             filters=filters,

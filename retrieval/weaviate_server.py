@@ -34,6 +34,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import weaviate
+from platformdirs import user_cache_dir
 from weaviate.classes.init import AdditionalConfig, Auth, Timeout
 
 from retrieval.errors import ConfigError, SearchUnavailable
@@ -94,7 +95,7 @@ def find_binary(explicit: str | None = None) -> Path | None:
     beside = Path(sys.executable).parent / "weaviate-server"
     if beside.exists():
         return beside.resolve()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "quorum"
+    cache = Path(user_cache_dir("quorum"))  # ~/.cache/quorum, as scripts/install.sh uses
     cached = cache / f"weaviate-v{WEAVIATE_VERSION}" / "weaviate-server"
     return cached if cached.exists() else None
 

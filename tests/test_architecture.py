@@ -1,0 +1,53 @@
+"""The arrows point one way: adapters -> bot -> retrieval. This walks every import
+(module level or inside a function) and fails on a wrong one, and keeps environment
+reads in the settings object."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FORBIDDEN = {
+    "retrieval": {"bot", "adapters", "slack_bolt", "slack_sdk", "discord", "anthropic"},
+    "bot": {"adapters", "slack_bolt", "slack_sdk", "discord"},
+}
+
+
+def imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_imports_point_one_way(package: str) -> None:
+    wrong = {
+        str(path.relative_to(REPO)): sorted(imports(path) & FORBIDDEN[package])
+        for path in (REPO / package).rglob("*.py")
+    }
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def test_environment_is_read_only_by_settings() -> None:
+    readers = [
+        str(path.relative_to(REPO))
+        for package in ("bot", "adapters")
+        for path in (REPO / package).rglob("*.py")
+        if path.name != "config.py"
+        and ("os.environ" in path.read_text() or "os.getenv" in path.read_text())
+    ]
+    assert readers == []
+
+
+def test_the_check_would_catch_a_wrong_arrow(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from adapters.slack import run_slack\n    import discord\n")
+    assert imports(bad) >= {"adapters", "discord"}
