@@ -75,7 +75,7 @@ async def read_line(prompt: Callable[[], str | None]) -> str | None:
 def demo_paths() -> list[Path]:
     """What the demo ingests: examples/ without its README, which describes the archive
     (and quotes its answers) rather than being part of it."""
-    return sorted(p for p in EXAMPLES.iterdir() if p.name.lower() != "readme.md")
+    return sorted(p for p in EXAMPLES.iterdir() if p.is_dir())
 
 
 class _LiveView:

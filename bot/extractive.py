@@ -12,6 +12,7 @@ from collections.abc import Collection, Sequence
 
 from bot.models import NumberedSource
 from bot.passages import Passage, Sentence
+from retrieval.links import format_timestamp, media_link
 from retrieval.models import SearchFilters, SourceInfo
 
 NO_KEY = "No Claude API key is set, so here are the most relevant passages:"
@@ -126,6 +127,17 @@ def _quote(sentences: Sequence[Sentence]) -> str:
     return text.replace('"', "\u201d")
 
 
+def _where(source: NumberedSource, first: Sentence) -> str:
+    """The quote's label: the passage's, or, for a recording, a link to the quoted moment
+    when it is not where the passage starts."""
+    hit = source.hit
+    start = hit.segment.start_s
+    if first.start_s is None or start is None or not hit.source.url or first.start_s - start < 5:
+        return source.label
+    label = f"{hit.source.title} @ {format_timestamp(first.start_s)}"
+    return f"[{label}]({media_link(hit.source.url, first.start_s)})"
+
+
 def extractive(
     query: str, passages: Sequence[tuple[NumberedSource, Passage]], reason: str = NO_KEY
 ) -> str:
@@ -152,7 +164,7 @@ def extractive(
     for _, source, chosen in ranked[:MAX_QUOTES]:
         speaker = chosen[0].speaker
         who = f"{speaker}: " if speaker else ""
-        lines.append(f'- **{source.label}**: {who}"{_quote(chosen)}" [{source.n}]')
+        lines.append(f'- **{_where(source, chosen[0])}**: {who}"{_quote(chosen)}" [{source.n}]')
     if len(lines) == 2:
         lines.extend(f"- **{s.label}** [{s.n}]" for s, _ in passages[:MAX_QUOTES])
     return "\n".join(lines)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 
 from bot.citations import number_sources
@@ -35,10 +35,11 @@ _HEADER_CHARS = 120  # "[n] 12:14-13:20 · speakers" and the recording header, r
 
 @dataclass(frozen=True)
 class Sentence:
-    """One sentence of a passage and who said it."""
+    """One sentence of a passage, who said it, and (for recordings) about when."""
 
     speaker: str | None
     text: str
+    start_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,26 @@ def sentences_of(seg: Segment) -> list[Sentence]:
                 current, line = name, line[len(name) + 1 :].strip()
                 break
         out.extend(Sentence(current, s) for s in split_sentences(line) if s.strip())
+    return out
+
+
+LEAD_IN_S = 2.0  # a quote's link starts a little early, so the listener hears it begin
+
+
+def timed(seg: Segment, sentences: Sequence[Sentence]) -> list[Sentence]:
+    """Estimate when each sentence of a recording's window starts: the window's time
+    spread over its text by character position (speech runs at a roughly even pace)."""
+    if seg.start_s is None or seg.end_s is None or not seg.text:
+        return list(sentences)
+    span, length, cursor = seg.end_s - seg.start_s, len(seg.text), 0
+    out = []
+    for s in sentences:
+        at = seg.text.find(s.text, cursor)
+        if at < 0:
+            at = cursor
+        cursor = at + len(s.text)
+        estimate = seg.start_s + span * at / length - LEAD_IN_S
+        out.append(replace(s, start_s=max(seg.start_s, estimate)))
     return out
 
 
@@ -218,7 +239,7 @@ def _passage(source: Source, run: list[Hit], scores: dict[str, float]) -> list[P
         return []
     acc: list[Sentence] = []
     for w in run:
-        merge_sentences(acc, sentences_of(w.segment))
+        merge_sentences(acc, timed(w.segment, sentences_of(w.segment)))
     return [
         Passage(
             source=source,

@@ -50,7 +50,6 @@ def load_model(path: Path | None = None, device: str = "cpu") -> SentenceTransfo
     """Load a sentence-transformers model from a local folder, never from a hub."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no weight-loading bars
     model_dir = path or packaged_model_path()
     if not (model_dir / "modules.json").exists() and not (model_dir / "config.json").exists():
         raise ConfigError(
@@ -58,7 +57,9 @@ def load_model(path: Path | None = None, device: str = "cpu") -> SentenceTransfo
             "which holds no sentence-transformers model."
         )
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # a "Loading weights" bar on every command is noise
     return SentenceTransformer(str(model_dir), device=device, local_files_only=True)
 
 
