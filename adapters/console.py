@@ -203,15 +203,10 @@ def chat_command(kb: KbOpt = None) -> None:
     """Chat with the archive in the terminal (follow-ups keep their context)."""
 
     async def go(settings: Settings) -> None:
+        # open_core starts loading the embedding model while Weaviate starts and the
+        # user types the first question.
         async with open_core(settings) as core:
-            # Load the embedding model while the user types the first question.
-            warm = asyncio.create_task(core.retrieval.embedder.get())
-            # A failure to load shows on the first question; don't warn about it here.
-            warm.add_done_callback(lambda t: t.cancelled() or t.exception())
-            try:
-                await ConsoleChat(core.engine, kb_name(settings, kb), out).run()
-            finally:
-                warm.cancel()
+            await ConsoleChat(core.engine, kb_name(settings, kb), out).run()
 
     run(go)
 
@@ -227,7 +222,7 @@ def demo_command(
                 f"The sample archive is missing ({EXAMPLES}); run `quorum demo` from a "
                 "checkout of the Quorum repository."
             )
-        async with open_retrieval(settings) as r:
+        async with open_retrieval(settings, warm=True) as r:
             t0 = time.perf_counter()
             with err.status("Ingesting the sample archive...", spinner="dots"):
                 report = await ingest(

@@ -152,7 +152,7 @@ def ingest_cmd(
 
     async def go(settings: Settings) -> IngestReport:
         name = kb_name(settings, kb)
-        async with open_retrieval(settings) as r:
+        async with open_retrieval(settings, warm=True) as r:
             t0 = time.perf_counter()
             with Progress(
                 TextColumn("[bold]{task.description}"),
@@ -259,7 +259,7 @@ def search_cmd(
             raise InvalidInput("The query is empty: say what to search for.")
         if not 1 <= k <= MAX_K:
             raise InvalidInput(f"-k must be between 1 and {MAX_K}, not {k}.")
-        async with open_retrieval(settings) as r:
+        async with open_retrieval(settings, warm=True) as r:
             return await r.search.search(kb_name(settings, kb), query, filters, k)
 
     hits = run(go)

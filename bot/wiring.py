@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,22 +34,52 @@ from retrieval.weaviate_server import (
 
 
 class LazyEmbedder:
-    """Loads the model on first use (in a worker thread), so commands that never embed
-    (``sources``, ``remove``) start at once."""
+    """Loads the model on first use, so commands that never embed (``sources``,
+    ``remove``) start at once; ``warm()`` starts loading early, alongside Weaviate.
+
+    Loading runs on a daemon thread: a command that fails early (Weaviate unreachable)
+    exits at once instead of waiting for a model it will never use."""
 
     def __init__(self, path: Path | None, batch_size: int) -> None:
         self._path = path
         self._batch_size = batch_size
         self._model: SentenceTransformerEmbedder | None = None
-        self._lock = asyncio.Lock()
+        self._loading: asyncio.Future[SentenceTransformerEmbedder] | None = None
+
+    def warm(self) -> None:
+        """Start loading the model in the background (idempotent)."""
+        if self._loading is not None:
+            return
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[SentenceTransformerEmbedder] = loop.create_future()
+
+        def settle(model: SentenceTransformerEmbedder | None, exc: BaseException | None) -> None:
+            if future.done():
+                return
+            if exc is not None:
+                future.set_exception(exc)
+            elif model is not None:
+                future.set_result(model)
+
+        def work() -> None:
+            try:
+                model = SentenceTransformerEmbedder.from_path(self._path, self._batch_size)
+            except BaseException as exc:  # delivered to whoever awaits the model
+                with contextlib.suppress(RuntimeError):  # the loop may be gone
+                    loop.call_soon_threadsafe(settle, None, exc)
+                return
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, model, None)
+
+        threading.Thread(target=work, name="quorum-model-load", daemon=True).start()
+        self._loading = future
 
     async def get(self) -> SentenceTransformerEmbedder:
         """The loaded embedder."""
-        async with self._lock:
-            if self._model is None:
-                self._model = await asyncio.to_thread(
-                    SentenceTransformerEmbedder.from_path, self._path, self._batch_size
-                )
+        if self._model is None:
+            self.warm()
+            assert self._loading is not None
+            self._model = await asyncio.shield(self._loading)
         return self._model
 
     @property
@@ -124,13 +155,16 @@ async def _client_embedded(settings: Settings, stack: contextlib.AsyncExitStack)
 
 
 @contextlib.asynccontextmanager
-async def open_retrieval(settings: Settings) -> AsyncIterator[Retrieval]:
-    """Start or reach Weaviate, connect, and hand out the retrieval services."""
+async def open_retrieval(settings: Settings, *, warm: bool = False) -> AsyncIterator[Retrieval]:
+    """Start or reach Weaviate, connect, and hand out the retrieval services; with
+    ``warm`` the embedding model loads while Weaviate starts."""
     async with contextlib.AsyncExitStack() as stack:
+        embedder = LazyEmbedder(settings.embed_model_path, settings.embed_batch_size)
+        if warm:
+            embedder.warm()
         endpoint = await _endpoint(settings, stack)
         client = async_client(endpoint, timeout_s=settings.weaviate_timeout_s)
         store = await stack.enter_async_context(Store.connect(client, endpoint.url))
-        embedder = LazyEmbedder(settings.embed_model_path, settings.embed_batch_size)
         reranker = None
         if settings.rerank_model_path:
             reranker = await asyncio.to_thread(
@@ -163,7 +197,7 @@ async def open_core(
     and the engine, closed in reverse on exit."""
     async with contextlib.AsyncExitStack() as stack:
         if retrieval is None:
-            retrieval = await stack.enter_async_context(open_retrieval(settings))
+            retrieval = await stack.enter_async_context(open_retrieval(settings, warm=True))
         sessions = await stack.enter_async_context(SessionStore.open(settings.sessions_path))
         llm = ClaudeLLM.from_settings(settings)
         if llm is not None:

@@ -100,8 +100,13 @@ class Store:
     @contextlib.asynccontextmanager
     async def connect(cls, client: weaviate.WeaviateAsyncClient, url: str) -> AsyncIterator[Store]:
         """Connect, make sure the schema exists, and close on exit."""
-        with translate_errors(url):
-            await client.connect()
+        try:
+            with translate_errors(url):
+                await client.connect()
+        except SearchUnavailable:
+            with contextlib.suppress(Exception):
+                await client.close()
+            raise
         try:
             store = cls(client, url)
             await store.ensure_schema()
