@@ -59,7 +59,7 @@ def load_model(path: Path | None = None, device: str = "cpu") -> SentenceTransfo
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # a "Loading weights" bar on every command is noise
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # no "Loading weights" bar
     return SentenceTransformer(str(model_dir), device=device, local_files_only=True)
 
 
