@@ -48,6 +48,7 @@ from bot.models import (
     Question,
     ThreadKey,
 )
+from bot.research import STOPPED_EARLY
 from retrieval.errors import ConfigError
 from tests.emulators.discord import DiscordEmulator
 
@@ -279,11 +280,12 @@ async def test_ask_defers_posts_answer_and_starts_thread(bot: Harness, core: Fak
 
 
 async def test_research_is_deep_and_shows_progress(bot: Harness, core: FakeCore) -> None:
+    note = f"{STOPPED_EARLY} (it reached its limit of 8 steps); the answer uses what was found."
     emu = bot.emu
     steps: list[Event] = [ProgressEvent(f"searching 'Auth0 Cognito' ({i})") for i in range(3)]
     steps += [PartialAnswer("We chose"), PartialAnswer("We chose Cognito")]
     core.enqueue(
-        answer(mode="quick", note="Deep research is not available yet, so this is a quick answer."),
+        answer(mode="deep", note=note),
         events=steps,
         delay=0.45,
     )
@@ -298,7 +300,7 @@ async def test_research_is_deep_and_shows_progress(bot: Harness, core: FakeCore)
     times = [c.at for c in emu.find("PATCH", rf"{WEBHOOK}/messages/\d+")][:-1]
     assert all(b - a >= 0.9 for a, b in itertools.pairwise(times))
     assert edits[-1].startswith("We chose Cognito for SSO")
-    assert "-# Deep research is not available yet" in edits[-1]
+    assert f"-# {note}" in edits[-1]
 
 
 async def test_bad_date_is_one_private_sentence(bot: Harness, core: FakeCore) -> None:

@@ -5,6 +5,7 @@ sample archive, and the real anthropic SDK against the Claude emulator."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import re
 import warnings
@@ -18,15 +19,18 @@ from discord.gateway import DiscordWebSocket
 
 from adapters.discord import conversation
 from adapters.discord_cli import sync_commands
+from adapters.discord_render import PLACEHOLDER
 from bot.config import Settings, load_settings
-from bot.engine import NO_RESEARCH, Engine
+from bot.engine import Engine
 from bot.llm import ClaudeLLM
+from bot.router import ResearchRouter
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
 from retrieval.store import Store
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.discord import DiscordEmulator
+from tests.research_script import COST_LINK, QUESTION, READ, SEARCH, STEPS, script_research
 from tests.sample_archive import load_sample
 from tests.test_discord import ALICE, CHANNEL, GUILD, WEBHOOK, Harness, final_edit
 
@@ -79,14 +83,16 @@ async def sample(store: Store, embedder: SentenceTransformerEmbedder, kb: str) -
 
 @contextlib.asynccontextmanager
 async def engine_for(settings: Settings, search: SearchService) -> AsyncIterator[Engine]:
-    """The Engine as bot.wiring.open_core builds it, on the session's search service."""
+    """The Engine as bot.wiring.open_core builds it (with the research router), on the
+    session's search service."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     async with SessionStore.open(settings.sessions_path) as sessions:
         llm = ClaudeLLM.from_settings(settings)
         assert llm is not None
+        research = ResearchRouter.from_settings(settings, llm)
         try:
             yield Engine.from_settings(
-                settings, archives=search.archive, sessions=sessions, llm=llm
+                settings, archives=search.archive, sessions=sessions, llm=llm, research=research
             )
         finally:
             await llm.aclose()
@@ -164,7 +170,7 @@ async def test_ask_cites_the_second_then_the_thread_continues_and_feedback_stick
             await bot.close()
 
 
-async def test_research_answers_quickly_and_says_so(
+async def test_research_shows_each_step_then_the_answer_citing_both_steps(
     discord_emulator: DiscordEmulator,
     claude_emulator: AnthropicEmulator,
     sample: str,
@@ -174,15 +180,56 @@ async def test_research_answers_quickly_and_says_so(
     emu = discord_emulator
     settings = e2e_settings(emu, claude_emulator, sample, tmp_path)
     await sync_commands(settings, globally=False)
+    cited = script_research(claude_emulator)
     async with engine_for(settings, search) as engine:
         bot = Harness(emu, engine, settings)
         await bot.start()
         try:
-            question = "Why is the hosted UI a problem?"
-            await bot.send(
-                "INTERACTION_CREATE", emu.slash("research", CHANNEL, ALICE, question=question)
+            payload = emu.slash("research", CHANNEL, ALICE, question=QUESTION)
+            await bot.send("INTERACTION_CREATE", payload)
+
+            (deferred, *_) = emu.find("POST", r"/interactions/\d+/[^/]+/callback")
+            assert deferred.body == {"type": 5}  # "thinking", within 3 s
+            (placeholder,) = emu.find("POST", WEBHOOK)
+            assert placeholder.body["content"] == PLACEHOLDER
+            original = next(i for i in emu.interactions.values() if str(i.id) == payload["id"])
+            edits = emu.find("PATCH", rf"{WEBHOOK}/messages/{original.original_id}")
+            shown = [e.body["content"] for e in edits]
+            # Each step as it ran, then the answer (perhaps once as it is written first).
+            assert shown[:2] == [f"-# {step}…" for step in STEPS]
+            assert len(shown) in (3, 4)
+            assert all(b.at - a.at >= 0.9 for a, b in itertools.pairwise(edits[:-1]))
+            body = edits[-1].body
+            content = body["content"]
+            assert content.startswith("We left Auth0 over cost")
+            assert f"[[{cited['cost']}]](<{COST_LINK}>)" in content  # the kickoff at 0:55
+            assert f"[[{cited['hosted_ui']}]](<{HOSTED_UI}>)" in content  # the deep dive at 12:14
+            assert "-# " not in content  # no note: the research ran and finished
+            description = body["embeds"][0]["description"]
+            assert f"[Auth kickoff @ 0:55]({COST_LINK})" in description
+            assert f"[Auth deep dive @ 12:14]({HOSTED_UI})" in description
+
+            # Claude researched this guild's knowledge base with the tools; the trace is stored.
+            bodies = [r.body for r in claude_emulator.requests]
+            assert len(bodies) == 3 and all(b["tools"] for b in bodies)
+            summary = bodies[0]["system"][0]["text"]
+            assert "- kickoff | 'Auth kickoff' | video | 2024-01-09" in summary
+            up = body["components"][0]["components"][0]["custom_id"]
+            exchange_id = int(up.rsplit(":", 1)[1])
+            stored = await engine.sessions.exchange(exchange_id)
+            assert stored is not None and stored["mode"] == "deep"
+            steps = stored["research_trace"]["steps"]
+            assert [(s["turn"], s["tool"], s["args"], s["is_error"]) for s in steps] == [
+                (1, "search", SEARCH, False),
+                (2, "get_transcript", READ, False),
+            ]
+            assert cited["cost"] in steps[0]["passages"]
+            assert cited["hosted_ui"] in steps[1]["passages"]
+            [logged] = await engine.sessions.recent_queries()
+            assert (logged["kb"], logged["query"], logged["exchange_id"]) == (
+                sample,
+                SEARCH["query"],
+                exchange_id,
             )
         finally:
             await bot.close()
-    content = final_edit(emu, rf"{WEBHOOK}/messages/\d+")["content"]
-    assert f"(<{HOSTED_UI}>)" in content and f"-# {NO_RESEARCH}" in content

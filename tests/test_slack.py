@@ -32,6 +32,7 @@ from adapters.slack import (
 from adapters.slack_render import ACTION_UP, plain_text
 from bot.config import Settings, load_settings
 from bot.models import Answer, Citation, PartialAnswer, ProgressEvent, ThreadKey
+from bot.research import STOPPED_EARLY
 from retrieval.errors import ConfigError
 from retrieval.models import SearchFilters
 from tests.emulators.slack import (
@@ -277,10 +278,10 @@ async def test_ask_posts_the_question_visibly_and_answers_in_its_thread(
 async def test_research_is_deep_and_shows_progress(
     slack: SlackEmulator, core: FakeCore, bot: Bot
 ) -> None:
-    note = "Deep research is not available yet, so this is a quick answer."
+    note = f"{STOPPED_EARLY} (it reached its limit of 8 steps); the answer uses what was found."
     core.enqueue(
         Script(
-            answer(note=note),
+            answer(mode="deep", note=note),
             events=(ProgressEvent("searching 'Auth0 Cognito'"), ProgressEvent("reading")),
             delay_s=0.08,
         )

@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
+from adapters.slack import UPDATE_INTERVAL_S
 from adapters.slack_render import ACTION_UP
 from bot.config import Settings, load_settings
 from bot.engine import SEARCH_DOWN, Engine
 from bot.llm import ClaudeLLM
 from bot.models import ThreadKey
+from bot.router import ResearchRouter
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
@@ -34,6 +36,15 @@ from tests.emulators.slack import (
     TEAM,
     Message,
     SlackEmulator,
+    texts_in,
+)
+from tests.research_script import (
+    COST_LINK,
+    QUESTION,
+    READ,
+    SEARCH,
+    STEPS,
+    script_research,
 )
 from tests.sample_archive import load_sample
 from tests.test_slack import GENERAL, Bot, bot_replies, has_buttons, running
@@ -113,27 +124,29 @@ def e2e_settings(
 async def engine_for(
     settings: Settings, search: SearchService
 ) -> AsyncIterator[tuple[Engine, SessionStore]]:
-    """The Engine as bot.wiring.open_core builds it, on a given search service."""
+    """The Engine as bot.wiring.open_core builds it (with the research router), on a given
+    search service."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     async with SessionStore.open(settings.sessions_path) as sessions:
         llm = ClaudeLLM.from_settings(settings)
         assert llm is not None
+        research = ResearchRouter.from_settings(settings, llm)
+        engine = Engine.from_settings(
+            settings, archives=search.archive, sessions=sessions, llm=llm, research=research
+        )
         try:
-            yield (
-                Engine.from_settings(settings, archives=search.archive, sessions=sessions, llm=llm),
-                sessions,
-            )
+            yield engine, sessions
         finally:
             await llm.aclose()
 
 
 @contextlib.asynccontextmanager
 async def quorum(
-    slack: SlackEmulator, settings: Settings, search: SearchService
+    slack: SlackEmulator, settings: Settings, search: SearchService, interval_s: float = 0.05
 ) -> AsyncIterator[tuple[Bot, Engine, SessionStore]]:
     async with (
         engine_for(settings, search) as (engine, sessions),
-        running(engine, settings, slack, interval_s=0.05) as bot,
+        running(engine, settings, slack, interval_s=interval_s) as bot,
     ):
         yield bot, engine, sessions
 
@@ -184,6 +197,62 @@ async def test_mention_to_cited_answer_then_a_follow_up_uses_the_thread(
             "What are the limits of the hosted UI login page?",
             "and what about a custom domain?",
         ]
+
+
+async def test_research_shows_each_step_then_the_answer_citing_both_steps(
+    slack: SlackEmulator,
+    claude_emulator: AnthropicEmulator,
+    sample: str,
+    search: SearchService,
+    tmp_path: Path,
+) -> None:
+    settings = e2e_settings(slack, claude_emulator, sample, tmp_path)
+    cited = script_research(claude_emulator)
+    async with quorum(slack, settings, search, UPDATE_INTERVAL_S) as (bot, _, sessions):
+        assert (await slack.deliver_command(slack.command("/research", QUESTION))).status == 200
+        await bot.settle()
+
+        [echo] = slack.top_level(GENERAL)
+        assert f"asked for deep research:* {QUESTION}" in echo.all_text()
+        [reply] = bot_replies(slack, GENERAL, echo.ts)
+        assert {c.args["ts"] for c in slack.called("chat.update")} == {reply.ts}
+        shown = ["\n".join(texts_in(v["blocks"])) for v in reply.versions]
+        # The placeholder, then each step as it ran (one update a second), then the answer
+        # (the answer's text may show once as it is written, before its final form).
+        assert shown[0] == "Researching the archive…"
+        assert shown[1:3] == [f"_{step}…_" for step in STEPS]
+        assert len(shown) in (4, 5)
+        final = shown[-1]
+        assert final.startswith("We left Auth0 over cost")
+        cost_link = COST_LINK.replace("&", "&amp;")
+        assert f"[<{cost_link}|{cited['cost']}>]" in final  # opens the kickoff at 0:55
+        assert f"[<{HOSTED_UI_LINK}|{cited['hosted_ui']}>]" in final  # the deep dive at 12:14
+        assert f"<{cost_link}|Auth kickoff @ 0:55> — John Park" in final
+        assert f"<{HOSTED_UI_LINK}|Auth deep dive @ 12:14> — John Park" in final
+        assert ":information_source:" not in final and "not available" not in final
+        assert has_buttons(reply) and not slack.errors() and not slack.responses
+
+        # Claude researched the archive of this workspace's knowledge base, with the tools.
+        bodies = [r.body for r in claude_emulator.requests]
+        assert len(bodies) == 3 and all(b["tools"] for b in bodies)
+        assert "- kickoff | 'Auth kickoff' | video | 2024-01-09" in bodies[0]["system"][0]["text"]
+        actions = next(b for b in reply.versions[-1]["blocks"] if b["type"] == "actions")
+        exchange_id = int(actions["elements"][0]["value"])
+        stored = await sessions.exchange(exchange_id)
+        assert stored is not None and stored["mode"] == "deep" and stored["question"] == QUESTION
+        steps = stored["research_trace"]["steps"]
+        assert [(s["turn"], s["tool"], s["args"], s["is_error"]) for s in steps] == [
+            (1, "search", SEARCH, False),
+            (2, "get_transcript", READ, False),
+        ]
+        assert cited["cost"] in steps[0]["passages"]
+        assert cited["hosted_ui"] in steps[1]["passages"]
+        [logged] = await sessions.recent_queries()
+        assert (logged["kb"], logged["query"], logged["exchange_id"]) == (
+            sample,
+            SEARCH["query"],
+            exchange_id,
+        )
 
 
 async def test_feedback_and_exactly_once_survive_a_restart(
