@@ -22,7 +22,14 @@ from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
 from adapters.discord_commands import add_commands, slash_filters
-from adapters.discord_render import PLACEHOLDER, SORRY, Part, render_answer, thread_name
+from adapters.discord_render import (
+    PLACEHOLDER,
+    RESEARCH_PLACEHOLDER,
+    SORRY,
+    Part,
+    render_answer,
+    thread_name,
+)
 from adapters.discord_ui import FeedbackButton, LiveMessage, Sender, deliver, feedback_view
 from bot.config import Settings
 from bot.models import Core, Mode, Question, ThreadKey
@@ -155,7 +162,8 @@ class QuorumClient(discord.Client):
             await interaction.response.send_message(str(exc), ephemeral=True)
             return
         await interaction.response.defer(thinking=True)
-        placeholder = await interaction.followup.send(PLACEHOLDER, wait=True)
+        first = RESEARCH_PLACEHOLDER if mode == "deep" else PLACEHOLDER
+        placeholder = await interaction.followup.send(first, wait=True)
         channel = interaction.channel
         key, note = await self._thread_for(channel, interaction.guild_id, placeholder, text)
         question = Question(

@@ -28,6 +28,7 @@ THREAD_NAME_LIMIT = 100
 SOURCES_TITLE = "Sources"
 SOURCES_COLOUR = discord.Colour(0x5865F2)
 PLACEHOLDER = "-# Searching the archive…"
+RESEARCH_PLACEHOLDER = "-# Researching the archive…"
 SORRY = "Sorry, something went wrong on my side while answering. Please try again in a minute."
 
 _MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\](?!\()")

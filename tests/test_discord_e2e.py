@@ -19,7 +19,7 @@ from discord.gateway import DiscordWebSocket
 
 from adapters.discord import conversation
 from adapters.discord_cli import sync_commands
-from adapters.discord_render import PLACEHOLDER
+from adapters.discord_render import RESEARCH_PLACEHOLDER
 from bot.config import Settings, load_settings
 from bot.engine import Engine
 from bot.llm import ClaudeLLM
@@ -191,7 +191,7 @@ async def test_research_shows_each_step_then_the_answer_citing_both_steps(
             (deferred, *_) = emu.find("POST", r"/interactions/\d+/[^/]+/callback")
             assert deferred.body == {"type": 5}  # "thinking", within 3 s
             (placeholder,) = emu.find("POST", WEBHOOK)
-            assert placeholder.body["content"] == PLACEHOLDER
+            assert placeholder.body["content"] == RESEARCH_PLACEHOLDER
             original = next(i for i in emu.interactions.values() if str(i.id) == payload["id"])
             edits = emu.find("PATCH", rf"{WEBHOOK}/messages/{original.original_id}")
             shown = [e.body["content"] for e in edits]
