@@ -20,6 +20,10 @@ bench: install
 	.venv/bin/python bench/ingest.py
 	.venv/bin/python bench/search.py
 	.venv/bin/python bench/quality.py
+	.venv/bin/python bench/qmsum.py
+	.venv/bin/python bench/answer.py
+	.venv/bin/python bench/research.py
+	.venv/bin/python bench/slack_load.py
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache
