@@ -1,0 +1,1 @@
+"""Benchmarks: ingest throughput and search latency (run each file as a script)."""
