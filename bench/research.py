@@ -25,7 +25,6 @@ import json
 import statistics
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -145,10 +144,8 @@ async def main(runs: int, warmup: int) -> None:
                 if report.failed:
                     raise SystemExit(f"ingest failed: {report.failed}")
                 archive = SearchService(store, embedder).archive(KB)
-                with warnings.catch_warnings():  # aiohttp deprecates TCPSite(shutdown_timeout=)
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    emu = AnthropicEmulator()
-                    await emu.start()
+                emu = AnthropicEmulator()
+                await emu.start()
                 llm = ClaudeLLM(
                     api_key=API_KEY, base_url=emu.url, model="claude-sonnet-5-5", fast_model="x"
                 )

@@ -23,7 +23,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -222,7 +222,7 @@ async def bench(n: int, core_kind: str, seconds: float) -> None:
     side = SideLoop()
     slack, claude = SlackEmulator(), AnthropicEmulator(default=claude_replies(seconds))
     await side.run(slack.start())
-    await side.run(_quiet(claude.start()))
+    await side.run(claude.start())
     meter = StallMeter()
     with tempfile.TemporaryDirectory(prefix="quorum-slack-bench-") as tmp:
         opened = (
@@ -262,14 +262,6 @@ async def bench(n: int, core_kind: str, seconds: float) -> None:
     await side.run(claude.stop())
     side.close()
     report(slack, sent, wall, meter.worst_s, label)
-
-
-async def _quiet(coro: Awaitable[None]) -> None:
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        await coro
 
 
 def report(slack: SlackEmulator, sent: list[Sent], wall: float, stall: float, label: str) -> None:

@@ -12,7 +12,6 @@ import asyncio
 import json
 import re
 import uuid
-import warnings
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -366,14 +365,8 @@ async def corpus(
 
 @pytest.fixture
 async def emu() -> AsyncIterator[AnthropicEmulator]:
-    emulator = AnthropicEmulator()
-    with warnings.catch_warnings():  # its TCPSite(shutdown_timeout=) is deprecated in aiohttp
-        warnings.simplefilter("ignore", DeprecationWarning)
-        await emulator.start()
-    try:
+    async with AnthropicEmulator() as emulator:
         yield emulator
-    finally:
-        await emulator.stop()
 
 
 @pytest.fixture

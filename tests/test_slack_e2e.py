@@ -8,7 +8,6 @@ import contextlib
 import json
 import re
 import socket
-import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -82,14 +81,8 @@ def claude(body: dict[str, Any]) -> Reply:
 
 @pytest.fixture
 async def claude_emulator() -> AsyncIterator[AnthropicEmulator]:
-    emulator = AnthropicEmulator(default=claude)
-    with warnings.catch_warnings():  # its TCPSite(shutdown_timeout=) is deprecated in aiohttp
-        warnings.simplefilter("ignore", DeprecationWarning)
-        await emulator.start()
-    try:
+    async with AnthropicEmulator(default=claude) as emulator:
         yield emulator
-    finally:
-        await emulator.stop()
 
 
 @pytest.fixture
