@@ -40,7 +40,7 @@ def _kind(value: str) -> Kind:
 
 
 def _lesson(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
+    if not value.isdigit():  # course lessons start at 0 ("Lesson 0: Welcome")
         raise InvalidInput(f"lesson:{value} is not a lesson number; use e.g. lesson:3.")
     return int(value)
 

@@ -46,6 +46,8 @@ def test_words_that_are_not_options_stay() -> None:
 def test_kind_and_lesson() -> None:
     _, filters = parse_options("x kind:Video lesson:3")
     assert (filters.kind, filters.lesson) == ("video", 3)
+    _, welcome = parse_options("x lesson:0")  # course files start at Lesson 0
+    assert welcome.lesson == 0
 
 
 @pytest.mark.parametrize(
