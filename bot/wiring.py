@@ -25,6 +25,7 @@ from retrieval.rerank import CrossEncoderReranker
 from retrieval.search import SearchService
 from retrieval.store import Store
 from retrieval.weaviate_server import (
+    WEAVIATE_VERSION,
     EmbeddedServer,
     Endpoint,
     async_client,
@@ -139,8 +140,6 @@ async def _client_embedded(settings: Settings, stack: contextlib.AsyncExitStack)
     """No weaviate-server binary and no Go: weaviate-client's embedded mode downloads the
     same pinned release on first use (a laptop with internet access)."""
     from weaviate.embedded import EmbeddedOptions, EmbeddedV4
-
-    from retrieval.weaviate_server import WEAVIATE_VERSION
 
     opts = EmbeddedOptions(
         persistence_data_path=str(settings.data_dir / "weaviate"),
