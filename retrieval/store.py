@@ -17,7 +17,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 import weaviate
-from weaviate.classes.config import Configure
+from weaviate.classes.config import Configure, Property
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.data import DataObject
@@ -122,7 +122,9 @@ class Store:
             mt = Configure.multi_tenancy(
                 enabled=True, auto_tenant_creation=True, auto_tenant_activation=True
             )
-            if SEGMENTS not in existing:
+            if SEGMENTS in existing:
+                await self._add_missing_properties(SEGMENTS, SEGMENT_PROPERTIES)
+            else:
                 await self.client.collections.create(
                     SEGMENTS,
                     properties=SEGMENT_PROPERTIES,
@@ -137,6 +139,16 @@ class Store:
                     multi_tenancy_config=mt,
                     vector_config=Configure.Vectors.self_provided(name=VECTOR),
                 )
+
+    async def _add_missing_properties(self, name: str, wanted: Sequence[Property]) -> None:
+        """Add properties a newer Quorum defines to a collection an older one created, so
+        an existing archive keeps working (its old segments simply lack the new fields)."""
+        col = self.client.collections.use(name)
+        config = await col.config.get(simple=True)
+        have = {p.name for p in config.properties}
+        for prop in wanted:
+            if prop.name not in have:
+                await col.config.add_property(prop)
 
     async def _ensure_tenant(self, kb: str) -> None:
         if kb in self._tenants:
