@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
+from bot.align import Aligner, sentence_vectors
 from bot.answer import AnswerConfig, Outcome, QuickAnswerer, error_answer, precheck
 from bot.citations import citation_json, source_json
 from bot.config import Settings
@@ -24,6 +25,7 @@ from bot.llm import LLM
 from bot.models import Answer, Event, EventSink, Question, ThreadKey
 from bot.sessions import Exchange, ExchangeRecord, QueryRecord, SessionStore
 from retrieval.archive import Archive
+from retrieval.embed import Embedder
 from retrieval.models import SearchFilters, SourceInfo
 
 log = logging.getLogger("quorum.engine")
@@ -88,6 +90,7 @@ class Engine:
         config: AnswerConfig | None = None,
         history_turns: int = 5,
         research: ResearchHook | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.archives = archives
         self.sessions = sessions
@@ -95,7 +98,9 @@ class Engine:
         self.config = config or AnswerConfig()
         self.history_turns = history_turns
         self.research = research
-        self.quick = QuickAnswerer(llm, self.config)
+        vectors = sentence_vectors(embedder)
+        self.quick = QuickAnswerer(llm, self.config, vectors)
+        self.aligner = Aligner(vectors)
 
     @classmethod
     def from_settings(
@@ -106,6 +111,7 @@ class Engine:
         sessions: SessionStore,
         llm: LLM | None,
         research: ResearchHook | None = None,
+        embedder: Embedder | None = None,
     ) -> Engine:
         """An engine configured by ``settings``."""
         return cls(
@@ -115,6 +121,7 @@ class Engine:
             config=AnswerConfig.from_settings(settings),
             history_turns=settings.history_turns,
             research=research,
+            embedder=embedder,
         )
 
     async def ask(self, question: Question, on_event: EventSink | None = None) -> Answer:
@@ -123,6 +130,9 @@ class Engine:
         sink = _safe(on_event)
         timings: dict[str, float] = {}
         outcome = await self._outcome(question, sink, timings)
+        t = time.perf_counter()
+        outcome.answer = await self._align(outcome)
+        timings["align"] = round((time.perf_counter() - t) * 1000, 2)
         answer = outcome.answer
         t1 = time.perf_counter()
         exchange_id = await self._store(question, outcome)
@@ -162,6 +172,18 @@ class Engine:
         except Exception:
             log.exception("answering failed unexpectedly")
             return Outcome(error_answer(BROKEN))
+
+    async def _align(self, outcome: Outcome) -> Answer:
+        """Every citation resolved to the sentence it relies on (``bot.align``); the
+        answer as it was if alignment itself fails."""
+        answer = outcome.answer
+        if answer.kind not in ("answer", "extractive") or not answer.citations:
+            return answer
+        try:
+            return await self.aligner.align(answer, outcome.pins)
+        except Exception:
+            log.exception("citation alignment failed; keeping the passage links")
+            return answer
 
     async def _history(self, thread: ThreadKey) -> list[Exchange]:
         try:
