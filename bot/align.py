@@ -250,6 +250,14 @@ def source_sentences(sources: Sequence[NumberedSource]) -> list[str]:
     return [s.text for ns in sources for s in sentences_of(ns.hit.segment)]
 
 
+@dataclass(frozen=True)
+class Alignment:
+    """An aligned answer, and the claims (``"text [n]"``) whose citation was dropped."""
+
+    answer: Answer
+    untraced: tuple[str, ...] = ()
+
+
 class Aligner:
     """Resolves an answer's citations to moments (see the module docstring)."""
 
@@ -312,25 +320,25 @@ class Aligner:
 
     async def align(
         self, answer: Answer, pins: Mapping[int, str] | None = None, *, check: bool = True
-    ) -> Answer:
+    ) -> Alignment:
         """``answer`` with every marker resolved to a moment (a second moment of one source
         gets its own number); markers whose claim has no support are dropped (unless
-        pinned)."""
+        pinned) and listed."""
         found = claims(answer.text)
         if not found or not answer.sources:
-            return answer
+            return Alignment(answer)
         per_claim = await self.moments(found, answer.sources, pins)
         numbers: dict[tuple[int, str | None], int] = {}
         spare = [max(s.n for s in answer.sources)]  # the last number handed out
         citations: list[Citation] = []
-        untraced = 0
+        untraced: list[str] = []
         parts: list[str] = []
         cursor = 0
         for k, (claim, row) in enumerate(zip(found, per_claim, strict=True)):
             shown: list[int] = []
             for moment in row:
                 if check and k not in (pins or {}) and moment.support < MIN_SUPPORT:
-                    untraced += 1
+                    untraced.append(f"{claim.text} [{moment.source.n}]")
                     continue
                 if moment.key not in numbers:
                     numbers[moment.key] = self._number(moment, numbers, spare)
@@ -349,9 +357,10 @@ class Aligner:
             text = re.sub(r"[ \t]+([.,;:!?])", r"\1", text)
             text = re.sub(r"[ \t]{2,}", " ", text).strip()
             note = f"{note} {UNTRACED_NOTE}" if note else UNTRACED_NOTE
-            log.info("dropped %d citation(s) without support", untraced)
+            log.info("dropped %d citation(s) without support", len(untraced))
         citations.sort(key=lambda c: c.n)
-        return replace(answer, text=text, citations=tuple(citations), note=note)
+        aligned = replace(answer, text=text, citations=tuple(citations), note=note)
+        return Alignment(aligned, tuple(untraced))
 
     @staticmethod
     def _number(

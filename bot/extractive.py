@@ -86,7 +86,7 @@ _RELATIONS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
         ),
     ),
     (
-        re.compile(r"\bwhen\b|\bwhat (?:date|day|time)\b|\bdeadline\b", re.I),
+        re.compile(r"\bwhen\b|\b(?:date|day|time|deadline)\b", re.I),
         re.compile(
             rf"\b(?:{'|'.join((_MONTHS + ' ' + _DAYS).split())}|\d{{1,2}}(?:st|nd|rd|th)"
             r"|\d{1,2}(?::\d\d)? ?(?:a\.m\.|p\.m\.|am|pm|utc)|\d{4}-\d\d-\d\d|next week"
@@ -152,6 +152,30 @@ def sentence_score(
     return (score + RELATION_WEIGHT * relation * (lexical > 0 or meaning > 0.3)) * brevity
 
 
+REPLY_BONUS = 0.05
+
+
+def _replies_answer(sentences: Sequence[Sentence], scored: list[float]) -> None:
+    """In a meeting, a question that matches the user's is not the answer: the reply to
+    it is. A relevant sentence ending in "?" passes its score (and a little more) to the
+    next sentence said by someone else, and keeps half of it."""
+    top = max(scored, default=0.0)
+    for j, s in enumerate(sentences):
+        if not s.text.rstrip().endswith("?") or scored[j] < KEEP_RATIO * top or top <= 0:
+            continue
+        reply = next(
+            (
+                r
+                for r in range(j + 1, min(j + 3, len(sentences)))
+                if sentences[r].speaker != s.speaker and not sentences[r].text.endswith("?")
+            ),
+            None,
+        )
+        if reply is not None:
+            scored[reply] = max(scored[reply], scored[j] + REPLY_BONUS)
+            scored[j] *= 0.5
+
+
 def best_sentences(
     sentences: Sequence[Sentence],
     query: Sequence[str],
@@ -166,6 +190,7 @@ def best_sentences(
     ]
     if not scored:
         return 0.0, []
+    _replies_answer(sentences, scored)
     best = max(range(len(scored)), key=lambda i: (scored[i], -i))
     picked = [best]
     # A second sentence when it is relevant too, or when the best one is too short

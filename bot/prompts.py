@@ -91,6 +91,18 @@ def format_sources(sources: Sequence[NumberedSource]) -> str:
     return "\n".join(lines).strip()
 
 
+def revision_request(untraced: Sequence[str]) -> str:
+    """Asking Claude, once, to fix claims their cited sources do not support."""
+    listed = "\n".join(f"- {claim}" for claim in untraced)
+    return (
+        "These sentences of your answer are not supported by the source they cite:\n"
+        f"{listed}\n\n"
+        "Rewrite the whole answer: keep what the sources say, cite each claim with the "
+        "source that says it, and drop or qualify what no source says. Reply with the "
+        "answer alone."
+    )
+
+
 def strip_markers(text: str) -> str:
     """An answer without its ``[n]`` markers (old numbers mean nothing in a new turn)."""
     return _MARKERS.sub("", text)

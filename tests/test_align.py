@@ -127,7 +127,7 @@ def numbered_passage() -> tuple[Passage, Answer]:
 
 async def test_each_marker_opens_the_sentence_it_relies_on() -> None:
     _, answer = numbered_passage()
-    aligned = await Aligner(BagOfWords()).align(answer)
+    aligned = (await Aligner(BagOfWords()).align(answer)).answer
     starts = [c.start_s for c in aligned.citations]
     # three moments of one passage: three links; the first keeps the source's number
     assert starts == [108.0, 124.0, 131.0]
@@ -141,16 +141,18 @@ async def test_each_marker_opens_the_sentence_it_relies_on() -> None:
 
 async def test_words_alone_align_without_an_embedder() -> None:
     _, answer = numbered_passage()
-    aligned = await Aligner(None).align(answer)
+    aligned = (await Aligner(None).align(answer)).answer
     assert [c.start_s for c in aligned.citations] == [108.0, 124.0, 131.0]
 
 
 async def test_a_claim_the_source_does_not_support_loses_its_marker() -> None:
     _, answer = numbered_passage()
     made_up = answer.text + " Kubernetes autoscaling quotas were doubled yesterday [1]."
-    aligned = await Aligner(BagOfWords()).align(
+    result = await Aligner(BagOfWords()).align(
         Answer(made_up, "answer", "quick", answer.citations, answer.sources)
     )
+    aligned = result.answer
+    assert result.untraced == ("Kubernetes autoscaling quotas were doubled yesterday [1]",)
     assert aligned.text.endswith("Kubernetes autoscaling quotas were doubled yesterday.")
     assert len(aligned.citations) == 3
     assert aligned.note and "could not be traced" in aligned.note

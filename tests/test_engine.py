@@ -86,6 +86,63 @@ class Recorder:
         self.events.append(event)
 
 
+async def test_an_unsupported_claim_goes_back_to_claude_once(
+    search: SearchService,
+    sessions: SessionStore,
+    emu: AnthropicEmulator,
+    sample_kb: str,
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    number = ""
+
+    def invents(body: dict[str, object]) -> Reply:
+        nonlocal number
+        prompt = str(body["messages"][-1]["content"])  # type: ignore[index]
+        found = re.search(r"\[(\d+)\] [^\n]*\n[^[]*hosted UI", prompt)
+        assert found
+        number = found.group(1)
+        return Reply(
+            text=f"The hosted login page can't be fully restyled [{number}]. Cognito also "
+            f"gives every penguin at the zoo a free submarine [{number}]."
+        )
+
+    def revises(body: dict[str, object]) -> Reply:
+        asked = str(body["messages"][-1]["content"])  # type: ignore[index]
+        assert "not supported by the source they cite" in asked
+        assert f"penguin at the zoo a free submarine [{number}]" in asked
+        assert "restyled" not in asked  # only the unsupported claim is named
+        return Reply(text=f"The hosted login page can't be fully restyled [{number}].")
+
+    emu.enqueue(invents, revises)
+    engine = make_engine(search, sessions, emu, embedder=embedder)
+    answer = await engine.ask(q("What are the limits of the hosted UI?", sample_kb))
+    assert answer.text == f"The hosted login page can't be fully restyled [{number}]."
+    assert [c.source_n for c in answer.citations] == [int(number)]
+    assert answer.note is None and emu.pending == 0
+
+
+async def test_a_claim_still_unsupported_after_revision_loses_its_marker(
+    search: SearchService,
+    sessions: SessionStore,
+    emu: AnthropicEmulator,
+    sample_kb: str,
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    def invents(body: dict[str, object]) -> Reply:
+        prompt = str(body["messages"][-1]["content"])  # type: ignore[index]
+        found = re.search(r"\[(\d+)\] [^\n]*\n[^[]*hosted UI", prompt)
+        n = found.group(1) if found else "1"
+        return Reply(text=f"Every penguin at the zoo gets a free submarine [{n}].")
+
+    emu.enqueue(invents, times=2)
+    engine = make_engine(search, sessions, emu, embedder=embedder)
+    answer = await engine.ask(q("What are the limits of the hosted UI?", sample_kb))
+    assert answer.text == "Every penguin at the zoo gets a free submarine."
+    assert not answer.citations
+    assert answer.note and "could not be traced" in answer.note
+    assert len(emu.requests) == 2  # the answer, one revision: never a loop
+
+
 async def test_answer_streams_cites_and_is_stored(
     search: SearchService, sessions: SessionStore, emu: AnthropicEmulator, sample_kb: str
 ) -> None:
