@@ -135,8 +135,9 @@ class Engine:
         timings: dict[str, float] = {}
         outcome = await self._outcome(question, sink, timings)
         t = time.perf_counter()
-        outcome.answer = await self._align(question, outcome)
-        timings["align"] = round((time.perf_counter() - t) * 1000, 2)
+        outcome.answer = await self._align(question, outcome, timings)
+        spent = (time.perf_counter() - t) * 1000 - timings.get("revise", 0.0)
+        timings["align"] = round(spent, 2)
         answer = outcome.answer
         t1 = time.perf_counter()
         exchange_id = await self._store(question, outcome)
@@ -177,7 +178,9 @@ class Engine:
             log.exception("answering failed unexpectedly")
             return Outcome(error_answer(BROKEN))
 
-    async def _align(self, question: Question, outcome: Outcome) -> Answer:
+    async def _align(
+        self, question: Question, outcome: Outcome, timings: dict[str, float]
+    ) -> Answer:
         """Every citation resolved to the sentence it relies on (``bot.align``). Claims no
         cited sentence supports go back to Claude once, named, and the revision is
         aligned again; what is still untraced loses its marker. The answer as it was if
@@ -189,7 +192,9 @@ class Engine:
             aligned = await self.aligner.align(answer, outcome.pins)
             if not aligned.untraced or answer.kind != "answer" or self.llm is None:
                 return aligned.answer
+            t = time.perf_counter()
             revised = await self._revise(question, answer, aligned.untraced)
+            timings["revise"] = round((time.perf_counter() - t) * 1000, 2)
             if revised is None:
                 return aligned.answer
             again = await self.aligner.align(revised)
