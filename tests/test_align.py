@@ -170,3 +170,18 @@ async def test_sentence_vectors_are_computed_once() -> None:
 def test_marks_are_offsets_into_the_text() -> None:
     seg = Segment("x", 0, "Ann: Hello there.\nBo: Hi.", 0.0, 5.0, marks=(Mark(5, 0, 2),))
     assert seg.text[seg.marks[0].at :].startswith("Hello")
+
+
+async def test_ranges_and_lists_come_out_as_plain_numbered_links() -> None:
+    hits = window_hits(kickoff_segments())
+    (passage,) = merge(hits, hits)
+    other = window_hits(kickoff_segments())[0]
+    sources = number_sources([passage.as_hit(), other])
+    text = "The bill rose from 2.1k to 9.8k a month when we crossed 12k MAU [1-2]."
+    resolved = resolve(text, sources)
+    aligned = await Aligner(BagOfWords()).align(
+        Answer(resolved.text, "answer", "quick", resolved.citations, sources)
+    )
+    # "[1-2]" is what the core accepts; platforms render "[1, 2]" as two links
+    assert aligned.answer.text.endswith("MAU [1, 2].")
+    assert [c.n for c in aligned.answer.citations] == [1, 2]
