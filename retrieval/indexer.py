@@ -9,6 +9,7 @@ is touched by a failure.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,14 @@ from retrieval.schema import check_kb
 from retrieval.store import Store
 
 Status = Literal["added", "updated", "skipped", "failed"]
+MAX_REASON = 300  # a failure is one line, whatever the file put in its message
+log = logging.getLogger("quorum.ingest")
+
+
+def brief(reason: str) -> str:
+    """A failure reason on one line, at most ``MAX_REASON`` characters."""
+    line = " ".join(reason.split())
+    return line if len(line) <= MAX_REASON else line[: MAX_REASON - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -120,7 +129,8 @@ async def ingest(
             try:
                 up = await store.upsert(kb, item.doc, item.vectors)
             except QuorumError as exc:
-                result = FileResult(str(item.path), "failed", item.doc.source.id, reason=str(exc))
+                reason = brief(str(exc))
+                result = FileResult(str(item.path), "failed", item.doc.source.id, reason=reason)
             else:
                 status: Status = "added" if up.status == "added" else "updated"
                 result = FileResult(str(item.path), status, item.doc.source.id, up.segments)
@@ -162,7 +172,10 @@ async def _prepare(
     try:
         doc = await asyncio.to_thread(read_source, path, root=root, chunking=chunking)
     except IngestError as exc:
-        return FileResult(str(path), "failed", reason=exc.reason)
+        return FileResult(str(path), "failed", reason=brief(exc.reason))
+    except Exception as exc:  # a reader's bug or a hostile file costs that file, not the run
+        log.debug("reading %s failed", path, exc_info=True)
+        return FileResult(str(path), "failed", reason=f"could not be read ({type(exc).__name__})")
     sid = doc.source.id
     if sid in owners:
         return FileResult(

@@ -24,6 +24,8 @@ def read_whisper(text: str, path: Path) -> list[Unit]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise IngestError(str(path), f"invalid JSON at line {exc.lineno}: {exc.msg}") from exc
+    except RecursionError as exc:
+        raise IngestError(str(path), "the JSON is nested too deeply to be a transcript") from exc
     # Some tools write the bare segment list.
     segments = data.get("segments") if isinstance(data, dict) else data
     if not isinstance(segments, list):

@@ -1,0 +1,97 @@
+"""Hostile input: files built to break a reader (deep nesting, alias bombs, absurd times,
+markup) each become that file's one-line failure, and the rest of the run goes on."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from retrieval import ingest as ingest_module
+from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.errors import IngestError
+from retrieval.indexer import MAX_REASON, ingest
+from retrieval.ingest import read_source
+from retrieval.store import Store
+
+GOOD = "[00:00:05] Ana Ruiz: The quillet service restarts nightly at two.\n"
+DEEP = "[" * 30_000 + "]" * 30_000  # past the recursion limit, under 64 KiB
+ALIAS_BOMB = """---
+title: Bomb
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+speakers: [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+---
+Body text.
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_deeply_nested_json_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(IngestError, match="nested too deeply"):
+        read_source(write(tmp_path / "deep.json", DEEP))
+
+
+def test_deeply_nested_sidecar_is_a_clear_error(tmp_path: Path) -> None:
+    write(tmp_path / "talk.meta.json", DEEP)
+    with pytest.raises(IngestError, match="nested too deeply"):
+        read_source(write(tmp_path / "talk.txt", GOOD))
+
+
+def test_yaml_alias_bomb_is_refused_quickly_and_briefly(tmp_path: Path) -> None:
+    t0 = time.perf_counter()
+    with pytest.raises(IngestError, match="aliases") as info:
+        read_source(write(tmp_path / "bomb.md", ALIAS_BOMB))
+    assert time.perf_counter() - t0 < 1
+    assert len(str(info.value)) < 600
+
+
+def test_a_bad_value_is_echoed_briefly(tmp_path: Path) -> None:
+    huge = "[" + ", ".join(f"[{n}, {n}]" for n in range(3_000)) + "]"
+    with pytest.raises(IngestError, match="speakers") as info:
+        read_source(write(tmp_path / "notes.md", f"---\nspeakers: {huge}\n---\nBody.\n"))
+    assert len(str(info.value)) < 400
+
+
+def test_huge_front_matter_is_refused(tmp_path: Path) -> None:
+    big = "description: " + "x" * 100_000 + "\n"
+    with pytest.raises(IngestError, match="larger than"):
+        read_source(write(tmp_path / "notes.md", f"---\n{big}---\nBody.\n"))
+
+
+async def test_any_reader_failure_costs_one_file_and_the_rest_is_indexed(
+    store: Store,
+    embedder: SentenceTransformerEmbedder,
+    kb: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root = tmp_path / "archive"
+    write(root / "good.txt", GOOD)
+    write(root / "deep.json", DEEP)
+    write(root / "bomb.md", ALIAS_BOMB)
+    write(root / "side.txt", "Ana Ruiz: Hello there.\n")
+    write(root / "side.meta.json", DEEP)
+    write(root / "buggy.vtt", "WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nHi\n")
+
+    def broken_reader(text: str, path: Path) -> list[object]:
+        raise RecursionError("a reader bug")
+
+    monkeypatch.setitem(ingest_module._TEXT_READERS, ".vtt", broken_reader)
+    report = await ingest(store, embedder, kb, [root])
+    failed = {Path(f.path).name: f.reason or "" for f in report.failed}
+    assert set(failed) == {"deep.json", "bomb.md", "side.txt", "buggy.vtt"}
+    assert failed["buggy.vtt"] == "could not be read (RecursionError)"
+    assert all("\n" not in r and len(r) <= MAX_REASON for r in failed.values())
+    assert report.count("added") == 1
