@@ -21,7 +21,7 @@ from typing import Any
 
 import aiosqlite
 
-from bot.errors import InvalidInput
+from bot.errors import ConfigError, InvalidInput
 from bot.models import ThreadKey
 
 EVENT_TTL_S = 24 * 3600.0
@@ -141,6 +141,15 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
+def unusable(path: Path, exc: BaseException) -> ConfigError:
+    """The one sentence for a session database that cannot be opened or is damaged."""
+    reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return ConfigError(
+        f"The session database {path} cannot be used ({reason}). Move it aside to start "
+        "afresh, or point QUORUM_DATA_DIR at a writable folder."
+    )
+
+
 class SessionStore:
     """Sessions, history, feedback, processed events and the query log in one SQLite file."""
 
@@ -156,16 +165,22 @@ class SessionStore:
     @contextlib.asynccontextmanager
     async def open(cls, path: Path) -> AsyncIterator[SessionStore]:
         """Open (creating and migrating) the store at ``path``; close it on exit."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(path, isolation_level=None)
         try:
-            db.row_factory = sqlite3.Row
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute("PRAGMA synchronous=NORMAL")
-            await db.execute("PRAGMA foreign_keys=ON")
-            await db.execute("PRAGMA busy_timeout=5000")
-            store = cls(db, path)
-            await store.migrate()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = await aiosqlite.connect(path, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise unusable(path, exc) from exc
+        try:
+            try:
+                db.row_factory = sqlite3.Row
+                await db.execute("PRAGMA journal_mode=WAL")
+                await db.execute("PRAGMA synchronous=NORMAL")
+                await db.execute("PRAGMA foreign_keys=ON")
+                await db.execute("PRAGMA busy_timeout=5000")
+                store = cls(db, path)
+                await store.migrate()
+            except sqlite3.Error as exc:
+                raise unusable(path, exc) from exc
             yield store
         finally:
             await db.close()

@@ -23,13 +23,13 @@ from retrieval.models import Hit, Segment, Source, SourceInfo
 SOURCES = "QuorumSource"
 SEGMENTS = "QuorumSegment"
 VECTOR = "default"
-KB_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+KB_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")  # whole name: fullmatch, so no "kb\n"
 _NS = uuid5(NAMESPACE_URL, "https://quorum.invalid/segments")
 
 
 def check_kb(kb: str) -> str:
     """Validate a knowledge-base name (it becomes a Weaviate tenant)."""
-    if not KB_PATTERN.match(kb):
+    if not KB_PATTERN.fullmatch(kb):
         raise InvalidInput(
             "Knowledge base names use letters, digits, '-' and '_' (at most 64): "
             f"{kb!r} is not one."

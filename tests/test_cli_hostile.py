@@ -83,3 +83,50 @@ async def test_chat_sources_and_unknown_commands_print_markup_as_text(
         assert await chat.handle("/[/]")
     out = buffer.getvalue()
     assert MARKUP in out and "Unknown command /[/]" in out
+
+
+@pytest.mark.parametrize("name", ["kb\n", "kb\r\n", " kb", "k b"])
+def test_kb_names_are_checked_whole(weaviate_env: Endpoint, name: str) -> None:
+    code, out, err = quorum("sources", "--kb", name)
+    assert code == 1 and "Knowledge base names use" in flat(err)
+    assert "Traceback" not in out + err
+
+
+def _damage(data: Path, how: str) -> None:
+    if how == "corrupt":
+        data.mkdir(parents=True, exist_ok=True)
+        (data / "sessions.sqlite3").write_bytes(b"this is not a database, " * 100)
+    elif how == "a folder":
+        (data / "sessions.sqlite3").mkdir(parents=True)
+    else:  # the data dir is a file, so the database's folder cannot exist
+        data.parent.mkdir(parents=True, exist_ok=True)
+        data.write_text("not a folder")
+
+
+@pytest.mark.parametrize("how", ["corrupt", "a folder", "no folder"])
+@pytest.mark.parametrize("command", ["ask", "chat"])
+def test_a_damaged_session_database_is_one_sentence(
+    weaviate_env: Endpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, command: str
+) -> None:
+    data = tmp_path / "damaged"
+    monkeypatch.setenv("QUORUM_DATA_DIR", str(data))
+    _damage(data, how)
+    args = ["ask", "What happened?"] if command == "ask" else ["chat"]
+    code, out, err = quorum(*args, stdin="hello\n")
+    assert code == 1
+    assert "The session database" in flat(err) and "cannot be used" in flat(err)
+    assert "Traceback" not in out + err
+
+
+def test_serve_discord_with_an_unreachable_api_is_one_sentence(
+    weaviate_env: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import discord
+
+    monkeypatch.setattr(discord.http.Route, "BASE", discord.http.Route.BASE)  # restored after
+    monkeypatch.setenv("DISCORD_TOKEN", "x.y.z")
+    monkeypatch.setenv("QUORUM_DISCORD_API_URL", "http://127.0.0.1:9/api/v10")
+    code, out, err = quorum("serve", "discord")
+    assert code == 1
+    assert "Discord at http://127.0.0.1:9/api/v10 is not reachable" in flat(err)
+    assert "Traceback" not in out + err
