@@ -19,6 +19,7 @@ from retrieval.schema import as_datetime, check_kb, speaker_keys
 from retrieval.store import Store, title_matches
 
 MAX_K = 100
+MAX_RESULTS = 10_000  # Weaviate's QUERY_MAXIMUM_RESULTS: offset + limit may not pass it
 MAX_QUERY_CHARS = 2000
 
 
@@ -237,6 +238,11 @@ class KbArchive:
         """A source's segments in order, optionally those overlapping a time range."""
         if not 1 <= limit <= 500:
             raise InvalidInput(f"limit must be between 1 and 500, not {limit}.")
+        if not 0 <= offset <= MAX_RESULTS - limit:
+            raise InvalidInput(
+                f"offset must be between 0 and {MAX_RESULTS - limit:,} (Weaviate pages through "
+                f"at most {MAX_RESULTS:,} results), not {offset:,}."
+            )
         where = Filter.by_property("source_id").equal(source_id)
         if start_s is not None:
             where = where & Filter.by_property("end_s").greater_or_equal(start_s)
