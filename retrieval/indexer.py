@@ -3,7 +3,9 @@
 Reading and embedding of the next file overlap with writing the current one to
 Weaviate (a two-stage pipeline), so the encoder, the CPU-bound part, rarely waits.
 A file that fails is reported with its reason and skipped; nothing already indexed
-is touched by a failure.
+is touched by a failure. A source id (from the file's stem unless its metadata gives
+one) already holding another file that still exists is never silently replaced: the
+second file fails, saying how to give it its own id.
 """
 
 from __future__ import annotations
@@ -154,6 +156,17 @@ def _discover(paths: Sequence[Path]) -> tuple[list[tuple[Path, Path]], list[Path
     return files, missing
 
 
+def _another_file(stored: str, path: Path) -> bool:
+    """True when ``stored`` (the path a source was ingested from) is a different file that
+    still exists. A moved or deleted original lets the new path take the source over."""
+    if not stored:
+        return False
+    try:
+        return Path(stored).exists() and not Path(stored).samefile(path)
+    except OSError:
+        return False
+
+
 def _record(report: IngestReport, progress: Progress, result: FileResult) -> None:
     report.results.append(result)
     progress.file_done(result)
@@ -186,7 +199,16 @@ async def _prepare(
             "give one of them an 'id' in its .meta.json",
         )
     owners[sid] = str(path)
-    if not force and await store.source_hash(kb, sid) == doc.source.content_hash:
+    stored = await store.stored_source(kb, sid)
+    if stored is not None and await asyncio.to_thread(_another_file, stored.path, path):
+        return FileResult(
+            str(path),
+            "failed",
+            sid,
+            reason=f"source id {sid!r} already holds {stored.path}, another file; give this "
+            f"one an 'id' in its .meta.json, or `quorum remove {sid}` first to replace it",
+        )
+    if not force and stored is not None and stored.content_hash == doc.source.content_hash:
         return FileResult(str(path), "skipped", sid, len(doc.segments))
     vectors = await embedder.embed_documents([s.text for s in doc.segments])
     return _Ready(path, doc, vectors)

@@ -52,6 +52,14 @@ class UpsertResult:
     removed: int = 0
 
 
+@dataclass(frozen=True)
+class StoredSource:
+    """What the store remembers of an indexed file: its content hash and path."""
+
+    content_hash: str
+    path: str
+
+
 @contextlib.contextmanager
 def translate_errors(url: str) -> Iterator[None]:
     """Turn client and transport errors into SearchUnavailable naming the server."""
@@ -176,11 +184,19 @@ class Store:
 
     async def source_hash(self, kb: str, source_id: str) -> str | None:
         """The content hash stored for a source, or None when it is not indexed."""
+        stored = await self.stored_source(kb, source_id)
+        return None if stored is None else stored.content_hash
+
+    async def stored_source(self, kb: str, source_id: str) -> StoredSource | None:
+        """The content hash and file path stored for a source; None when it is not indexed."""
         if not await self.has_kb(kb):
             return None
         with translate_errors(self.url):
             obj = await self.sources_collection(kb).query.fetch_object_by_id(source_uuid(source_id))
-        return None if obj is None else str(obj.properties.get("content_hash") or "")
+        if obj is None:
+            return None
+        props = obj.properties
+        return StoredSource(str(props.get("content_hash") or ""), str(props.get("path") or ""))
 
     async def upsert(
         self,
