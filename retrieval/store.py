@@ -22,7 +22,7 @@ from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.data import DataObject
 from weaviate.collections.classes.filters import _Filters
-from weaviate.exceptions import WeaviateBaseError
+from weaviate.exceptions import UnexpectedStatusCodeError, WeaviateBaseError, WeaviateQueryError
 
 from retrieval.errors import InvalidInput, SearchUnavailable
 from retrieval.models import Document, Hit, Source, SourceInfo
@@ -60,13 +60,42 @@ class StoredSource:
     path: str
 
 
+def _status(exc: BaseException) -> int | None:
+    return exc.status_code if isinstance(exc, UnexpectedStatusCodeError) else None
+
+
+def _already_exists(exc: BaseException) -> bool:
+    """A 422 "already exists": another process created it first, which is what we wanted."""
+    return _status(exc) == 422 and "already exists" in str(exc).lower()
+
+
+def _brief(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 @contextlib.contextmanager
 def translate_errors(url: str) -> Iterator[None]:
-    """Turn client and transport errors into SearchUnavailable naming the server."""
+    """Turn client and transport errors into SearchUnavailable naming the server, by what
+    happened: unreachable, refused credentials, a rejected request, or a failed query."""
     try:
         yield
     except (InvalidInput, SearchUnavailable):
         raise
+    except UnexpectedStatusCodeError as exc:
+        status = exc.status_code
+        if status in (401, 403):
+            raise SearchUnavailable(
+                f"Weaviate at {url} refused Quorum's credentials (HTTP {status}); "
+                "check QUORUM_WEAVIATE_API_KEY."
+            ) from exc
+        if status < 500:
+            raise SearchUnavailable(
+                f"Weaviate at {url} rejected a request (HTTP {status}): {_brief(exc)}"
+            ) from exc
+        raise SearchUnavailable(f"Weaviate at {url} failed (HTTP {status}); see its log.") from exc
+    except WeaviateQueryError as exc:
+        raise SearchUnavailable(f"Weaviate at {url} failed a query: {_brief(exc)}") from exc
     except (WeaviateBaseError, OSError, TimeoutError) as exc:
         raise SearchUnavailable(
             f"Weaviate at {url} is not reachable or failed ({type(exc).__name__}); "
@@ -124,14 +153,15 @@ class Store:
                 await client.close()
 
     async def ensure_schema(self) -> None:
-        """Create the two collections if they are missing."""
+        """Create the two collections if they are missing. Idempotent across processes:
+        when two create them at once, the loser's 422 "already exists" is success."""
         with translate_errors(self.url):
             existing = await self.client.collections.list_all(simple=True)
             mt = Configure.multi_tenancy(
                 enabled=True, auto_tenant_creation=True, auto_tenant_activation=True
             )
             if SEGMENTS not in existing:
-                await self.client.collections.create(
+                await self._create(
                     SEGMENTS,
                     properties=SEGMENT_PROPERTIES,
                     multi_tenancy_config=mt,
@@ -139,12 +169,19 @@ class Store:
                     inverted_index_config=Configure.inverted_index(index_null_state=True),
                 )
             if SOURCES not in existing:
-                await self.client.collections.create(
+                await self._create(
                     SOURCES,
                     properties=SOURCE_PROPERTIES,
                     multi_tenancy_config=mt,
                     vector_config=Configure.Vectors.self_provided(name=VECTOR),
                 )
+
+    async def _create(self, name: str, **config: Any) -> None:
+        try:
+            await self.client.collections.create(name, **config)
+        except UnexpectedStatusCodeError as exc:
+            if not _already_exists(exc):
+                raise
 
     async def _ensure_tenant(self, kb: str) -> None:
         if kb in self._tenants:
@@ -153,7 +190,11 @@ class Store:
             for name in (SEGMENTS, SOURCES):
                 col = self.client.collections.use(name)
                 if await col.tenants.get_by_name(kb) is None:
-                    await col.tenants.create([Tenant(name=kb)])
+                    try:
+                        await col.tenants.create([Tenant(name=kb)])
+                    except UnexpectedStatusCodeError as exc:
+                        if not _already_exists(exc):  # another ingest created it first
+                            raise
         self._tenants.add(kb)
 
     async def has_kb(self, kb: str) -> bool:

@@ -4,12 +4,19 @@ base both finish."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import time
 from pathlib import Path
 
+import pytest
+
 from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.errors import ConfigError, SearchUnavailable
 from retrieval.indexer import ingest
 from retrieval.store import Store
+from retrieval.weaviate_server import EmbeddedServer, async_client, endpoint_from_url
 
 VTT = "WEBVTT\n\n00:00:01.000 --> 00:00:04.000\n<v Ana>{words}\n"
 
@@ -54,3 +61,45 @@ async def test_a_moved_file_takes_its_source_over(
     assert report.count("updated") == 1, report.results
     [info] = await store.list_sources(kb)
     assert info.source.path == str(after)
+
+
+async def test_a_fresh_server_two_stores_at_once_and_a_stale_state_file(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    # server.json left by a crash, naming a live pid that is not a weaviate-server.
+    (tmp_path / "server.json").write_text(
+        json.dumps({"pid": os.getpid(), "port": 9, "grpc_port": 10, "users": [os.getpid()]})
+    )
+    server = EmbeddedServer(tmp_path, startup_timeout=60)
+    t0 = time.monotonic()
+    endpoint = await asyncio.to_thread(server.start)
+    try:
+        assert time.monotonic() - t0 < 45  # not the whole timeout spent on the stale pid
+        # Two processes creating the schema and a knowledge base at once: both succeed.
+        async with (
+            Store.connect(async_client(endpoint), endpoint.url) as a,
+            Store.connect(async_client(endpoint), endpoint.url) as b,
+        ):
+            await a.client.collections.delete_all()  # this test's own server: fresh again
+            await asyncio.gather(a.ensure_schema(), b.ensure_schema())
+            await asyncio.gather(a._ensure_tenant("race"), b._ensure_tenant("race"))
+            assert await a.has_kb("race") and await b.has_kb("race")
+            # A request Weaviate rejects is said to be rejected, not "not reachable".
+            with pytest.raises(SearchUnavailable, match="failed a query|rejected") as info:
+                await _past_window(a)
+            assert "not reachable" not in str(info.value)
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+async def _past_window(store: Store) -> None:
+    from weaviate.classes.query import Filter
+
+    await store.fetch_ordered("race", Filter.by_property("source_id").equal("x"), offset=20_000)
+
+
+def test_a_password_in_the_weaviate_url_is_never_echoed() -> None:
+    for url in ("ftp://admin:hunter2@db:8080", "http://admin:hunter2@db:port", "admin:hunter2@"):
+        with pytest.raises(ConfigError) as info:
+            endpoint_from_url(url)
+        assert "hunter2" not in str(info.value) and "***@" in str(info.value)
