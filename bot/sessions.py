@@ -141,6 +141,14 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` if it fits ``limit``, else its start and how long it was: a rejected
+    over-long question is recorded, not stored in full."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text):,} characters, cut to {limit:,}]"
+
+
 def unusable(path: Path, exc: BaseException) -> ConfigError:
     """The one sentence for a session database that cannot be opened or is damaged."""
     reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__

@@ -4,15 +4,23 @@ markup) each become that file's one-line failure, and the rest of the run goes o
 from __future__ import annotations
 
 import time
+from datetime import date
 from pathlib import Path
 
 import pytest
 
+from bot.engine import Engine
+from bot.models import Question, ThreadKey
+from bot.sessions import SessionStore
 from retrieval import ingest as ingest_module
+from retrieval.chunking import Unit, chunk
 from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.errors import IngestError
+from retrieval.errors import IngestError, InvalidInput
 from retrieval.indexer import MAX_REASON, ingest
 from retrieval.ingest import read_source
+from retrieval.ingest.cues import parse_clock
+from retrieval.models import SearchFilters
+from retrieval.search import SearchService
 from retrieval.store import Store
 
 GOOD = "[00:00:05] Ana Ruiz: The quillet service restarts nightly at two.\n"
@@ -95,3 +103,60 @@ async def test_any_reader_failure_costs_one_file_and_the_rest_is_indexed(
     assert failed["buggy.vtt"] == "could not be read (RecursionError)"
     assert all("\n" not in r and len(r) <= MAX_REASON for r in failed.values())
     assert report.count("added") == 1
+
+
+@pytest.mark.parametrize("clock", ["99:99:99", "00:00:99", "01:75:00", "9999999:00:00", "1e308"])
+def test_absurd_clock_times_are_not_times(clock: str) -> None:
+    assert parse_clock(clock) is None
+
+
+def test_long_transcripts_may_count_minutes_past_an_hour() -> None:
+    assert parse_clock("75:20") == 75 * 60 + 20
+    assert parse_clock("01:02:03.5") == 3723.5
+
+
+def test_absurd_cue_times_are_refused(tmp_path: Path) -> None:
+    vtt = "WEBVTT\n\n99:99:99.000 --> 100:00:00.000\nHello.\n"
+    with pytest.raises(IngestError, match="bad cue timing"):
+        read_source(write(tmp_path / "a.vtt", vtt))
+    for start in ("1e308", "-5", "1e12"):
+        whisper = f'{{"segments": [{{"start": {start}, "end": 2, "text": "Hi"}}]}}'
+        with pytest.raises(IngestError, match="no start and end in seconds"):
+            read_source(write(tmp_path / "w.json", whisper))
+
+
+def test_out_of_order_cues_never_make_a_window_that_ends_before_it_starts(
+    tmp_path: Path,
+) -> None:
+    srt = "".join(
+        f"{n}\n00:{m:02d}:00,000 --> 00:{m:02d}:05,000\nWords said at minute {m}.\n\n"
+        for n, m in enumerate([30, 2, 45, 1, 10, 5], 1)
+    )
+    doc = read_source(write(tmp_path / "shuffled.srt", srt))
+    starts = [s.start_s or 0 for s in doc.segments]
+    assert starts == sorted(starts)
+    assert all((s.end_s or 0) >= (s.start_s or 0) for s in doc.segments)
+    # The windowing holds on its own too, whatever order a reader hands it.
+    units = [Unit("Later words here.", 600, 605), Unit("Earlier words here.", 5, 9)]
+    assert all((s.end_s or 0) >= (s.start_s or 0) for s in chunk(units, "x"))
+
+
+async def test_dates_past_weaviates_range_are_refused(search: SearchService, kb: str) -> None:
+    with pytest.raises(InvalidInput, match="outside the dates"):
+        await search.search(kb, "anything", SearchFilters(before=date(3000, 1, 1)))
+    with pytest.raises(InvalidInput, match="outside the dates"):
+        await search.search(kb, "anything", SearchFilters(after=date(1200, 1, 1)))
+
+
+async def test_a_rejected_over_long_question_is_not_stored_in_full(
+    search: SearchService, tmp_path: Path
+) -> None:
+    async with SessionStore.open(tmp_path / "s.sqlite3") as sessions:
+        engine = Engine(archives=search.archive, sessions=sessions, llm=None)
+        thread = ThreadKey("console", "local", "c", "t")
+        text = "why " * 250_000  # a megabyte
+        answer = await engine.ask(Question(text=text, thread=thread, user="u", kb="kb"))
+        assert answer.kind == "error" and "too long" in answer.text
+        assert answer.exchange_id is not None
+        stored = await sessions.exchange(answer.exchange_id)
+    assert stored is not None and len(stored["question"]) < 5_000

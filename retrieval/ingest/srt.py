@@ -7,7 +7,7 @@ from pathlib import Path
 
 from retrieval.chunking import Unit
 from retrieval.errors import IngestError
-from retrieval.ingest.cues import blocks, clean, parse_clock, split_speaker
+from retrieval.ingest.cues import blocks, clean, in_time_order, parse_clock, split_speaker
 
 _TIMING = re.compile(r"\s*(\S+)\s*-->\s*(\S+)")
 
@@ -36,4 +36,4 @@ def read_srt(text: str, path: Path) -> list[Unit]:
         raise IngestError(
             str(path), "no subtitle cues found (expected '00:00:01,000 --> 00:00:04,000' lines)"
         )
-    return units
+    return in_time_order(units)
