@@ -107,6 +107,9 @@ async def ingest(
     check_kb(kb)
     progress = progress or _Silent()
     report = IngestReport()
+    # What a crashed ingest left behind (never visible to search) is removed first.
+    if removed := await store.clean_orphans(kb):
+        log.info("removed %d orphan segments from %s", removed, kb)
     files, missing = await asyncio.to_thread(_discover, paths)
     for p in missing:
         _record(report, progress, FileResult(str(p), "failed", reason="no such file or folder"))

@@ -37,9 +37,10 @@ def check_kb(kb: str) -> str:
     return kb
 
 
-def segment_uuid(source_id: str, position: int) -> str:
-    """Deterministic id of a segment."""
-    return str(uuid5(_NS, f"{source_id}#{position}"))
+def segment_uuid(source_id: str, position: int, generation: int = 0) -> str:
+    """Deterministic id of a segment of one generation (a write) of its source."""
+    key = f"{source_id}#{position}" if not generation else f"{source_id}#{generation}#{position}"
+    return str(uuid5(_NS, key))
 
 
 def source_uuid(source_id: str) -> str:
@@ -62,6 +63,9 @@ def as_datetime(d: date) -> datetime:
     return datetime(d.year, d.month, d.day, tzinfo=UTC)
 
 
+# Which write of a source a segment belongs to; the source record names the live one.
+GENERATION = Property(name="generation", data_type=DataType.INT)
+
 SEGMENT_PROPERTIES = [
     Property(name="text", data_type=DataType.TEXT, tokenization=Tokenization.WORD),
     Property(name="source_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
@@ -79,6 +83,7 @@ SEGMENT_PROPERTIES = [
     Property(name="lesson_title", data_type=DataType.TEXT),
     Property(name="lesson_url", data_type=DataType.TEXT, index_searchable=False),
     Property(name="position", data_type=DataType.INT),
+    GENERATION,
 ]
 
 SOURCE_PROPERTIES = [
@@ -92,6 +97,7 @@ SOURCE_PROPERTIES = [
     Property(name="content_hash", data_type=DataType.TEXT, index_searchable=False),
     Property(name="description", data_type=DataType.TEXT),
     Property(name="segment_count", data_type=DataType.INT),
+    GENERATION,
 ]
 
 
