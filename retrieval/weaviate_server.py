@@ -15,6 +15,7 @@ internet (PyPI version check, remote health probes).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import json
@@ -228,14 +229,51 @@ class EmbeddedServer:
         self._endpoint = Endpoint("127.0.0.1", state["port"], "127.0.0.1", state["grpc_port"])
         return self._endpoint
 
-    def _spawn(self) -> dict[str, Any]:
+    def revive(self) -> bool:
+        """Restart the server if it has died, on the same ports, so that every process's
+        client reconnects by itself; True when it was restarted. Whichever process using
+        it notices first restarts it (under the lock) and owns the new one."""
+        if self._endpoint is None:
+            return False
+        if self._proc is not None:
+            self._proc.poll()  # reap our own dead child, so its pid reads as gone
+        with self._locked():
+            state = self._read_state()
+            if not state or _is_our_server(int(state["pid"]), self.data_dir):
+                return False
+            users = [p for p in state.get("users", []) if _pid_alive(p) and p != os.getpid()]
+            # The six ports start at the HTTP port (see _spawn): the same ones again.
+            fresh = self._spawn(base=int(state["port"]))
+            fresh["users"] = [*users, os.getpid()]
+            self._write_state(fresh)
+        log.warning(
+            "weaviate-server pid %s had stopped; restarted it as pid %s", state["pid"], fresh["pid"]
+        )
+        return True
+
+    async def watch(self, interval_s: float = 2.0, max_backoff_s: float = 60.0) -> None:
+        """Check every ``interval_s`` that the server lives and restart it if not, backing
+        off (doubling, up to ``max_backoff_s``) while restarts fail. Runs until cancelled."""
+        wait = interval_s
+        while True:
+            await asyncio.sleep(wait)
+            try:
+                await asyncio.to_thread(self.revive)
+            except Exception:
+                wait = min(max_backoff_s, wait * 2)
+                log.warning("could not restart weaviate-server; next try in %.0fs", wait)
+                log.debug("restart failed", exc_info=True)
+            else:
+                wait = interval_s
+
+    def _spawn(self, base: int | None = None) -> dict[str, Any]:
         binary = self.binary or find_binary()
         if binary is None:
             raise ConfigError(
                 "No weaviate-server binary: run `make install`, put weaviate-server on PATH, "
                 "or set QUORUM_WEAVIATE_BINARY."
             )
-        base = _free_port_block(6)
+        base = _free_port_block(6) if base is None else base
         port, grpc_port, gossip, data, raft, raft_rpc = range(base, base + 6)
         env = {
             "PATH": os.environ.get("PATH", ""),
