@@ -15,6 +15,7 @@ import adapters.cli  # noqa: F401  (registers chat, demo and serve on the app)
 from adapters.console import ConsoleChat
 from bot.cli import app
 from bot.engine import Engine
+from bot.errors import ConfigError
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
@@ -130,3 +131,10 @@ def test_serve_discord_with_an_unreachable_api_is_one_sentence(
     assert code == 1
     assert "Discord at http://127.0.0.1:9/api/v10 is not reachable" in flat(err)
     assert "Traceback" not in out + err
+
+
+async def test_a_session_database_that_fails_mid_chat_is_one_sentence(tmp_path: Path) -> None:
+    async with SessionStore.open(tmp_path / "s.sqlite3") as sessions:
+        await sessions._db.execute("PRAGMA query_only=ON")  # every write now fails
+        with pytest.raises(ConfigError, match="The session database .* cannot be used"):
+            await sessions.claim_event("slack", "Ev1")
