@@ -3,6 +3,7 @@ markup) each become that file's one-line failure, and the rest of the run goes o
 
 from __future__ import annotations
 
+import random
 import time
 from datetime import date
 from pathlib import Path
@@ -18,7 +19,7 @@ from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.errors import IngestError, InvalidInput
 from retrieval.indexer import MAX_REASON, ingest
 from retrieval.ingest import read_source
-from retrieval.ingest.cues import parse_clock
+from retrieval.ingest.cues import MAX_MEDIA_S, parse_clock
 from retrieval.models import SearchFilters
 from retrieval.search import SearchService
 from retrieval.store import Store
@@ -160,3 +161,71 @@ async def test_a_rejected_over_long_question_is_not_stored_in_full(
         assert answer.exchange_id is not None
         stored = await sessions.exchange(answer.exchange_id)
     assert stored is not None and len(stored["question"]) < 5_000
+
+
+SEEDS = {
+    ".vtt": "WEBVTT\n\n00:00:01.000 --> 00:00:04.000\n<v Ana>Hello there.\n\n"
+    "00:00:05.000 --> 00:00:09.000\nBo: And again.\n",
+    ".srt": "1\n00:00:00,000 --> 00:00:03,000\nAna: Welcome.\n\n2\n00:00:03,000 --> 00:00:06,500\n"
+    "The deploy went fine.\n",
+    ".json": '{"segments": [{"start": 0.0, "end": 2.5, "text": "Hi", "speaker": "A"},'
+    ' {"start": 2.5, "end": 4.0, "text": "There"}]}',
+    ".txt": "[00:00:05] Ana Ruiz: Morning.\n[00:03:20] Bo: The cache evicts at ninety seconds.\n",
+    ".md": "---\ntitle: Notes\nspeakers: [Ana]\n---\n# On-call\n\nPage the lead.\n\n## Paging\n"
+    "\nUse the bot.\n",
+}
+NASTY = [
+    "[/]",
+    "99:99:99",
+    "-1",
+    "1e308",
+    "NaN",
+    "\x00",
+    "\ufeff",
+    "---",
+    "&a",
+    "*a",
+    "{",
+    "[",
+    "-->",
+]
+
+
+def _mutants(seed: str, rng: random.Random, count: int) -> list[str]:
+    """Seeded random damage to a good file: cuts, splices, repeats and nasty tokens."""
+    out = []
+    for _ in range(count):
+        text = seed
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randint(0, len(text))
+            match rng.randrange(5):
+                case 0:
+                    text = text[:at]
+                case 1:
+                    text = text[:at] + rng.choice(NASTY) + text[at:]
+                case 2:
+                    text = text[:at] + text[rng.randint(0, len(text)) :]
+                case 3:
+                    text = text[:at] + rng.choice(NASTY) * rng.randint(1, 3000) + text[at:]
+                case _:
+                    text = text.replace(rng.choice("0123456789:.,"), rng.choice(NASTY), 1)
+        out.append(text)
+    return out
+
+
+@pytest.mark.parametrize("suffix", sorted(SEEDS))
+def test_generated_damaged_files_fail_cleanly_or_read_consistently(
+    tmp_path: Path, suffix: str
+) -> None:
+    rng = random.Random(f"quorum-{suffix}")
+    for n, text in enumerate(_mutants(SEEDS[suffix], rng, 150)):
+        path = tmp_path / f"m{n}{suffix}"
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        try:
+            doc = read_source(path)
+        except IngestError as exc:
+            assert len(str(exc)) < 2000, text
+            continue
+        for seg in doc.segments:
+            if seg.start_s is not None:
+                assert seg.end_s is not None and 0 <= seg.start_s <= seg.end_s <= MAX_MEDIA_S

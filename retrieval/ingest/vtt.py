@@ -8,6 +8,7 @@ from pathlib import Path
 from retrieval.chunking import Unit
 from retrieval.errors import IngestError
 from retrieval.ingest.cues import blocks, clean, in_time_order, parse_clock, split_speaker
+from retrieval.ingest.metadata import shown
 
 _VOICE = re.compile(r"<v(?:\.[^\s>]*)?\s+([^>]+)>")
 _TIMING = re.compile(r"\s*(\S+)\s+-->\s+(\S+)")
@@ -37,7 +38,7 @@ def read_vtt(text: str, path: Path) -> list[Unit]:
         end = parse_clock(match[2]) if match else None
         if start is None or end is None:
             raise IngestError(
-                str(path), f"line {line_no + timing}: bad cue timing {lines[timing]!r}"
+                str(path), f"line {line_no + timing}: bad cue timing {shown(lines[timing])}"
             )
         voices = _voices("\n".join(lines[timing + 1 :]))
         if len(voices) == 1 and voices[0][0] is None:
