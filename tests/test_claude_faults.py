@@ -15,11 +15,13 @@ import pytest
 import pytest_asyncio
 
 from bot.answer import AnswerConfig
+from bot.config import load_settings
 from bot.engine import Engine
 from bot.errors import LLMError
 from bot.llm import ClaudeLLM
 from bot.models import Event, PartialAnswer, Question, ThreadKey
 from bot.research import Researcher
+from bot.router import DEEP_FAILED, ResearchRouter
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
@@ -162,3 +164,27 @@ async def test_research_tool_errors_for_bad_input_and_offsets(
     second = emu.requests[2].body["messages"][-1]["content"][0]
     assert second["is_error"] and "offset must be between 0 and" in second["content"]
     assert result.answer.text == "Nothing more to find."
+
+
+@pytest.mark.parametrize("fault", ["reset", "truncated"])
+async def test_deep_research_on_a_broken_claude_falls_back_to_a_quick_extractive_answer(
+    search: SearchService, emu: AnthropicEmulator, faults_kb: str, tmp_path: Path, fault: str
+) -> None:
+    emu.default = Reply(text=HALF, fault=fault)
+    llm = claude(emu, timeout_s=3, retries=1)
+    settings = load_settings(llm_timeout_s=3)
+    async with SessionStore.open(tmp_path / "s.sqlite3") as sessions:
+        engine = Engine(
+            archives=search.archive,
+            sessions=sessions,
+            llm=llm,
+            config=AnswerConfig(llm_timeout_s=3, rewrite_timeout_s=1),
+            research=ResearchRouter.from_settings(settings, llm),
+        )
+        asked = "Why did we move off Auth0?"
+        question = Question(text=asked, thread=THREAD, user="u", kb=faults_kb, mode="deep")
+        answer = await engine.ask(question)
+    await llm.aclose()
+    assert answer.kind == "extractive", answer
+    assert answer.note and DEEP_FAILED in answer.note
+    assert "Stand-in" not in answer.text and "bill tripled" in answer.text

@@ -113,8 +113,8 @@ class Reply:
     stream_error: str | None = None  # an SSE error event of this type after the first delta
     stop_reason: str | None = None
     model: str | None = None
-    # "reset", "malformed", "truncated", "empty", "no_stop" (streams); "truncated" also cuts
-    # a plain JSON body in half.
+    # "reset", "malformed", "truncated", "empty", "no_stop" (streams); without streaming,
+    # "reset" drops the connection and "truncated" cuts the JSON body in half.
     fault: str | None = None
     raw_input: Any = None  # a tool_use input sent as given (e.g. not an object)
 
@@ -496,6 +496,10 @@ class AnthropicEmulator:
             "usage": usage,
         }
         if not body.get("stream"):
+            if reply.fault == "reset":  # the connection drops before any response
+                assert request.transport is not None
+                request.transport.abort()
+                return web.Response()
             if reply.fault == "truncated":
                 raw = json.dumps(message)
                 return web.Response(
