@@ -13,7 +13,10 @@ and points the real anthropic SDK at the Messages API emulator, which answers at
 - search: embed the query + Weaviate hybrid search
 - expand: neighbouring windows from Weaviate (one query per hit, concurrent)
 - assemble: merge passages, budget, order, number
+- relevance: the passages' sentences compared with the question (nothing-found gate)
 - render: citations parsed, checked and linked
+- align: each citation resolved to the sentence it relies on (with --claude-ms 0 this
+  includes encoding the passages' sentences, which otherwise happens while Claude writes)
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import statistics
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,17 +66,35 @@ CONVERSATIONS: list[list[str]] = [
     ["What token lifetimes did we choose?"],
     ["How did we handle SAML customers?"],
 ]
-STEPS = ("history", "rewrite", "search", "expand", "assemble", "render", "store", "llm", "total")
+STEPS = (
+    "history",
+    "rewrite",
+    "search",
+    "expand",
+    "assemble",
+    "relevance",
+    "render",
+    "align",
+    "store",
+    "llm",
+    "total",
+)
 console = Console()
 
 
-def reply(body: dict[str, Any]) -> Reply:
-    """Instant replies: the rewrite echoes the question, the answer cites [1] and [2]."""
-    content = str(body["messages"][-1]["content"])
-    if body["model"] == FAST:
-        last = re.search(r"Last question: (.*)", content)
-        return Reply(text=last.group(1) if last else "query")
-    return Reply(text="The team moved for cost and reliability [1], as planned [2].")
+def replier(writing_s: float) -> Callable[[dict[str, Any]], Reply]:
+    """Replies after ``writing_s``: the rewrite echoes the question, the answer cites [1]
+    and [2]."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        content = str(body["messages"][-1]["content"])
+        if body["model"] == FAST:
+            last = re.search(r"Last question: (.*)", content)
+            return Reply(text=last.group(1) if last else "query")
+        text = "The team moved for cost and reliability [1], as planned [2]."
+        return Reply(text=text, delay_s=writing_s)
+
+    return reply
 
 
 def pct(values: list[float], p: float) -> float:
@@ -81,7 +103,7 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
 
 
-async def run(rounds: int) -> None:
+async def run(rounds: int, writing_s: float) -> None:
     binary = find_binary()
     if binary is None:
         raise SystemExit("weaviate-server not found: run `make install` first.")
@@ -93,7 +115,7 @@ async def run(rounds: int) -> None:
             async with (
                 Store.connect(async_client(endpoint), endpoint.url) as store,
                 SessionStore.open(Path(tmp) / "sessions.sqlite3") as sessions,
-                AnthropicEmulator(default=reply) as emu,
+                AnthropicEmulator(default=replier(writing_s)) as emu,
             ):
                 paths = sorted(p for p in EXAMPLES.iterdir() if p.name.lower() != "readme.md")
                 t0 = time.perf_counter()
@@ -110,6 +132,7 @@ async def run(rounds: int) -> None:
                     sessions=sessions,
                     llm=llm,
                     config=AnswerConfig(),
+                    embedder=embedder,  # as wired in the product: alignment uses MiniLM
                 )
                 samples: dict[str, list[float]] = {s: [] for s in (*STEPS, "overhead")}
                 kinds: dict[str, int] = {}
@@ -154,9 +177,16 @@ async def run(rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="Timed passes over the questions.")
+    parser.add_argument(
+        "--claude-ms",
+        type=float,
+        default=0.0,
+        help="Delay before the emulated Claude answers (a real one takes seconds; the "
+        "citation alignment's sentence vectors are computed meanwhile).",
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore", DeprecationWarning)
-    asyncio.run(run(args.rounds))
+    asyncio.run(run(args.rounds, args.claude_ms / 1000))
 
 
 if __name__ == "__main__":

@@ -17,10 +17,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot import prompts
+from bot.align import sentence_vectors, source_sentences
 from bot.citations import resolve
 from bot.config import Settings
 from bot.errors import LLMError
-from bot.extractive import NO_KEY, STOPWORDS, UNAVAILABLE, extractive, nothing_found
+from bot.extractive import (
+    NO_KEY,
+    STOPWORDS,
+    UNAVAILABLE,
+    extractive,
+    nothing_found,
+    relevant,
+)
 from bot.llm import LLM, Usage
 from bot.models import (
     Answer,
@@ -35,11 +43,14 @@ from bot.models import (
 from bot.models import ProgressEvent as Progress
 from bot.passages import Passage, assemble, merge, widen
 from bot.sessions import Exchange
+from bot.understand import Understood, understand
 from retrieval.archive import Archive
-from retrieval.models import SearchFilters
+from retrieval.embed import Embedder
+from retrieval.models import Hit, SearchFilters
 from retrieval.search import MAX_QUERY_CHARS
 
 log = logging.getLogger("quorum.answer")
+EXTRACT_PASSAGES = 5  # the extractive answer compares meaning in this many passages
 
 _HELP = re.compile(
     r"^\s*(?:(?:hi|hello|hey|hiya|yo|howdy|good (?:morning|afternoon|evening)|thanks|thank you)"
@@ -97,6 +108,7 @@ class Outcome:
     usage: Usage = field(default_factory=Usage)
     searches: list[SearchRecord] = field(default_factory=list)
     trace: Any = None
+    pins: dict[int, str] = field(default_factory=dict)  # marker index -> quoted sentence
 
 
 def error_answer(text: str, mode: Mode = "quick") -> Answer:
@@ -179,9 +191,15 @@ class _Clock:
 class QuickAnswerer:
     """The quick answer pipeline over one knowledge base's archive."""
 
-    def __init__(self, llm: LLM | None, config: AnswerConfig | None = None) -> None:
+    def __init__(
+        self,
+        llm: LLM | None,
+        config: AnswerConfig | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
         self.llm = llm
         self.config = config or AnswerConfig()
+        self.embedder = sentence_vectors(embedder)
 
     async def rewrite(
         self, question: str, history: Sequence[Exchange], clock: _Clock, usage: Usage
@@ -232,18 +250,13 @@ class QuickAnswerer:
 
         await emit(Progress(f"Searching \u201c{query}\u201d..."))
         t = time.perf_counter()
-        hits = await archive.search(query, question.filters, self.config.search_k)
+        hits, understood = await self._search(query, question.filters, archive)
         t = clock.lap("search", t)
         searches = [
             SearchRecord(query, question.filters, tuple(h.id for h in hits), clock.ms["search"])
         ]
         if not hits:
-            known = await archive.sources()
-            speakers = await archive.speakers()
-            reply = nothing_found(text, question.filters, speakers, known, archive.kb)
-            clock.lap("assemble", t)
-            answer = Answer(reply, "nothing_found", "quick", standalone_query=query)
-            return Outcome(self._timed(answer, clock), usage, searches)
+            return await self._nothing(text, query, question, archive, clock, t, usage, searches)
 
         windows = await widen(archive, hits, self.config.neighbours)
         t = clock.lap("expand", t)
@@ -253,7 +266,14 @@ class QuickAnswerer:
         t = clock.lap("assemble", t)
         await emit(Progress(f"Reading {len(sources)} passages from {recordings} sources..."))
 
-        reply, kind = await self._write(text, query, history, numbered, clock, usage, emit)
+        best_first = [p for _, p in sorted(numbered, key=lambda item: -item[1].score)]
+        meaning = await self._meaning(query, best_first[:EXTRACT_PASSAGES])
+        if not relevant(query, [s for p in best_first for s in p.sentences], meaning):
+            return await self._nothing(text, query, question, archive, clock, t, usage, searches)
+        t = clock.lap("relevance", t)
+        reply, kind, pins = await self._write(
+            text, query, history, numbered, clock, usage, emit, meaning
+        )
         t = time.perf_counter()
         resolved = resolve(reply, sources)
         answer = Answer(
@@ -263,8 +283,54 @@ class QuickAnswerer:
             citations=resolved.citations,
             sources=sources,
             standalone_query=query,
+            note=understood.describe() if understood else None,
         )
         clock.lap("render", t)
+        return Outcome(self._timed(answer, clock), usage, searches, pins=pins)
+
+    async def _search(
+        self, query: str, filters: SearchFilters, archive: Archive
+    ) -> tuple[list[Hit], Understood | None]:
+        """Hybrid search; when the question names a recording or a speaker (and no typed
+        option says otherwise), what that boost finds comes first (``bot.understand``)."""
+        k = self.config.search_k
+        hits = await archive.search(query, filters, k)
+        typed_source = bool(filters.source or filters.source_ids)
+        sources = [] if typed_source else [i.source for i in await archive.sources()]
+        speakers = [] if filters.speaker else await archive.speakers()
+        understood = understand(query, sources, speakers)
+        if understood.source is None and understood.speaker is None:
+            return hits, None
+        narrowed = replace(
+            filters,
+            speaker=understood.speaker or filters.speaker,
+            source_ids=(understood.source.id,) if understood.source else filters.source_ids,
+        )
+        boosted = await archive.search(query, narrowed, k)
+        if not boosted:
+            return hits, None
+        first = [replace(h, score=1.0 + h.score) for h in boosted[: (k + 1) // 2]]
+        seen = {h.id for h in first}
+        rest = [h for h in hits if h.id not in seen][: k - len(first)]
+        return first + rest, understood
+
+    async def _nothing(
+        self,
+        text: str,
+        query: str,
+        question: Question,
+        archive: Archive,
+        clock: _Clock,
+        since: float,
+        usage: Usage,
+        searches: list[SearchRecord],
+    ) -> Outcome:
+        """The "nothing found" answer, with what to try instead."""
+        known = await archive.sources()
+        speakers = await archive.speakers()
+        reply = nothing_found(text, question.filters, speakers, known, archive.kb)
+        clock.lap("assemble", since)
+        answer = Answer(reply, "nothing_found", "quick", standalone_query=query)
         return Outcome(self._timed(answer, clock), usage, searches)
 
     async def _write(
@@ -276,20 +342,23 @@ class QuickAnswerer:
         clock: _Clock,
         usage: Usage,
         emit: EventSink,
-    ) -> tuple[str, AnswerKind]:
+        meaning: dict[str, float],
+    ) -> tuple[str, AnswerKind, dict[int, str]]:
         """Claude's answer (streamed), or the extractive one when Claude is absent or fails."""
         best_first = sorted(numbered, key=lambda item: -item[1].score)
 
-        def fallback(reason: str) -> tuple[str, AnswerKind]:
+        async def fallback(reason: str) -> tuple[str, AnswerKind, dict[int, str]]:
             t = time.perf_counter()
-            text = extractive(query, best_first, reason)
+            found = extractive(query, best_first, reason, meaning)
             clock.lap("extractive", t)
-            return text, "extractive"
+            return found.text, "extractive", found.pins
 
         if self.llm is None:
-            return fallback(NO_KEY)
+            return await fallback(NO_KEY)
         await emit(Progress("Writing the answer..."))
         sources = [n for n, _ in numbered]
+        if self.embedder is not None:  # alignment's sentence vectors, while Claude writes
+            self.embedder.prefetch(source_sentences(sources))
 
         async def partial(text_so_far: str) -> None:
             await emit(PartialAnswer(text_so_far))
@@ -305,15 +374,32 @@ class QuickAnswerer:
             )
         except LLMError as exc:
             log.warning("Claude failed (%s); answering extractively", exc)
-            return fallback(UNAVAILABLE)
+            return await fallback(UNAVAILABLE)
         finally:
             clock.llm_left_s -= time.perf_counter() - t
             clock.lap("llm", t)
         usage.add(done.usage)
         if not done.text.strip():
             log.warning("Claude returned an empty answer; answering extractively")
-            return fallback(UNAVAILABLE)
-        return done.text, "answer"
+            return await fallback(UNAVAILABLE)
+        return done.text, "answer", {}
+
+    async def _meaning(self, query: str, passages: Sequence[Passage]) -> dict[str, float]:
+        """Each sentence's similarity in meaning to the query (MiniLM cosine); empty
+        without an embedder or when it fails (words alone then pick the quotes)."""
+        texts = list(dict.fromkeys(s.text for p in passages for s in p.sentences))
+        if self.embedder is None or not texts:
+            return {}
+        try:
+            q = await self.embedder.embed_query(query)
+            rows = await self.embedder.embed_documents(texts)
+        except Exception:
+            log.warning("embedding sentences for the extractive answer failed", exc_info=True)
+            return {}
+        return {
+            t: sum(a * b for a, b in zip(q, v, strict=False))
+            for t, v in zip(texts, rows, strict=True)
+        }
 
     @staticmethod
     def _timed(answer: Answer, clock: _Clock) -> Answer:

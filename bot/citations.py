@@ -131,6 +131,9 @@ def citation_json(c: Citation) -> dict[str, Any]:
         "page": c.page,
         "speaker": c.speaker,
         "hit_id": c.hit_id,
+        "support": c.support,
+        "source_n": c.source_n,
+        "quote": c.quote,
     }
 
 

@@ -16,17 +16,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
+from anthropic.types import MessageParam
+
+from bot import prompts
+from bot.align import Aligner, sentence_vectors
 from bot.answer import AnswerConfig, Outcome, QuickAnswerer, error_answer, precheck
-from bot.citations import citation_json, source_json
+from bot.citations import citation_json, resolve, source_json
 from bot.config import Settings
-from bot.errors import InvalidInput, QuorumError, SearchUnavailable
+from bot.errors import InvalidInput, LLMError, QuorumError, SearchUnavailable
 from bot.llm import LLM
 from bot.models import Answer, Event, EventSink, Question, ThreadKey
 from bot.sessions import Exchange, ExchangeRecord, QueryRecord, SessionStore, clip
 from retrieval.archive import Archive
+from retrieval.embed import Embedder
 from retrieval.models import SearchFilters, SourceInfo
 
 log = logging.getLogger("quorum.engine")
+REVISE_TIMEOUT_S = 20.0  # one revision of unsupported claims; the answer stands without it
 
 SEARCH_DOWN = "I can't reach the archive right now, so I can't answer; please try again shortly."
 BROKEN = "Something went wrong on my side while answering; please try again."
@@ -88,6 +94,7 @@ class Engine:
         config: AnswerConfig | None = None,
         history_turns: int = 5,
         research: ResearchHook | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.archives = archives
         self.sessions = sessions
@@ -95,7 +102,9 @@ class Engine:
         self.config = config or AnswerConfig()
         self.history_turns = history_turns
         self.research = research
-        self.quick = QuickAnswerer(llm, self.config)
+        vectors = sentence_vectors(embedder)
+        self.quick = QuickAnswerer(llm, self.config, vectors)
+        self.aligner = Aligner(vectors)
 
     @classmethod
     def from_settings(
@@ -106,6 +115,7 @@ class Engine:
         sessions: SessionStore,
         llm: LLM | None,
         research: ResearchHook | None = None,
+        embedder: Embedder | None = None,
     ) -> Engine:
         """An engine configured by ``settings``."""
         return cls(
@@ -115,6 +125,7 @@ class Engine:
             config=AnswerConfig.from_settings(settings),
             history_turns=settings.history_turns,
             research=research,
+            embedder=embedder,
         )
 
     async def ask(self, question: Question, on_event: EventSink | None = None) -> Answer:
@@ -123,6 +134,9 @@ class Engine:
         sink = _safe(on_event)
         timings: dict[str, float] = {}
         outcome = await self._outcome(question, sink, timings)
+        t = time.perf_counter()
+        outcome.answer = await self._align(question, outcome)
+        timings["align"] = round((time.perf_counter() - t) * 1000, 2)
         answer = outcome.answer
         t1 = time.perf_counter()
         exchange_id = await self._store(question, outcome)
@@ -162,6 +176,55 @@ class Engine:
         except Exception:
             log.exception("answering failed unexpectedly")
             return Outcome(error_answer(BROKEN))
+
+    async def _align(self, question: Question, outcome: Outcome) -> Answer:
+        """Every citation resolved to the sentence it relies on (``bot.align``). Claims no
+        cited sentence supports go back to Claude once, named, and the revision is
+        aligned again; what is still untraced loses its marker. The answer as it was if
+        alignment itself fails."""
+        answer = outcome.answer
+        if answer.kind not in ("answer", "extractive") or not answer.citations:
+            return answer
+        try:
+            aligned = await self.aligner.align(answer, outcome.pins)
+            if not aligned.untraced or answer.kind != "answer" or self.llm is None:
+                return aligned.answer
+            revised = await self._revise(question, answer, aligned.untraced)
+            if revised is None:
+                return aligned.answer
+            again = await self.aligner.align(revised)
+            return replace(again.answer, timings=answer.timings)
+        except Exception:
+            log.exception("citation alignment failed; keeping the passage links")
+            return answer
+
+    async def _revise(
+        self, question: Question, answer: Answer, untraced: Sequence[str]
+    ) -> Answer | None:
+        """Claude's answer rewritten after being told which claims its sources do not
+        support; None when Claude fails or returns nothing."""
+        assert self.llm is not None
+        history = await self._history(question.thread)
+        messages: list[MessageParam] = [
+            *prompts.answer_messages(question.text, history, answer.sources),
+            {"role": "assistant", "content": answer.text},
+            {"role": "user", "content": prompts.revision_request(untraced)},
+        ]
+        try:
+            done = await self.llm.complete(
+                system=prompts.SYSTEM_PROMPT,
+                messages=messages,
+                max_tokens=self.config.answer_max_tokens,
+                timeout_s=min(self.config.llm_timeout_s, REVISE_TIMEOUT_S),
+            )
+        except LLMError as exc:
+            log.warning("revising unsupported claims failed (%s)", exc)
+            return None
+        if not done.text.strip():
+            return None
+        resolved = resolve(done.text, answer.sources)
+        log.info("revised an answer with %d unsupported claim(s)", len(untraced))
+        return replace(answer, text=resolved.text, citations=resolved.citations)
 
     async def _history(self, thread: ThreadKey) -> list[Exchange]:
         try:

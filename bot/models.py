@@ -41,7 +41,8 @@ class Question:
 
 @dataclass(frozen=True)
 class Citation:
-    """One ``[n]`` in an answer, resolved to the moment or page it came from."""
+    """One ``[n]`` in an answer, resolved to the moment or page it came from: for a
+    recording, the second where the sentence it relies on starts."""
 
     n: int
     hit_id: str
@@ -51,6 +52,9 @@ class Citation:
     start_s: float | None = None
     page: int | None = None
     speaker: str | None = None
+    support: float | None = None  # how well the cited sentence supports its claim (0..1)
+    source_n: int | None = None  # the numbered source (as Claude saw it) it came from
+    quote: str | None = None  # the sentence the link opens at
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,20 @@
 3. Budget: passages are taken best first until the token budget (chars / 4) is spent.
 4. Order: grouped by recording (oldest recording first), in time order within one.
 
-A passage's time (and so its link) is where its first *matching* window starts; the
-window before it is context for Claude, not where the user should land.
+Every sentence keeps the second it is said (from the windows' marks), so a passage's
+time range starts at its first sentence, the sources Claude reads are timed per turn,
+and a citation can later be resolved to the one sentence it relies on
+(``bot.align``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date
 
 from bot.citations import number_sources
@@ -25,8 +29,8 @@ from bot.errors import InvalidInput
 from bot.models import NumberedSource
 from retrieval.archive import Archive
 from retrieval.chunking import split_sentences
-from retrieval.links import segment_link
-from retrieval.models import Hit, Segment, Source
+from retrieval.links import format_timestamp, segment_link
+from retrieval.models import Hit, Mark, Segment, Source
 
 CHARS_PER_TOKEN = 4
 MAX_CLUSTER = 30  # hits of one source further apart than this are fetched separately
@@ -35,11 +39,17 @@ _HEADER_CHARS = 120  # "[n] 12:14-13:20 · speakers" and the recording header, r
 
 @dataclass(frozen=True)
 class Sentence:
-    """One sentence of a passage, who said it, and (for recordings) about when."""
+    """One sentence of a passage, who said it, and (for recordings) when.
+
+    ``start_s`` is when the sentence begins: exact where it begins a cue or turn, else
+    estimated inside that one cue by its share of the cue's characters. ``cue_s`` and
+    ``cue_end_s`` are the cue's own bounds: a link never starts before ``cue_s``."""
 
     speaker: str | None
     text: str
     start_s: float | None = None
+    cue_s: float | None = None
+    cue_end_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -63,28 +73,36 @@ class Passage:
         return render(self.sentences)
 
     def as_hit(self, text: str | None = None) -> Hit:
-        """The passage as one Hit: anchored at its first match, ending with its last window."""
+        """The passage as one Hit: its time runs from its first sentence to its last
+        window's end, its marks keep every cue's second, its speakers are everyone who
+        talks in it (most words first)."""
         anchor, last = self.anchor, self.windows[-1]
-        # Whoever says most in the anchor window first: the citation names them.
+        kept = self.sentences
+        if text is not None:  # cut to the budget: keep the sentences that survived
+            kept = _prefix(self.sentences, text)
+        body, marks = render_marked(kept)
         talk: dict[str, int] = {}
-        for s in sentences_of(anchor.segment):
-            if s.speaker:
-                talk[s.speaker] = talk.get(s.speaker, 0) + len(s.text)
-        main = sorted(talk, key=lambda name: -talk[name])
-        spoken = (s.speaker for s in self.sentences if s.speaker)
-        speakers = tuple(dict.fromkeys([*main, *anchor.segment.speakers, *spoken]))
+        for sentence in kept:
+            if sentence.speaker:
+                talk[sentence.speaker] = talk.get(sentence.speaker, 0) + len(sentence.text)
+        speakers = tuple(sorted(talk, key=lambda name: -talk[name])) or anchor.segment.speakers
+        first = next((x.start_s for x in kept if x.start_s is not None), None)
+        timed_media = anchor.segment.start_s is not None
         seg = Segment(
             source_id=self.source.id,
             position=anchor.segment.position,
-            text=self.text if text is None else text,
-            start_s=anchor.segment.start_s,
-            end_s=last.segment.end_s if anchor.segment.start_s is not None else None,
-            speakers=speakers or anchor.segment.speakers,
+            text=body if text is None or kept else text,
+            start_s=(first if first is not None else anchor.segment.start_s)
+            if timed_media
+            else None,
+            end_s=last.segment.end_s if timed_media else None,
+            speakers=speakers,
             page=anchor.segment.page,
             heading=anchor.segment.heading,
             lesson=anchor.segment.lesson,
             lesson_title=anchor.segment.lesson_title,
             lesson_url=anchor.segment.lesson_url,
+            marks=marks if timed_media else (),
         )
         return Hit(
             id=anchor.id,
@@ -95,40 +113,87 @@ class Passage:
         )
 
 
+LEAD_IN_S = 1.5  # a link starts a little before the sentence, never before its cue
+EXACT_S = 0.5  # a sentence this close to its cue's start is where the cue starts
+
+
+def link_second(sentence: Sentence) -> float | None:
+    """Where a link to ``sentence`` opens: its start, led in by ``LEAD_IN_S`` when the
+    start is inside a cue, never before the cue; whole seconds (links carry whole ones)."""
+    if sentence.start_s is None:
+        return None
+    cue = sentence.cue_s if sentence.cue_s is not None else sentence.start_s
+    at = cue if sentence.start_s - cue < EXACT_S else max(cue, sentence.start_s - LEAD_IN_S)
+    return float(math.floor(at))
+
+
+def _prefix(sentences: Sequence[Sentence], text: str) -> tuple[Sentence, ...]:
+    """The leading sentences whose words all made it into ``text`` (a budget cut)."""
+    kept: list[Sentence] = []
+    cursor = 0
+    for s in sentences:
+        at = text.find(s.text, cursor)
+        if at < 0:
+            break
+        kept.append(s)
+        cursor = at + len(s.text)
+    return tuple(kept)
+
+
+def _mark_at(seg: Segment, offset: int) -> tuple[Mark, int] | None:
+    """The mark (cue) holding character ``offset`` of ``seg.text``, and where the next
+    cue begins."""
+    marks = seg.marks
+    if not marks:
+        return None
+    i = max(0, bisect_right([m.at for m in marks], offset) - 1)
+    nxt = marks[i + 1].at if i + 1 < len(marks) else len(seg.text)
+    return marks[i], nxt
+
+
+def _timing(seg: Segment, offset: int) -> tuple[float | None, float | None, float | None]:
+    """When the character at ``offset`` is said: (second, its cue's start, its cue's end).
+
+    With marks, exact at a cue's start and interpolated inside one cue; without (data
+    ingested before marks existed), estimated over the whole window."""
+    found = _mark_at(seg, offset)
+    if found is not None:
+        mark, nxt = found
+        share = min(1.0, max(0.0, (offset - mark.at) / max(1, nxt - mark.at)))
+        return mark.start_s + (mark.end_s - mark.start_s) * share, mark.start_s, mark.end_s
+    if seg.start_s is None or seg.end_s is None or not seg.text:
+        return None, None, None
+    share = offset / len(seg.text)
+    return seg.start_s + (seg.end_s - seg.start_s) * share, seg.start_s, seg.end_s
+
+
 def sentences_of(seg: Segment) -> list[Sentence]:
-    """A window's sentences with their speakers (``Name: `` labels are read and removed)."""
+    """A window's sentences with their speakers (``Name: `` labels are read and removed)
+    and, for recordings, their seconds."""
     known = sorted(seg.speakers, key=len, reverse=True)
     current = seg.speakers[0] if len(seg.speakers) == 1 else None
     out: list[Sentence] = []
-    for line in seg.text.splitlines():
+    pos = 0
+    for raw in seg.text.split("\n"):
+        offset, line = pos, raw
+        pos += len(raw) + 1
+        offset += len(line) - len(line.lstrip())
         line = line.strip()
         if not line:
             continue
         for name in known:
             if line.startswith(f"{name}:"):
-                current, line = name, line[len(name) + 1 :].strip()
+                rest = line[len(name) + 1 :]
+                offset += len(name) + 1 + len(rest) - len(rest.lstrip())
+                current, line = name, rest.strip()
                 break
-        out.extend(Sentence(current, s) for s in split_sentences(line) if s.strip())
-    return out
-
-
-LEAD_IN_S = 2.0  # a quote's link starts a little early, so the listener hears it begin
-
-
-def timed(seg: Segment, sentences: Sequence[Sentence]) -> list[Sentence]:
-    """Estimate when each sentence of a recording's window starts: the window's time
-    spread over its text by character position (speech runs at a roughly even pace)."""
-    if seg.start_s is None or seg.end_s is None or not seg.text:
-        return list(sentences)
-    span, length, cursor = seg.end_s - seg.start_s, len(seg.text), 0
-    out = []
-    for s in sentences:
-        at = seg.text.find(s.text, cursor)
-        if at < 0:
-            at = cursor
-        cursor = at + len(s.text)
-        estimate = seg.start_s + span * at / length - LEAD_IN_S
-        out.append(replace(s, start_s=max(seg.start_s, estimate)))
+        cursor = 0
+        for s in split_sentences(line):
+            at = line.find(s, cursor)
+            at = cursor if at < 0 else at
+            cursor = at + len(s)
+            start, cue, cue_end = _timing(seg, offset + at)
+            out.append(Sentence(current, s, start, cue, cue_end))
     return out
 
 
@@ -160,6 +225,62 @@ def render(sentences: Sequence[Sentence]) -> str:
         else:
             turns[-1] += " " + s.text
     return "\n".join(turns)
+
+
+def render_marked(sentences: Sequence[Sentence]) -> tuple[str, tuple[Mark, ...]]:
+    """``render``'s text, and a mark where each cue (or a cue's first kept sentence) begins,
+    so ``sentences_of`` on the result gives every sentence its second back."""
+    labelled = len({s.speaker for s in sentences}) > 1
+    text = ""
+    marks: list[Mark] = []
+    prev: Sentence | None = None
+    for s in sentences:
+        if prev is None or s.speaker != prev.speaker:
+            text += ("\n" if text else "") + (f"{s.speaker}: " if labelled and s.speaker else "")
+            new_cue = True
+        else:
+            text += " "
+            new_cue = (s.cue_s, s.cue_end_s) != (prev.cue_s, prev.cue_end_s)
+        if new_cue and s.start_s is not None:
+            end = s.cue_end_s if s.cue_end_s is not None else s.start_s
+            marks.append(Mark(len(text), s.start_s, max(s.start_s, end)))
+        text += s.text
+        prev = s
+    return text, tuple(marks)
+
+
+TURN_STAMP_S = 30.0  # a long turn gets a fresh time stamp this often
+
+
+def timed_text(seg: Segment) -> str:
+    """A recording's text as Claude reads it (``timed_lines``); text without seconds comes
+    back as it is."""
+    if seg.start_s is None:
+        return seg.text
+    return timed_lines(sentences_of(seg)) or seg.text
+
+
+def timed_lines(sentences: Sequence[Sentence]) -> str:
+    """One line per turn, each with the second it starts, ``(3:05) Priya: ...``; a long
+    turn is stamped again every ~30 s."""
+    lines: list[str] = []
+    stamp: float | None = None
+    prev: Sentence | None = None
+    for s in sentences:
+        fresh = (
+            prev is None
+            or s.speaker != prev.speaker
+            or (s.start_s is not None and stamp is not None and s.start_s - stamp >= TURN_STAMP_S)
+        )
+        if fresh:
+            stamp = s.start_s
+            when = f"({format_timestamp(s.start_s)}) " if s.start_s is not None else ""
+            who = f"{s.speaker}: " if s.speaker else ""
+            lines.append(f"{when}{who}{s.text}")
+        else:
+            lines[-1] += " " + s.text
+        prev = s
+    return "\n".join(lines)
 
 
 async def widen(archive: Archive, hits: Sequence[Hit], around: int = 1) -> list[Hit]:
@@ -224,7 +345,12 @@ def merge(hits: Sequence[Hit], windows: Sequence[Hit], max_windows: int = 3) -> 
     for source_id, by_pos in by_source.items():
         run: list[Hit] = []
         for pos in sorted(by_pos):
-            if run and (pos > run[-1].segment.position + 1 or len(run) >= max_windows):
+            # A passage stays in one place (page, section, lesson): its citation names one.
+            if run and (
+                pos > run[-1].segment.position + 1
+                or len(run) >= max_windows
+                or _place(by_pos[pos].segment) != _place(run[-1].segment)
+            ):
                 passages.extend(_passage(sources[source_id], run, scores))
                 run = []
             run.append(by_pos[pos])
@@ -233,13 +359,17 @@ def merge(hits: Sequence[Hit], windows: Sequence[Hit], max_windows: int = 3) -> 
     return passages
 
 
+def _place(seg: Segment) -> tuple[int | None, str | None, int | None]:
+    return (seg.page, seg.heading, seg.lesson)
+
+
 def _passage(source: Source, run: list[Hit], scores: dict[str, float]) -> list[Passage]:
     matched = frozenset(w.id for w in run if w.id in scores)
     if not matched:
         return []
     acc: list[Sentence] = []
     for w in run:
-        merge_sentences(acc, timed(w.segment, sentences_of(w.segment)))
+        merge_sentences(acc, sentences_of(w.segment))
     return [
         Passage(
             source=source,

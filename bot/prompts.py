@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from anthropic.types import MessageParam
 
 from bot.models import NumberedSource
+from bot.passages import timed_text
 from bot.sessions import Exchange
 from retrieval.links import format_timestamp
 from retrieval.models import Segment
@@ -73,7 +74,8 @@ def time_range(seg: Segment) -> str | None:
 
 def format_sources(sources: Sequence[NumberedSource]) -> str:
     """The numbered sources as Claude reads them, grouped by recording in the given order:
-    a header per recording (title, kind, date), then ``[n] time · speakers`` and the text."""
+    a header per recording (title, kind, date), then ``[n] time · speakers`` and the text,
+    timed per turn for recordings (``(3:05) Priya: ...``)."""
     lines: list[str] = []
     current: str | None = None
     for s in sources:
@@ -85,8 +87,20 @@ def format_sources(sources: Sequence[NumberedSource]) -> str:
         where = time_range(seg)
         speakers = ", ".join(seg.speakers)
         head = " \u00b7 ".join(p for p in (where, speakers) if p)
-        lines.append(f"[{s.n}] {head}".rstrip() + f"\n{seg.text.strip()}\n")
+        lines.append(f"[{s.n}] {head}".rstrip() + f"\n{timed_text(seg).strip()}\n")
     return "\n".join(lines).strip()
+
+
+def revision_request(untraced: Sequence[str]) -> str:
+    """Asking Claude, once, to fix claims their cited sources do not support."""
+    listed = "\n".join(f"- {claim}" for claim in untraced)
+    return (
+        "These sentences of your answer are not supported by the source they cite:\n"
+        f"{listed}\n\n"
+        "Rewrite the whole answer: keep what the sources say, cite each claim with the "
+        "source that says it, and drop or qualify what no source says. Reply with the "
+        "answer alone."
+    )
 
 
 def strip_markers(text: str) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 from bot.citations import label_for
 from bot.errors import InvalidInput
 from bot.models import NumberedSource
-from bot.passages import merge_sentences, render, sentences_of
+from bot.passages import merge_sentences, render, sentences_of, timed_lines
 from bot.research_schema import (
     Args,
     ExpandArgs,
@@ -134,8 +134,9 @@ def window_items(windows: Sequence[Hit], *, dated: bool = True) -> list[Item]:
                 merge_sentences(acc, sentences)
                 sentences = acc[shared:] or sentences
             who = {s.speaker for s in sentences}
-            speaker = who.pop() if len(who) == 1 else None
-            text = render(sentences) or seg.text
+            speaker = who.pop() if len(who) == 1 and seg.start_s is None else None
+            text = (timed_lines(sentences) if seg.start_s is not None else "") or render(sentences)
+            text = text or seg.text
         items.append(Item(w, _cap(text), dated, speaker))
         prev = w
     return items

@@ -32,6 +32,7 @@ from bot.research import NEEDS_API_KEY, Researcher, ResearchResult
 from bot.research_schema import SearchArgs, TimelineArgs, ToolError, parse_args
 from bot.sessions import Exchange
 from retrieval.archive import Archive
+from retrieval.embed import Embedder
 from retrieval.models import SearchFilters
 
 __all__ = ["DEEP_FAILED", "NEEDS_API_KEY", "ResearchRouter", "Route", "looks_deep", "route"]
@@ -199,10 +200,12 @@ class ResearchRouter:
         self.default_mode = default_mode
 
     @classmethod
-    def from_settings(cls, settings: Settings, llm: LLM | None) -> ResearchRouter:
+    def from_settings(
+        cls, settings: Settings, llm: LLM | None, embedder: Embedder | None = None
+    ) -> ResearchRouter:
         """A router with the configured budgets and default mode (no ``llm``: quick only)."""
         researcher = None if llm is None else Researcher.from_settings(llm, settings)
-        quick = QuickAnswerer(llm, AnswerConfig.from_settings(settings))
+        quick = QuickAnswerer(llm, AnswerConfig.from_settings(settings), embedder)
         return cls(researcher, quick, default_mode=settings.research_mode)
 
     async def route(self, question: Question, archive: Archive) -> Route:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.align import SentenceVectors
 from bot.config import Settings
 from bot.engine import Engine, ResearchHook
 from bot.llm import ClaudeLLM
@@ -210,11 +211,13 @@ async def open_core(
         llm = ClaudeLLM.from_settings(settings)
         if llm is not None:
             stack.push_async_callback(llm.aclose)
+        vectors = SentenceVectors(retrieval.embedder)  # shared: quick answers warm it
         engine = Engine.from_settings(
             settings,
             archives=retrieval.search.archive,
             sessions=sessions,
             llm=llm,
-            research=research or ResearchRouter.from_settings(settings, llm),
+            research=research or ResearchRouter.from_settings(settings, llm, vectors),
+            embedder=vectors,
         )
         yield CoreServices(settings, retrieval, sessions, llm, engine)

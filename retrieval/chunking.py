@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from itertools import groupby
 from typing import NamedTuple
 
-from retrieval.models import Segment
+from retrieval.models import Mark, Segment
 
 
 @dataclass(frozen=True)
@@ -200,19 +200,27 @@ def _windows(atoms: Sequence[_Atom], timed: bool, config: ChunkConfig) -> list[l
     return windows
 
 
-def _render(atoms: Sequence[_Atom], timed: bool) -> str:
-    """A window's text; with several speakers each turn is labelled, ``John: ...``."""
+def _render(atoms: Sequence[_Atom], timed: bool) -> tuple[str, tuple[Mark, ...]]:
+    """A window's text, with several speakers each turn labelled ``John: ...``; and for
+    media, a mark where each cue's text begins (so every sentence keeps its second)."""
     label = len({a.unit.speaker for a in atoms}) > 1
     parts: list[str] = []
+    marks: list[Mark] = []
+    length = 0
     for n, (origin, unit) in enumerate(atoms):
         prev = atoms[n - 1] if n else None
+        sep = ""
         if label and (prev is None or prev.unit.speaker != unit.speaker):
-            parts.append(("\n" if prev else "") + (f"{unit.speaker}: " if unit.speaker else ""))
+            sep = ("\n" if prev else "") + (f"{unit.speaker}: " if unit.speaker else "")
         elif prev is not None:
             # Cues are fragments of speech; separate paragraphs stay on their own lines.
-            parts.append(" " if timed or prev.origin == origin else "\n")
-        parts.append(unit.text)
-    return "".join(parts)
+            sep = " " if timed or prev.origin == origin else "\n"
+        length += len(sep)
+        if timed and unit.start_s is not None and unit.end_s is not None:
+            marks.append(Mark(length, unit.start_s, max(unit.start_s, unit.end_s)))
+        parts.append(sep + unit.text)
+        length += len(unit.text)
+    return "".join(parts), tuple(marks)
 
 
 def _unique(items: Iterable[str | None]) -> tuple[str, ...]:
@@ -239,11 +247,12 @@ def chunk(
         for window in _windows(atoms, timed, config):
             picked = [atoms[k] for k in window]
             first = picked[0].unit
+            text, marks = _render(picked, timed)
             segments.append(
                 Segment(
                     source_id=source_id,
                     position=len(segments),
-                    text=_render(picked, timed),
+                    text=text,
                     # min/max, not first/last: a window never ends before it starts.
                     start_s=min(a.unit.start_s or 0.0 for a in picked) if timed else None,
                     end_s=max(a.unit.end_s or 0.0 for a in picked) if timed else None,
@@ -253,6 +262,7 @@ def chunk(
                     lesson=first.lesson,
                     lesson_title=first.lesson_title,
                     lesson_url=first.lesson_url,
+                    marks=marks,
                 )
             )
     return segments

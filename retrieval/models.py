@@ -26,6 +26,19 @@ class Source:
 
 
 @dataclass(frozen=True)
+class Mark:
+    """Where one cue or turn begins inside a segment's text, and when it is said.
+
+    ``at`` is a character offset into ``Segment.text`` (the cue's first character, after
+    any ``Speaker:`` label). Marks let every sentence of a window keep the second it was
+    said instead of the window's start."""
+
+    at: int
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
 class Segment:
     """A searchable window of a source, with where it sits in that source.
 
@@ -45,6 +58,7 @@ class Segment:
     lesson: int | None = None
     lesson_title: str | None = None
     lesson_url: str | None = None
+    marks: tuple[Mark, ...] = ()
 
     @property
     def speaker(self) -> str | None:

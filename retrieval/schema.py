@@ -18,7 +18,7 @@ from weaviate.classes.config import DataType, Property, Tokenization
 
 from retrieval.errors import InvalidInput
 from retrieval.links import segment_link
-from retrieval.models import Hit, Segment, Source, SourceInfo
+from retrieval.models import Hit, Mark, Segment, Source, SourceInfo
 
 SOURCES = "QuorumSource"
 SEGMENTS = "QuorumSegment"
@@ -83,6 +83,16 @@ SEGMENT_PROPERTIES = [
     Property(name="lesson_title", data_type=DataType.TEXT),
     Property(name="lesson_url", data_type=DataType.TEXT, index_searchable=False),
     Property(name="position", data_type=DataType.INT),
+    # Where each cue starts in ``text`` and when it is said (``Mark``), as three parallel
+    # arrays: a sentence's second comes from these, never from the window's start.
+    *(
+        Property(name=name, data_type=kind, index_filterable=False, index_range_filters=False)
+        for name, kind in (
+            ("mark_at", DataType.INT_ARRAY),
+            ("mark_start", DataType.NUMBER_ARRAY),
+            ("mark_end", DataType.NUMBER_ARRAY),
+        )
+    ),
     GENERATION,
 ]
 
@@ -120,7 +130,19 @@ def segment_properties(source: Source, seg: Segment) -> dict[str, Any]:
         "lesson_url": seg.lesson_url,
         "position": seg.position,
     }
+    if seg.marks:
+        props["mark_at"] = [m.at for m in seg.marks]
+        props["mark_start"] = [round(m.start_s, 3) for m in seg.marks]
+        props["mark_end"] = [round(m.end_s, 3) for m in seg.marks]
     return {k: v for k, v in props.items() if v is not None}
+
+
+def _marks(p: Any) -> tuple[Mark, ...]:
+    """The marks stored with a segment; none for untimed text or data from before marks."""
+    at, start, end = p.get("mark_at") or (), p.get("mark_start") or (), p.get("mark_end") or ()
+    if not (len(at) == len(start) == len(end)):
+        return ()
+    return tuple(Mark(int(a), float(s), float(e)) for a, s, e in zip(at, start, end, strict=True))
 
 
 def _date(value: Any) -> date | None:
@@ -161,6 +183,7 @@ def hit_from_object(obj: Any, score: float = 0.0) -> Hit:
         lesson=_opt_int(p.get("lesson")),
         lesson_title=p.get("lesson_title"),
         lesson_url=p.get("lesson_url"),
+        marks=_marks(p),
     )
     return Hit(
         id=str(obj.uuid),

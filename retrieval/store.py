@@ -22,7 +22,7 @@ from typing import Any
 
 import weaviate
 from weaviate.classes.aggregate import GroupByAggregate
-from weaviate.classes.config import Configure
+from weaviate.classes.config import Configure, Property
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.data import DataObject
@@ -32,7 +32,6 @@ from weaviate.exceptions import UnexpectedStatusCodeError, WeaviateBaseError, We
 from retrieval.errors import InvalidInput, SearchUnavailable
 from retrieval.models import Document, Hit, Source, SourceInfo
 from retrieval.schema import (
-    GENERATION,
     SEGMENT_PROPERTIES,
     SEGMENTS,
     SOURCE_PROPERTIES,
@@ -171,7 +170,9 @@ class Store:
             mt = Configure.multi_tenancy(
                 enabled=True, auto_tenant_creation=True, auto_tenant_activation=True
             )
-            if SEGMENTS not in existing:
+            if SEGMENTS in existing:
+                await self._add_missing_properties(SEGMENTS, SEGMENT_PROPERTIES)
+            else:
                 await self._create(
                     SEGMENTS,
                     properties=SEGMENT_PROPERTIES,
@@ -179,27 +180,15 @@ class Store:
                     vector_config=Configure.Vectors.self_provided(name=VECTOR),
                     inverted_index_config=Configure.inverted_index(index_null_state=True),
                 )
-            if SOURCES not in existing:
+            if SOURCES in existing:
+                await self._add_missing_properties(SOURCES, SOURCE_PROPERTIES)
+            else:
                 await self._create(
                     SOURCES,
                     properties=SOURCE_PROPERTIES,
                     multi_tenancy_config=mt,
                     vector_config=Configure.Vectors.self_provided(name=VECTOR),
                 )
-            for name in (SEGMENTS, SOURCES):
-                if name in existing:
-                    await self._add_generation(name)
-
-    async def _add_generation(self, name: str) -> None:
-        """Collections made before generations existed get the property."""
-        col = self.client.collections.use(name)
-        config = await col.config.get()
-        if all(p.name != GENERATION.name for p in config.properties):
-            try:
-                await col.config.add_property(GENERATION)
-            except UnexpectedStatusCodeError as exc:
-                if not _already_exists(exc):
-                    raise
 
     async def _create(self, name: str, **config: Any) -> None:
         try:
@@ -207,6 +196,20 @@ class Store:
         except UnexpectedStatusCodeError as exc:
             if not _already_exists(exc):
                 raise
+
+    async def _add_missing_properties(self, name: str, wanted: Sequence[Property]) -> None:
+        """Add properties a newer Quorum defines to a collection an older one created, so
+        an existing archive keeps working (its old segments simply lack the new fields)."""
+        col = self.client.collections.use(name)
+        config = await col.config.get(simple=True)
+        have = {p.name for p in config.properties}
+        for prop in wanted:
+            if prop.name not in have:
+                try:
+                    await col.config.add_property(prop)
+                except UnexpectedStatusCodeError as exc:
+                    if not _already_exists(exc):  # another process added it first
+                        raise
 
     async def _ensure_tenant(self, kb: str) -> None:
         if kb in self._tenants:

@@ -19,7 +19,9 @@ STEPS = (
     "searching 'Auth0 cost outage' ('Auth kickoff')",
     "reading 'Auth deep dive' 12:00\u201313:00",
 )
-COST_LINK = "https://www.youtube.com/watch?v=abc123&t=55s"  # Auth kickoff @ 0:55
+# The cost sentence inside the 0:55 window (1:06; the fixture's windows carry no cue marks,
+# so it is estimated by its place in the window's text)
+COST_LINK = "https://www.youtube.com/watch?v=abc123&t=66s"
 HOSTED_UI_LINK = "https://www.loom.com/share/feedbeef?t=734"  # Auth deep dive @ 12:14
 
 

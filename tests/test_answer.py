@@ -24,7 +24,7 @@ from retrieval.models import SearchFilters
 from retrieval.search import KbArchive, SearchService
 from retrieval.store import Store
 from tests.fake_llm import FakeLLM, overloaded
-from tests.sample_archive import DEEP_DIVE, HOSTED_UI_S, KICKOFF, load_sample
+from tests.sample_archive import DEEP_DIVE, KICKOFF, load_sample
 
 THREAD = ThreadKey("console", "local", "c", "t")
 
@@ -76,18 +76,22 @@ async def test_prompt_numbers_sources_with_title_time_and_speaker(archive: KbArc
     assert call.kind == "stream"
     prompt = call.prompt
     assert "## Auth deep dive (video, 2024-01-23)" in prompt
-    # Each source: [n] time range · speakers, then its text (merged with its neighbours).
-    assert re.search(r"\n\[\d+\] 12:14\u201314:10 \u00b7 John Park, [^\n]+\n[^[]*hosted UI", prompt)
+    # Each source: [n] time range (from its first sentence) · speakers, then its text
+    # (merged with its neighbours), one line per turn with the second it starts.
+    assert re.search(
+        r"\n\[\d+\] 11:18\u201314:10 \u00b7 [^\n]+\n[^[]*\(12:14\) John Park: The hosted UI", prompt
+    )
     assert re.search(r"## Auth kickoff \(video, 2024-01-09\)\n\[1\] 0:00\u2013", prompt)
     assert "What are the limits of the hosted UI login page?" in prompt
     answer = out.answer
     assert answer.kind == "answer"
     assert len(answer.citations) == 1
     cite = answer.citations[0]
-    assert cite.link == media_link(DEEP_DIVE.url or "", HOSTED_UI_S)
-    assert cite.link == "https://www.loom.com/share/feedbeef?t=734"
-    assert cite.label == "Auth deep dive @ 12:14"
-    assert cite.start_s == HOSTED_UI_S and cite.speaker == "John Park"
+    # before the engine aligns it, a citation opens its passage's first sentence (11:18)
+    assert cite.link == media_link(DEEP_DIVE.url or "", 678)
+    assert cite.link == "https://www.loom.com/share/feedbeef?t=678"
+    assert cite.label == "Auth deep dive @ 11:18"
+    assert int(cite.start_s or 0) == 678 and cite.speaker == "John Park"
     assert set(answer.timings) >= {"rewrite", "search", "expand", "assemble", "llm", "render"}
     assert any(isinstance(e, ProgressEvent) and "Searching" in e.text for e in events)
     partials = [e.text for e in events if isinstance(e, PartialAnswer)]
@@ -302,6 +306,7 @@ async def test_widening_falls_back_to_neighbours(archive: KbArchive) -> None:
         ask("What are the limits of the hosted UI login page?", archive.kb), fake
     )
     assert fake.neighbour_calls == 3
-    assert out.answer.citations[0].link == "https://www.loom.com/share/feedbeef?t=734"
+    # the passage (before the engine aligns its citations) opens at its first sentence
+    assert out.answer.citations[0].link == "https://www.loom.com/share/feedbeef?t=678"
     # The window after the hit is there as context.
     assert "same time next Tuesday" in llm.history[-1].prompt

@@ -34,6 +34,7 @@ from tests.sample_archive import load_sample
 from tests.test_discord import ALICE, CHANNEL, GUILD, WEBHOOK, Harness, final_edit
 
 HOSTED_UI = "https://www.loom.com/share/feedbeef?t=734"  # Auth deep dive @ 12:14
+RESTYLE = "https://www.loom.com/share/feedbeef?t=744"  # "We can't fully restyle...", 12:24
 FAST_MODEL = "claude-fast-emulated"
 
 
@@ -125,9 +126,10 @@ async def test_ask_cites_the_second_then_the_thread_continues_and_feedback_stick
             await bot.send("INTERACTION_CREATE", emu.slash("ask", CHANNEL, ALICE, question=first))
             body = final_edit(emu, rf"{WEBHOOK}/messages/\d+")
             assert body["content"].startswith("The **hosted UI** can't be fully restyled [[")
-            assert f"(<{HOSTED_UI}>)" in body["content"]  # the citation opens 12:14
+            # the citation opens the sentence it relies on, not the remark's start (12:14)
+            assert f"(<{RESTYLE}>)" in body["content"]
             description = body["embeds"][0]["description"]
-            assert f"[Auth deep dive @ 12:14]({HOSTED_UI})" in description
+            assert f"[Auth deep dive @ 12:24]({RESTYLE})" in description
             assert "John Park" in description
             edits = emu.find("PATCH", rf"{WEBHOOK}/messages/\d+")
             assert len(edits) >= 2  # the text as it streamed, then the final answer
@@ -138,7 +140,7 @@ async def test_ask_cites_the_second_then_the_thread_continues_and_feedback_stick
             # A follow-up in the thread, without a mention, continues the session.
             follow = emu.post(thread_id, ALICE, "and what about a custom domain?")
             await bot.send("MESSAGE_CREATE", follow)
-            assert HOSTED_UI in emu.channel_messages(thread_id)[-1]["content"]
+            assert RESTYLE in emu.channel_messages(thread_id)[-1]["content"]
             rewrites = [r for r in claude_emulator.requests if r.body.get("model") == FAST_MODEL]
             assert rewrites and first in json.dumps(rewrites[-1].body)
             history = await engine.sessions.history(conversation(GUILD, thread_id))
@@ -195,11 +197,11 @@ async def test_research_shows_each_step_then_the_answer_citing_both_steps(
             body = edits[-1].body
             content = body["content"]
             assert content.startswith("We left Auth0 over cost")
-            assert f"[[{cited['cost']}]](<{COST_LINK}>)" in content  # the kickoff at 0:55
+            assert f"[[{cited['cost']}]](<{COST_LINK}>)" in content  # the cost sentence
             assert f"[[{cited['hosted_ui']}]](<{HOSTED_UI}>)" in content  # the deep dive at 12:14
             assert "-# " not in content  # no note: the research ran and finished
             description = body["embeds"][0]["description"]
-            assert f"[Auth kickoff @ 0:55]({COST_LINK})" in description
+            assert f"[Auth kickoff @ 1:06]({COST_LINK})" in description
             assert f"[Auth deep dive @ 12:14]({HOSTED_UI})" in description
 
             # Claude researched this guild's knowledge base with the tools; the trace is stored.

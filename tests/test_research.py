@@ -150,24 +150,27 @@ async def test_tools_check_sources_and_speakers_of_this_archive() -> None:
     assert a.calls == []  # nothing invalid reached the archive
     out = await run_tool(a, reg, "search", query="Cognito cost", speaker="john")
     assert a.calls[-1][1][1] == SearchFilters(speaker="john")
-    assert (
-        "[1] Auth kickoff @ 1:00 (2024-01-09):\nPriya: Cognito or Keycloak?\nJohn Park: Cognito"
-        in out
-    )
+    # each turn with the second it starts, as the quick path's sources are
+    assert "[1] Auth kickoff @ 1:00 (2024-01-09):\n(1:07) Priya: Cognito or Keycloak?\n(" in out
+    assert ") John Park: Cognito, for cost." in out
 
 
 async def test_passages_keep_their_numbers_across_tools() -> None:
     a, reg = fake_archive(), Registry()
     first = await run_tool(a, reg, "search", query="bill tripled")
-    assert first.splitlines()[1] == (
-        "[1] Auth kickoff @ 0:00 (2024-01-09) — John Park: We leave Auth0 because the bill tripled."
-    )
+    assert first.splitlines()[1:3] == [
+        "[1] Auth kickoff @ 0:00 (2024-01-09):",
+        "(0:12) John Park: We leave Auth0 because the bill tripled.",
+    ]
     page = await run_tool(a, reg, "get_transcript", source_id="kickoff", limit=2)
     assert "[1] Auth kickoff @ 0:00 (already shown above)" in page
-    assert "[2] Auth kickoff @ 1:00:\nPriya: Cognito or Keycloak?\nJohn Park: Cognito" in page
+    assert (
+        "[2] Auth kickoff @ 1:00:\n(1:07) Priya: Cognito or Keycloak?\n(1:41) John Park: Cognito"
+        in page
+    )
     assert "(more: call get_transcript again with offset=2)" in page
     rest = await run_tool(a, reg, "get_transcript", source_id="kickoff", offset=2)
-    assert "[3] Auth kickoff @ 2:00 — John Park: The Cognito spike" in rest
+    assert "[3] Auth kickoff @ 2:00:\n(2:14) John Park: The Cognito spike" in rest
     assert rest.endswith("(end of the source)")
     around = await run_tool(a, reg, "expand_context", segment_id="[2]", before=1, after=1)
     assert re.findall(r"^\[(\d+)\]", around, re.M) == ["1", "2", "3"]

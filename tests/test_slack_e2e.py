@@ -218,9 +218,9 @@ async def test_research_shows_each_step_then_the_answer_citing_both_steps(
         final = shown[-1]
         assert final.startswith("We left Auth0 over cost")
         cost_link = COST_LINK.replace("&", "&amp;")
-        assert f"[<{cost_link}|{cited['cost']}>]" in final  # opens the kickoff at 0:55
+        assert f"[<{cost_link}|{cited['cost']}>]" in final  # opens the cost sentence
         assert f"[<{HOSTED_UI_LINK}|{cited['hosted_ui']}>]" in final  # the deep dive at 12:14
-        assert f"<{cost_link}|Auth kickoff @ 0:55> — John Park" in final
+        assert f"<{cost_link}|Auth kickoff @ 1:06> — John Park" in final
         assert f"<{HOSTED_UI_LINK}|Auth deep dive @ 12:14> — John Park" in final
         assert ":information_source:" not in final and "not available" not in final
         assert has_buttons(reply) and not slack.errors() and not slack.responses
