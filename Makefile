@@ -24,6 +24,7 @@ bench: install
 	.venv/bin/python bench/answer.py
 	.venv/bin/python bench/research.py
 	.venv/bin/python bench/slack_load.py
+	.venv/bin/python bench/soak.py
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache

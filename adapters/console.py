@@ -31,7 +31,7 @@ from bot.config import Settings
 from bot.engine import Engine
 from bot.errors import ConfigError, QuorumError
 from bot.models import Event, Mode, PartialAnswer, ProgressEvent, Question, ThreadKey
-from bot.terminal import render_answer
+from bot.terminal import failure_line, plain, render_answer
 from bot.wiring import open_core, open_retrieval
 from retrieval.indexer import ingest
 
@@ -149,7 +149,7 @@ class ConsoleChat:
                 else:
                     await self.ask(rest.strip(), "deep")
             case _ if command.startswith("/"):
-                self.console.print(f"Unknown command {command}. {HELP}", highlight=False)
+                self.console.print(plain(f"Unknown command {command}. {HELP}"), highlight=False)
             case _:
                 await self.ask(line, "quick")
         return True
@@ -190,10 +190,10 @@ class ConsoleChat:
         for i in infos:
             s = i.source
             table.add_row(
-                f"[link={s.url}]{s.title}[/link]" if s.url else s.title,
+                plain(s.title, s.url),
                 s.kind,
                 s.recorded_at.isoformat() if s.recorded_at else "",
-                ", ".join(s.speakers[:4]) + (" ..." if len(s.speakers) > 4 else ""),
+                plain(", ".join(s.speakers[:4]) + (" ..." if len(s.speakers) > 4 else "")),
                 str(i.segments),
             )
         self.console.print(table)
@@ -237,7 +237,7 @@ def demo_command(
                 highlight=False,
             )
             for failed in report.failed:
-                err.print(f"[red]failed[/] {failed.path}: {failed.reason}", highlight=False)
+                err.print(failure_line(failed.path, failed.reason), highlight=False)
             out.print("\nTry asking:")
             for q in DEMO_QUESTIONS:
                 out.print(f"  [bold]{q}[/]", highlight=False)

@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import aiohttp
 import discord
 import yarl
 from discord import app_commands
@@ -358,6 +359,12 @@ async def run_discord(core: Core, settings: Settings) -> None:
             await client.start(token)
     except discord.LoginFailure as exc:
         raise ConfigError(REJECTED) from exc
+    except (aiohttp.ClientError, OSError, discord.GatewayNotFound) as exc:
+        where = settings.discord_api_url or "discord.com"
+        raise ConfigError(
+            f"Discord at {where} is not reachable ({type(exc).__name__}): check the network"
+            + (", or QUORUM_DISCORD_API_URL." if settings.discord_api_url else ".")
+        ) from exc
     except discord.PrivilegedIntentsRequired as exc:
         raise ConfigError(
             "Discord refused the Message Content intent: enable it under Developer Portal > "

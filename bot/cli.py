@@ -31,11 +31,12 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from bot.config import Settings, load_settings
 from bot.evaluate import KS, Result, Summary, load_cases, run_eval
 from bot.models import Answer, Event, Mode, ProgressEvent, Question, ThreadKey
-from bot.terminal import answer_json, render_answer
+from bot.terminal import answer_json, failure_line, plain, render_answer
 from bot.wiring import open_core, open_retrieval
 from retrieval.errors import InvalidInput, QuorumError
 from retrieval.indexer import FileResult, IngestReport, ingest
@@ -63,7 +64,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print one clear sentence to stderr and return the exit to raise."""
-    err.print(f"[bold red]Error:[/] {message}", highlight=False)
+    # The message may quote a file, an argument or a title: never read it as markup.
+    err.print(Text.assemble(("Error:", "bold red"), " ", message), highlight=False)
     return typer.Exit(code)
 
 
@@ -125,7 +127,7 @@ class _RichProgress:
             advance=1,
             segments=self.segments,
             rate=f"{rate:,.0f} seg/s",
-            description=Path(result.path).name[:40],
+            description=escape(Path(result.path).name[:40]),
         )
 
 
@@ -180,7 +182,7 @@ def ingest_cmd(
             elapsed = time.perf_counter() - t0
         out.print(_report_table(report, elapsed))
         for f in report.failed:
-            err.print(f"[red]failed[/] {f.path}: {f.reason}", highlight=False)
+            err.print(failure_line(f.path, f.reason), highlight=False)
         return report
 
     report = run(go)
@@ -276,14 +278,13 @@ def search_cmd(
         table.add_column(col, overflow="fold")
     for h in hits:
         excerpt = h.segment.text if len(h.segment.text) < 220 else h.segment.text[:217] + "..."
-        link = f"[link={h.link}]{h.link}[/link]" if h.link else ""
         table.add_row(
             f"{h.score:.3f}",
-            h.source.title,
+            plain(h.source.title),
             locator(h.segment) or "",
-            h.segment.speaker or "",
-            excerpt,
-            link,
+            plain(h.segment.speaker or ""),
+            plain(excerpt),
+            plain(h.link or "", h.link),
         )
     out.print(table)
 
@@ -322,11 +323,11 @@ def sources_cmd(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     for i in infos:
         s = i.source
         table.add_row(
-            s.id,
-            f"[link={s.url}]{s.title}[/link]" if s.url else s.title,
+            plain(s.id),
+            plain(s.title, s.url),
             s.kind,
             s.recorded_at.isoformat() if s.recorded_at else "",
-            ", ".join(s.speakers[:4]) + (" ..." if len(s.speakers) > 4 else ""),
+            plain(", ".join(s.speakers[:4]) + (" ..." if len(s.speakers) > 4 else "")),
             str(i.segments),
         )
     out.print(table)
@@ -346,7 +347,7 @@ def remove_cmd(
     removed = run(go)
     if removed == 0:
         raise fail(f"No source {source_id!r} in that knowledge base (see `quorum sources`).")
-    out.print(f"Removed {source_id} ({removed} passages).")
+    out.print(plain(f"Removed {source_id} ({removed} passages)."))
 
 
 @app.command("ask")
@@ -379,7 +380,7 @@ def ask_cmd(
 
                 async def on_event(event: Event) -> None:
                     if isinstance(event, ProgressEvent):
-                        status.update(event.text)
+                        status.update(escape(event.text))
 
                 return await core.engine.ask(question_, on_event)
 

@@ -26,7 +26,7 @@ from bot.config import Settings
 from bot.errors import InvalidInput, LLMError, QuorumError, SearchUnavailable
 from bot.llm import LLM
 from bot.models import Answer, Event, EventSink, Question, ThreadKey
-from bot.sessions import Exchange, ExchangeRecord, QueryRecord, SessionStore
+from bot.sessions import Exchange, ExchangeRecord, QueryRecord, SessionStore, clip
 from retrieval.archive import Archive
 from retrieval.embed import Embedder
 from retrieval.models import SearchFilters, SourceInfo
@@ -245,7 +245,7 @@ class Engine:
             return None
         record = ExchangeRecord(
             user=question.user,
-            question=question.text,
+            question=clip(question.text, self.config.max_question_chars),
             answer=answer.text,
             kind=answer.kind,
             mode=answer.mode,

@@ -5,7 +5,10 @@
 and retries itself, so one overall deadline covers every attempt and the backoff between
 them: 429, 5xx and 529 (overloaded) are retried with exponential backoff and jitter,
 honouring ``retry-after``; a wait that would pass the deadline is not started. Whatever
-still fails becomes one ``LLMError``. The static system prompt is sent as a block marked
+still fails becomes one ``LLMError``. A reply that breaks while it is read (a reset
+connection, malformed or truncated events or JSON, an empty stream, a stream that ends
+without ``message_stop``) is a ``BrokenReply`` and is retried like a connection error:
+a half-read reply is never returned as whole. The static system prompt is sent as a block marked
 ``cache_control: ephemeral`` so repeated questions reuse the cached prefix. Token usage
 is counted per call and in total.
 """
@@ -13,11 +16,12 @@ is counted per call and in total.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
@@ -118,6 +122,22 @@ class LLM(Protocol):
         ...
 
 
+class BrokenReply(Exception):
+    """Claude's reply could not be read whole; retried, then an ``LLMError``."""
+
+
+@contextlib.contextmanager
+def _reading() -> Iterator[None]:
+    """Turn anything raised while reading a reply, other than the SDK's own API errors,
+    into ``BrokenReply``: the SDK lets transport and parsing errors of a body escape."""
+    try:
+        yield
+    except (anthropic.APIError, BrokenReply):
+        raise
+    except Exception as exc:
+        raise BrokenReply(f"a broken reply ({type(exc).__name__})") from exc
+
+
 def _text_of(message: Message) -> str:
     return "".join(block.text for block in message.content if block.type == "text")
 
@@ -156,6 +176,8 @@ def _describe(exc: BaseException) -> str:
         return f"{kind} (HTTP {exc.status_code})"
     if isinstance(exc, anthropic.APIConnectionError):
         return "a connection error"
+    if isinstance(exc, BrokenReply):
+        return str(exc)
     return type(exc).__name__
 
 
@@ -216,8 +238,11 @@ class ClaudeLLM:
         self, attempt_fn: Callable[[float], Awaitable[T]], timeout_s: float | None
     ) -> tuple[T, int]:
         """Run ``attempt_fn(seconds_left)`` until it succeeds, fails for good, or the
-        deadline passes; returns its result and the number of attempts."""
-        budget = self.timeout_s if timeout_s is None else timeout_s
+        deadline passes; returns its result and the number of attempts.
+
+        A caller's ``timeout_s`` (deep research passes what is left of its budget) can
+        shorten the configured deadline (QUORUM_LLM_TIMEOUT_S), never lengthen it."""
+        budget = self.timeout_s if timeout_s is None else min(timeout_s, self.timeout_s)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
         attempt = 0
@@ -238,9 +263,9 @@ class ClaudeLLM:
                         status=exc.status_code,
                         retryable=False,
                     ) from exc
-                error: anthropic.APIError = exc
+                error: Exception = exc
                 wait = retry_after_s(exc.response.headers)
-            except anthropic.APIConnectionError as exc:
+            except (anthropic.APIConnectionError, BrokenReply) as exc:
                 error, wait = exc, None
             status = getattr(error, "status_code", None)
             if attempt > self.max_retries:
@@ -294,22 +319,23 @@ class ClaudeLLM:
         started = time.perf_counter()
 
         async def attempt(remaining: float) -> Message:
-            if tools:
+            with _reading():
+                if tools:
+                    return await self.client.messages.create(
+                        model=model or self.model,
+                        max_tokens=max_tokens,
+                        system=self.system_blocks(system),
+                        messages=list(messages),
+                        tools=list(tools),
+                        timeout=remaining,
+                    )
                 return await self.client.messages.create(
                     model=model or self.model,
                     max_tokens=max_tokens,
                     system=self.system_blocks(system),
                     messages=list(messages),
-                    tools=list(tools),
                     timeout=remaining,
                 )
-            return await self.client.messages.create(
-                model=model or self.model,
-                max_tokens=max_tokens,
-                system=self.system_blocks(system),
-                messages=list(messages),
-                timeout=remaining,
-            )
 
         message, attempts = await self._with_retries(attempt, timeout_s)
         self._record(message, started, attempts, "create")
@@ -328,13 +354,14 @@ class ClaudeLLM:
         started = time.perf_counter()
 
         async def attempt(remaining: float) -> Message:
-            return await self.client.messages.create(
-                model=model or self.model,
-                max_tokens=max_tokens,
-                system=self.system_blocks(system),
-                messages=list(messages),
-                timeout=remaining,
-            )
+            with _reading():
+                return await self.client.messages.create(
+                    model=model or self.model,
+                    max_tokens=max_tokens,
+                    system=self.system_blocks(system),
+                    messages=list(messages),
+                    timeout=remaining,
+                )
 
         message, attempts = await self._with_retries(attempt, timeout_s)
         usage = self._record(message, started, attempts, "complete")
@@ -357,6 +384,7 @@ class ClaudeLLM:
 
         async def attempt(remaining: float) -> Message:
             parts: list[str] = []
+            finished = False
             async with self.client.messages.stream(
                 model=model or self.model,
                 max_tokens=max_tokens,
@@ -364,12 +392,22 @@ class ClaudeLLM:
                 messages=list(messages),
                 timeout=remaining,
             ) as stream:
-                async for event in stream:
+                events = stream.__aiter__()
+                while True:
+                    # Only the reading is translated: on_text's own errors are not Claude's.
+                    with _reading():
+                        event = await anext(events, None)
+                    if event is None:
+                        break
+                    finished = finished or event.type == "message_stop"
                     if event.type == "text" and event.text:
                         parts.append(event.text)
                         if on_text is not None:
                             await on_text("".join(parts))
-                return await stream.get_final_message()
+                if not finished:
+                    raise BrokenReply("an incomplete reply (the stream ended before message_stop)")
+                with _reading():
+                    return await stream.get_final_message()
 
         message, attempts = await self._with_retries(attempt, timeout_s)
         usage = self._record(message, started, attempts, "stream")

@@ -92,7 +92,14 @@ def _assistant_content(message: Message) -> list[ContentBlockParam]:
             out.append({"type": "text", "text": block.text})
         elif block.type == "tool_use":
             out.append(
-                {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+                {
+                    "type": "tool_use",
+                    "id": block.id,
+                    "name": block.name,
+                    # The API accepts only an object here; a malformed input is told back
+                    # to Claude as a tool error, so an empty one is sent in its place.
+                    "input": block.input if isinstance(block.input, dict) else {},
+                }
             )
     return out
 
@@ -101,11 +108,15 @@ def _text_of(message: Message) -> str:
     return "".join(b.text for b in message.content if b.type == "text").strip()
 
 
-def _trace_args(raw: dict[str, Any]) -> dict[str, Any]:
+def _as_input(raw: object) -> Any:
+    return dict(raw) if isinstance(raw, dict) else raw
+
+
+def _trace_args(raw: Any) -> dict[str, Any]:
     """A call's input for the trace, long values cut (it is stored, never logged)."""
     text = json.dumps(raw, ensure_ascii=False, default=str)
     if len(text) <= 2000:
-        return dict(raw)
+        return dict(raw) if isinstance(raw, dict) else {"_input": raw}
     return {"_truncated": text[:2000]}
 
 
@@ -295,7 +306,9 @@ class _Run:
     async def run_tools(self, turn: int, uses: Sequence[ToolUseBlock]) -> tuple[bool, int]:
         """Run one turn's calls concurrently; append their results in call order. Returns
         whether the time budget ran out while they ran, and the results' length."""
-        calls = [Call(id=u.id, name=u.name, input=dict(u.input)) for u in uses]
+        # Claude's input should be an object; anything else is its mistake, told as a tool
+        # error by parse_args, not a crash here.
+        calls = [Call(id=u.id, name=u.name, input=_as_input(u.input)) for u in uses]
         for i, call in enumerate(calls):  # validate and announce in the order Claude made them
             if i >= MAX_CALLS_PER_TURN:
                 call.is_error = True

@@ -434,7 +434,7 @@ class Call:
 
     id: str
     name: str
-    input: dict[str, Any]
+    input: Any  # an object, unless Claude sent something else (then a tool error)
     args: Args | None = None
     text: str = ""
     is_error: bool = False

@@ -14,14 +14,15 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from functools import update_wrapper
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import aiosqlite
 
-from bot.errors import InvalidInput
+from bot.errors import ConfigError, InvalidInput
 from bot.models import ThreadKey
 
 EVENT_TTL_S = 24 * 3600.0
@@ -141,6 +142,43 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` if it fits ``limit``, else its start and how long it was: a rejected
+    over-long question is recorded, not stored in full."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text):,} characters, cut to {limit:,}]"
+
+
+def unusable(path: Path, exc: BaseException) -> ConfigError:
+    """The one sentence for a session database that cannot be opened or is damaged."""
+    reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return ConfigError(
+        f"The session database {path} cannot be used ({reason}). Move it aside to start "
+        "afresh, or point QUORUM_DATA_DIR at a writable folder."
+    )
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _translated(
+    method: Callable[Concatenate[SessionStore, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[SessionStore, P], Coroutine[Any, Any, R]]:
+    """SQLite's errors (a damaged, read-only or vanished file) become the one sentence of
+    ``unusable`` instead of escaping as tracebacks."""
+
+    async def wrapper(self: SessionStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise unusable(self.path, exc) from exc
+
+    update_wrapper(wrapper, method)  # the method's name and docstring
+    return wrapper
+
+
 class SessionStore:
     """Sessions, history, feedback, processed events and the query log in one SQLite file."""
 
@@ -156,16 +194,25 @@ class SessionStore:
     @contextlib.asynccontextmanager
     async def open(cls, path: Path) -> AsyncIterator[SessionStore]:
         """Open (creating and migrating) the store at ``path``; close it on exit."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(path, isolation_level=None)
         try:
-            db.row_factory = sqlite3.Row
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute("PRAGMA synchronous=NORMAL")
-            await db.execute("PRAGMA foreign_keys=ON")
-            await db.execute("PRAGMA busy_timeout=5000")
-            store = cls(db, path)
-            await store.migrate()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Opened once with the stdlib first: when aiosqlite's own connect fails, its
+            # worker thread can outlive the event loop and die with a stray traceback.
+            await asyncio.to_thread(lambda: sqlite3.connect(path).close())
+            db = await aiosqlite.connect(path, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise unusable(path, exc) from exc
+        try:
+            try:
+                db.row_factory = sqlite3.Row
+                await db.execute("PRAGMA journal_mode=WAL")
+                await db.execute("PRAGMA synchronous=NORMAL")
+                await db.execute("PRAGMA foreign_keys=ON")
+                await db.execute("PRAGMA busy_timeout=5000")
+                store = cls(db, path)
+                await store.migrate()
+            except sqlite3.Error as exc:
+                raise unusable(path, exc) from exc
             yield store
         finally:
             await db.close()
@@ -197,6 +244,7 @@ class SessionStore:
                 applied.append(name)
             return applied
 
+    @_translated
     async def applied_migrations(self) -> list[str]:
         """Names of the migrations applied, in order."""
         async with self._db.execute("SELECT name FROM _migrations ORDER BY name") as cur:
@@ -221,6 +269,7 @@ class SessionStore:
             row = await cur.fetchone()
         return None if row is None else int(row[0])
 
+    @_translated
     async def add_exchange(self, thread: ThreadKey, record: ExchangeRecord) -> int:
         """Store an exchange in the thread's session (created on first use); returns its id."""
         async with self._lock:
@@ -256,6 +305,7 @@ class SessionStore:
         assert cur.lastrowid is not None
         return int(cur.lastrowid)
 
+    @_translated
     async def history(self, thread: ThreadKey, turns: int = 5) -> list[Exchange]:
         """The thread's last ``turns`` answered exchanges, oldest first."""
         if turns <= 0:
@@ -290,6 +340,7 @@ class SessionStore:
             for r in reversed(list(rows))
         ]
 
+    @_translated
     async def exchange(self, exchange_id: int) -> dict[str, Any] | None:
         """One stored exchange with its JSON columns decoded (None when unknown)."""
         async with self._db.execute("SELECT * FROM exchanges WHERE id = ?", (exchange_id,)) as cur:
@@ -302,6 +353,7 @@ class SessionStore:
             out[col.removesuffix("_json")] = None if raw is None else json.loads(raw)
         return out
 
+    @_translated
     async def is_active(self, thread: ThreadKey) -> bool:
         """True when Quorum has answered in this thread."""
         async with self._db.execute(
@@ -311,6 +363,7 @@ class SessionStore:
         ) as cur:
             return await cur.fetchone() is not None
 
+    @_translated
     async def reset(self, thread: ThreadKey) -> None:
         """Forget the thread's history (the exchanges stay, for feedback and the log)."""
         async with self._lock:
@@ -320,6 +373,7 @@ class SessionStore:
                     "UPDATE exchanges SET in_history = 0 WHERE session_id = ?", (session_id,)
                 )
 
+    @_translated
     async def claim_event(self, platform: str, event_id: str, ttl_s: float = EVENT_TTL_S) -> bool:
         """True the first time ``(platform, event_id)`` is seen within ``ttl_s``, else False.
 
@@ -342,6 +396,7 @@ class SessionStore:
                 await self._db.execute("DELETE FROM processed_events WHERE expires_at <= ?", (now,))
         return claimed
 
+    @_translated
     async def record_feedback(self, exchange_id: int, user: str, value: int) -> None:
         """Store +1/-1 from ``user`` for an exchange; a second click replaces the first."""
         if value not in (-1, 1):
@@ -359,6 +414,7 @@ class SessionStore:
                     "That answer is no longer known, so it can't be rated."
                 ) from None
 
+    @_translated
     async def feedback(self, exchange_id: int) -> dict[str, int]:
         """Each user's vote on an exchange."""
         async with self._db.execute(
@@ -366,6 +422,7 @@ class SessionStore:
         ) as cur:
             return {r["user"]: int(r["value"]) for r in await cur.fetchall()}
 
+    @_translated
     async def log_query(self, record: QueryRecord, exchange_id: int | None = None) -> None:
         """Add a search to the query log."""
         async with self._lock:
@@ -384,6 +441,7 @@ class SessionStore:
                 ),
             )
 
+    @_translated
     async def recent_queries(self, limit: int = 50) -> list[dict[str, Any]]:
         """The latest query-log rows, newest first."""
         async with self._db.execute(

@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.style import Style
 from rich.text import Text
 
 from bot.citations import MARKER, citation_json, parse_numbers, source_json
@@ -26,6 +27,16 @@ TIMING_ORDER = (
     "store",
     "total",
 )
+
+
+def plain(text: str, url: str | None = None) -> Text:
+    """Text from a file or a user, never read as Rich markup; a link when ``url`` is given."""
+    return Text(text, style=Style(link=url)) if url else Text(text)
+
+
+def failure_line(path: str, reason: str | None) -> Text:
+    """``failed PATH: REASON`` for an ingest report, the path and reason as plain text."""
+    return Text.assemble(("failed", "red"), f" {path}: {reason}")
 
 
 def answer_json(answer: Answer) -> dict[str, Any]:

@@ -129,12 +129,21 @@ async def _endpoint(settings: Settings, stack: contextlib.AsyncExitStack) -> End
         server = EmbeddedServer(settings.data_dir / "weaviate-server", binary)
         endpoint = await asyncio.to_thread(server.start)
         stack.push_async_callback(asyncio.to_thread, server.stop)
+        # If the server dies under a running bot or chat, it comes back on the same ports.
+        watchdog = asyncio.create_task(server.watch(), name="quorum-weaviate-watchdog")
+        stack.push_async_callback(_cancel, watchdog)
         return endpoint
     if not settings.weaviate_url:
         raise ConfigError(f"QUORUM_WEAVIATE_URL is required in {settings.weaviate_mode} mode.")
     if settings.weaviate_mode == "cloud" and not api_key:
         raise ConfigError("QUORUM_WEAVIATE_API_KEY is required in cloud mode.")
     return endpoint_from_url(settings.weaviate_url, api_key, settings.weaviate_grpc_port)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def _client_embedded(settings: Settings, stack: contextlib.AsyncExitStack) -> Endpoint:

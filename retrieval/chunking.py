@@ -246,15 +246,16 @@ def chunk(
         atoms = _atoms(members, timed, config)
         for window in _windows(atoms, timed, config):
             picked = [atoms[k] for k in window]
-            first, last = picked[0].unit, picked[-1].unit
+            first = picked[0].unit
             text, marks = _render(picked, timed)
             segments.append(
                 Segment(
                     source_id=source_id,
                     position=len(segments),
                     text=text,
-                    start_s=first.start_s if timed else None,
-                    end_s=last.end_s if timed else None,
+                    # min/max, not first/last: a window never ends before it starts.
+                    start_s=min(a.unit.start_s or 0.0 for a in picked) if timed else None,
+                    end_s=max(a.unit.end_s or 0.0 for a in picked) if timed else None,
                     speakers=_unique(a.unit.speaker for a in picked),
                     page=first.page,
                     heading=first.heading,

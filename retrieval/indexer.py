@@ -3,12 +3,15 @@
 Reading and embedding of the next file overlap with writing the current one to
 Weaviate (a two-stage pipeline), so the encoder, the CPU-bound part, rarely waits.
 A file that fails is reported with its reason and skipped; nothing already indexed
-is touched by a failure.
+is touched by a failure. A source id (from the file's stem unless its metadata gives
+one) already holding another file that still exists is never silently replaced: the
+second file fails, saying how to give it its own id.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +26,14 @@ from retrieval.schema import check_kb
 from retrieval.store import Store
 
 Status = Literal["added", "updated", "skipped", "failed"]
+MAX_REASON = 300  # a failure is one line, whatever the file put in its message
+log = logging.getLogger("quorum.ingest")
+
+
+def brief(reason: str) -> str:
+    """A failure reason on one line, at most ``MAX_REASON`` characters."""
+    line = " ".join(reason.split())
+    return line if len(line) <= MAX_REASON else line[: MAX_REASON - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,9 @@ async def ingest(
     check_kb(kb)
     progress = progress or _Silent()
     report = IngestReport()
+    # What a crashed ingest left behind (never visible to search) is removed first.
+    if removed := await store.clean_orphans(kb):
+        log.info("removed %d orphan segments from %s", removed, kb)
     files, missing = await asyncio.to_thread(_discover, paths)
     for p in missing:
         _record(report, progress, FileResult(str(p), "failed", reason="no such file or folder"))
@@ -120,7 +134,8 @@ async def ingest(
             try:
                 up = await store.upsert(kb, item.doc, item.vectors)
             except QuorumError as exc:
-                result = FileResult(str(item.path), "failed", item.doc.source.id, reason=str(exc))
+                reason = brief(str(exc))
+                result = FileResult(str(item.path), "failed", item.doc.source.id, reason=reason)
             else:
                 status: Status = "added" if up.status == "added" else "updated"
                 result = FileResult(str(item.path), status, item.doc.source.id, up.segments)
@@ -144,6 +159,17 @@ def _discover(paths: Sequence[Path]) -> tuple[list[tuple[Path, Path]], list[Path
     return files, missing
 
 
+def _another_file(stored: str, path: Path) -> bool:
+    """True when ``stored`` (the path a source was ingested from) is a different file that
+    still exists. A moved or deleted original lets the new path take the source over."""
+    if not stored:
+        return False
+    try:
+        return Path(stored).exists() and not Path(stored).samefile(path)
+    except OSError:
+        return False
+
+
 def _record(report: IngestReport, progress: Progress, result: FileResult) -> None:
     report.results.append(result)
     progress.file_done(result)
@@ -162,7 +188,10 @@ async def _prepare(
     try:
         doc = await asyncio.to_thread(read_source, path, root=root, chunking=chunking)
     except IngestError as exc:
-        return FileResult(str(path), "failed", reason=exc.reason)
+        return FileResult(str(path), "failed", reason=brief(exc.reason))
+    except Exception as exc:  # a reader's bug or a hostile file costs that file, not the run
+        log.debug("reading %s failed", path, exc_info=True)
+        return FileResult(str(path), "failed", reason=f"could not be read ({type(exc).__name__})")
     sid = doc.source.id
     if sid in owners:
         return FileResult(
@@ -173,7 +202,16 @@ async def _prepare(
             "give one of them an 'id' in its .meta.json",
         )
     owners[sid] = str(path)
-    if not force and await store.source_hash(kb, sid) == doc.source.content_hash:
+    stored = await store.stored_source(kb, sid)
+    if stored is not None and await asyncio.to_thread(_another_file, stored.path, path):
+        return FileResult(
+            str(path),
+            "failed",
+            sid,
+            reason=f"source id {sid!r} already holds {stored.path}, another file; give this "
+            f"one an 'id' in its .meta.json, or `quorum remove {sid}` first to replace it",
+        )
+    if not force and stored is not None and stored.content_hash == doc.source.content_hash:
         return FileResult(str(path), "skipped", sid, len(doc.segments))
     vectors = await embedder.embed_documents([s.text for s in doc.segments])
     return _Ready(path, doc, vectors)

@@ -23,13 +23,13 @@ from retrieval.models import Hit, Mark, Segment, Source, SourceInfo
 SOURCES = "QuorumSource"
 SEGMENTS = "QuorumSegment"
 VECTOR = "default"
-KB_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+KB_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")  # whole name: fullmatch, so no "kb\n"
 _NS = uuid5(NAMESPACE_URL, "https://quorum.invalid/segments")
 
 
 def check_kb(kb: str) -> str:
     """Validate a knowledge-base name (it becomes a Weaviate tenant)."""
-    if not KB_PATTERN.match(kb):
+    if not KB_PATTERN.fullmatch(kb):
         raise InvalidInput(
             "Knowledge base names use letters, digits, '-' and '_' (at most 64): "
             f"{kb!r} is not one."
@@ -37,9 +37,10 @@ def check_kb(kb: str) -> str:
     return kb
 
 
-def segment_uuid(source_id: str, position: int) -> str:
-    """Deterministic id of a segment."""
-    return str(uuid5(_NS, f"{source_id}#{position}"))
+def segment_uuid(source_id: str, position: int, generation: int = 0) -> str:
+    """Deterministic id of a segment of one generation (a write) of its source."""
+    key = f"{source_id}#{position}" if not generation else f"{source_id}#{generation}#{position}"
+    return str(uuid5(_NS, key))
 
 
 def source_uuid(source_id: str) -> str:
@@ -61,6 +62,9 @@ def speaker_keys(names: Sequence[str]) -> list[str]:
 def as_datetime(d: date) -> datetime:
     return datetime(d.year, d.month, d.day, tzinfo=UTC)
 
+
+# Which write of a source a segment belongs to; the source record names the live one.
+GENERATION = Property(name="generation", data_type=DataType.INT)
 
 SEGMENT_PROPERTIES = [
     Property(name="text", data_type=DataType.TEXT, tokenization=Tokenization.WORD),
@@ -89,6 +93,7 @@ SEGMENT_PROPERTIES = [
             ("mark_end", DataType.NUMBER_ARRAY),
         )
     ),
+    GENERATION,
 ]
 
 SOURCE_PROPERTIES = [
@@ -102,6 +107,7 @@ SOURCE_PROPERTIES = [
     Property(name="content_hash", data_type=DataType.TEXT, index_searchable=False),
     Property(name="description", data_type=DataType.TEXT),
     Property(name="segment_count", data_type=DataType.INT),
+    GENERATION,
 ]
 
 

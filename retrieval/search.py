@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Protocol
 
 from weaviate.classes.query import Filter
@@ -19,6 +20,10 @@ from retrieval.schema import as_datetime, check_kb, speaker_keys
 from retrieval.store import Store, title_matches
 
 MAX_K = 100
+# Weaviate compares dates as int64 nanoseconds since 1970: outside these, a filter silently
+# matches nothing.
+EARLIEST_DATE, LATEST_DATE = date(1678, 1, 1), date(2262, 4, 11)
+MAX_RESULTS = 10_000  # Weaviate's QUERY_MAXIMUM_RESULTS: offset + limit may not pass it
 MAX_QUERY_CHARS = 2000
 
 
@@ -71,6 +76,12 @@ def validate_query(query: str, k: int) -> str:
 
 def validate_filters(filters: SearchFilters) -> None:
     """Reject filters that cannot be satisfied as written."""
+    for name, day in (("after", filters.after), ("before", filters.before)):
+        if day is not None and not EARLIEST_DATE <= day <= LATEST_DATE:
+            raise InvalidInput(
+                f"The {name} date {day} is outside the dates search can filter on "
+                f"({EARLIEST_DATE} to {LATEST_DATE})."
+            )
     if filters.after and filters.before and filters.after > filters.before:
         raise InvalidInput(
             f"The date range is reversed: after {filters.after} "
@@ -237,6 +248,11 @@ class KbArchive:
         """A source's segments in order, optionally those overlapping a time range."""
         if not 1 <= limit <= 500:
             raise InvalidInput(f"limit must be between 1 and 500, not {limit}.")
+        if not 0 <= offset <= MAX_RESULTS - limit:
+            raise InvalidInput(
+                f"offset must be between 0 and {MAX_RESULTS - limit:,} (Weaviate pages through "
+                f"at most {MAX_RESULTS:,} results), not {offset:,}."
+            )
         where = Filter.by_property("source_id").equal(source_id)
         if start_s is not None:
             where = where & Filter.by_property("end_s").greater_or_equal(start_s)

@@ -1,15 +1,19 @@
 """Weaviate storage: one tenant per knowledge base, idempotent upserts, hybrid search
 with filters, neighbours, transcripts, deletes (the schema is in ``retrieval.schema``).
 
-Re-ingesting a file overwrites its objects (deterministic ids); segments past the new
-end are deleted only after the new ones are written, so a failure midway never loses
-what was indexed.
+A source becomes visible whole or not at all. Each write of a source is a *generation*
+(a microsecond timestamp): its segments are written under new ids carrying that
+generation, then the source record is written naming it (the flip), then older
+generations are deleted. Every read keeps only segments of a source's live generation,
+so a crash (of Quorum or of Weaviate) mid-write leaves invisible orphans, never half a
+source; ``clean_orphans`` (run at the start of each ingest) deletes them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -17,12 +21,13 @@ from difflib import SequenceMatcher
 from typing import Any
 
 import weaviate
+from weaviate.classes.aggregate import GroupByAggregate
 from weaviate.classes.config import Configure, Property
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.data import DataObject
 from weaviate.collections.classes.filters import _Filters
-from weaviate.exceptions import WeaviateBaseError
+from weaviate.exceptions import UnexpectedStatusCodeError, WeaviateBaseError, WeaviateQueryError
 
 from retrieval.errors import InvalidInput, SearchUnavailable
 from retrieval.models import Document, Hit, Source, SourceInfo
@@ -52,13 +57,55 @@ class UpsertResult:
     removed: int = 0
 
 
+@dataclass(frozen=True)
+class StoredSource:
+    """What the store remembers of an indexed file: its content hash and path."""
+
+    content_hash: str
+    path: str
+
+
+def _status(exc: BaseException) -> int | None:
+    return exc.status_code if isinstance(exc, UnexpectedStatusCodeError) else None
+
+
+def _already_exists(exc: BaseException) -> bool:
+    """A 422 "already exists": another process created it first, which is what we wanted."""
+    return _status(exc) == 422 and "already exists" in str(exc).lower()
+
+
+def _gen(obj: Any) -> int:
+    """An object's generation; 0 for one written before generations existed."""
+    return int(obj.properties.get("generation") or 0)
+
+
+def _brief(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 @contextlib.contextmanager
 def translate_errors(url: str) -> Iterator[None]:
-    """Turn client and transport errors into SearchUnavailable naming the server."""
+    """Turn client and transport errors into SearchUnavailable naming the server, by what
+    happened: unreachable, refused credentials, a rejected request, or a failed query."""
     try:
         yield
     except (InvalidInput, SearchUnavailable):
         raise
+    except UnexpectedStatusCodeError as exc:
+        status = exc.status_code
+        if status in (401, 403):
+            raise SearchUnavailable(
+                f"Weaviate at {url} refused Quorum's credentials (HTTP {status}); "
+                "check QUORUM_WEAVIATE_API_KEY."
+            ) from exc
+        if status < 500:
+            raise SearchUnavailable(
+                f"Weaviate at {url} rejected a request (HTTP {status}): {_brief(exc)}"
+            ) from exc
+        raise SearchUnavailable(f"Weaviate at {url} failed (HTTP {status}); see its log.") from exc
+    except WeaviateQueryError as exc:
+        raise SearchUnavailable(f"Weaviate at {url} failed a query: {_brief(exc)}") from exc
     except (WeaviateBaseError, OSError, TimeoutError) as exc:
         raise SearchUnavailable(
             f"Weaviate at {url} is not reachable or failed ({type(exc).__name__}); "
@@ -116,7 +163,8 @@ class Store:
                 await client.close()
 
     async def ensure_schema(self) -> None:
-        """Create the two collections if they are missing."""
+        """Create the two collections if they are missing. Idempotent across processes:
+        when two create them at once, the loser's 422 "already exists" is success."""
         with translate_errors(self.url):
             existing = await self.client.collections.list_all(simple=True)
             mt = Configure.multi_tenancy(
@@ -125,20 +173,29 @@ class Store:
             if SEGMENTS in existing:
                 await self._add_missing_properties(SEGMENTS, SEGMENT_PROPERTIES)
             else:
-                await self.client.collections.create(
+                await self._create(
                     SEGMENTS,
                     properties=SEGMENT_PROPERTIES,
                     multi_tenancy_config=mt,
                     vector_config=Configure.Vectors.self_provided(name=VECTOR),
                     inverted_index_config=Configure.inverted_index(index_null_state=True),
                 )
-            if SOURCES not in existing:
-                await self.client.collections.create(
+            if SOURCES in existing:
+                await self._add_missing_properties(SOURCES, SOURCE_PROPERTIES)
+            else:
+                await self._create(
                     SOURCES,
                     properties=SOURCE_PROPERTIES,
                     multi_tenancy_config=mt,
                     vector_config=Configure.Vectors.self_provided(name=VECTOR),
                 )
+
+    async def _create(self, name: str, **config: Any) -> None:
+        try:
+            await self.client.collections.create(name, **config)
+        except UnexpectedStatusCodeError as exc:
+            if not _already_exists(exc):
+                raise
 
     async def _add_missing_properties(self, name: str, wanted: Sequence[Property]) -> None:
         """Add properties a newer Quorum defines to a collection an older one created, so
@@ -148,7 +205,11 @@ class Store:
         have = {p.name for p in config.properties}
         for prop in wanted:
             if prop.name not in have:
-                await col.config.add_property(prop)
+                try:
+                    await col.config.add_property(prop)
+                except UnexpectedStatusCodeError as exc:
+                    if not _already_exists(exc):  # another process added it first
+                        raise
 
     async def _ensure_tenant(self, kb: str) -> None:
         if kb in self._tenants:
@@ -157,7 +218,11 @@ class Store:
             for name in (SEGMENTS, SOURCES):
                 col = self.client.collections.use(name)
                 if await col.tenants.get_by_name(kb) is None:
-                    await col.tenants.create([Tenant(name=kb)])
+                    try:
+                        await col.tenants.create([Tenant(name=kb)])
+                    except UnexpectedStatusCodeError as exc:
+                        if not _already_exists(exc):  # another ingest created it first
+                            raise
         self._tenants.add(kb)
 
     async def has_kb(self, kb: str) -> bool:
@@ -188,11 +253,19 @@ class Store:
 
     async def source_hash(self, kb: str, source_id: str) -> str | None:
         """The content hash stored for a source, or None when it is not indexed."""
+        stored = await self.stored_source(kb, source_id)
+        return None if stored is None else stored.content_hash
+
+    async def stored_source(self, kb: str, source_id: str) -> StoredSource | None:
+        """The content hash and file path stored for a source; None when it is not indexed."""
         if not await self.has_kb(kb):
             return None
         with translate_errors(self.url):
             obj = await self.sources_collection(kb).query.fetch_object_by_id(source_uuid(source_id))
-        return None if obj is None else str(obj.properties.get("content_hash") or "")
+        if obj is None:
+            return None
+        props = obj.properties
+        return StoredSource(str(props.get("content_hash") or ""), str(props.get("path") or ""))
 
     async def upsert(
         self,
@@ -209,12 +282,16 @@ class Store:
         source = doc.source
         previous = await self.source_hash(kb, source.id)
         segments = self.segments(kb)
+        generation = time.time_ns() // 1000
         with translate_errors(self.url):
             for i in range(0, len(doc.segments), batch_size):
                 objects = [
                     DataObject(
-                        properties=segment_properties(source, seg),
-                        uuid=segment_uuid(source.id, seg.position),
+                        properties={
+                            **segment_properties(source, seg),
+                            "generation": generation,
+                        },
+                        uuid=segment_uuid(source.id, seg.position, generation),
                         vector={VECTOR: list(vec)},
                     )
                     for seg, vec in zip(
@@ -227,10 +304,6 @@ class Store:
                     raise SearchUnavailable(
                         f"Weaviate at {self.url} rejected a segment: {first.message}"
                     )
-            stale = await segments.data.delete_many(
-                where=Filter.by_property("source_id").equal(source.id)
-                & Filter.by_property("position").greater_or_equal(len(doc.segments))
-            )
             src_props: dict[str, Any] = {
                 "source_id": source.id,
                 "title": source.title,
@@ -242,28 +315,104 @@ class Store:
                 "content_hash": source.content_hash,
                 "description": source.description,
                 "segment_count": len(doc.segments),
+                "generation": generation,
             }
             src_obj = DataObject(
                 properties={k: v for k, v in src_props.items() if v is not None},
                 uuid=source_uuid(source.id),
                 vector={VECTOR: [float(x) for x in vectors[0]] if vectors else []},
             )
+            # The flip: from here on this generation is the source.
             await self.sources_collection(kb).data.insert_many([src_obj])
+            removed = await self._drop_older(kb, source.id, generation)
         status = "added" if previous is None else "updated"
-        return UpsertResult(status=status, segments=len(doc.segments), removed=stale.successful)
+        return UpsertResult(status=status, segments=len(doc.segments), removed=removed)
+
+    async def _drop_older(self, kb: str, source_id: str, generation: int) -> int:
+        """Delete a source's segments older than ``generation`` (a newer one being written
+        by another ingest is left alone); returns how many went."""
+        of_source = Filter.by_property("source_id").equal(source_id)
+        older = await self.segments(kb).data.delete_many(
+            where=of_source & Filter.by_property("generation").less_than(generation)
+        )
+        # Segments written before generations existed have none.
+        legacy = await self.segments(kb).data.delete_many(
+            where=of_source & Filter.by_property("generation").is_none(True)
+        )
+        return int(older.successful) + int(legacy.successful)
 
     async def delete_source(self, kb: str, source_id: str) -> int:
         """Delete a source and its segments; returns how many segments went."""
         if not await self.has_kb(kb):
             return 0
         with translate_errors(self.url):
-            res = await self.segments(kb).data.delete_many(
-                where=Filter.by_property("source_id").equal(source_id)
-            )
+            # The record first: its segments are invisible from then on, whatever happens.
             await self.sources_collection(kb).data.delete_many(
                 where=Filter.by_property("source_id").equal(source_id)
             )
+            res = await self.segments(kb).data.delete_many(
+                where=Filter.by_property("source_id").equal(source_id)
+            )
         return int(res.successful)
+
+    async def clean_orphans(self, kb: str, min_age_s: float = 3600.0) -> int:
+        """Delete segments no source record makes live: generations of a source older than
+        its live one, and other generations older than ``min_age_s`` (a younger one may be
+        an ingest still writing). Returns how many went."""
+        if not await self.has_kb(kb):
+            return 0
+        cutoff = (time.time_ns() // 1000) - int(min_age_s * 1_000_000)
+        with translate_errors(self.url):
+            live = {
+                str(o.properties.get("source_id")): (
+                    int(o.properties.get("generation") or 0),
+                    int(o.properties.get("segment_count") or 0),
+                )
+                async for o in self._iterate(self.sources_collection(kb))
+            }
+            groups = await self.segments(kb).aggregate.over_all(
+                group_by=GroupByAggregate(prop="source_id", limit=1_000_000), total_count=True
+            )
+            removed = 0
+            for group in groups.groups:
+                sid, count = str(group.grouped_by.value), int(group.total_count or 0)
+                if sid not in live:
+                    res = await self.segments(kb).data.delete_many(
+                        where=Filter.by_property("source_id").equal(sid)
+                        & Filter.by_property("generation").less_than(cutoff)
+                    )
+                    removed += int(res.successful)
+                elif count > live[sid][1]:  # more segments than the live generation has
+                    generation = live[sid][0]
+                    removed += await self._drop_older(kb, sid, generation)
+                    res = await self.segments(kb).data.delete_many(  # a crashed update's
+                        where=Filter.by_property("source_id").equal(sid)
+                        & Filter.by_property("generation").greater_than(generation)
+                        & Filter.by_property("generation").less_than(cutoff)
+                    )
+                    removed += int(res.successful)
+        return removed
+
+    async def _live(self, kb: str, objects: Sequence[Any]) -> list[Any]:
+        """The objects that belong to their source's live generation."""
+        ids = sorted({str(o.properties.get("source_id")) for o in objects})
+        if not ids:
+            return []
+        res = await self.sources_collection(kb).query.fetch_objects(
+            filters=Filter.by_property("source_id").contains_any(ids),
+            limit=len(ids),
+            return_properties=["source_id", "generation"],
+        )
+        live = {
+            str(o.properties.get("source_id")): int(o.properties.get("generation") or 0)
+            for o in res.objects
+        }
+        return [
+            o
+            for o in objects
+            if live.get(str(o.properties.get("source_id")))
+            == int(o.properties.get("generation") or 0)
+        ]
 
     async def list_sources(self, kb: str) -> list[SourceInfo]:
         """Every source in the knowledge base, newest recording first, then by title."""
@@ -306,19 +455,26 @@ class Store:
         """Hybrid search (BM25 on the text, vector on our own embedding), relativeScore fusion."""
         if not await self.has_kb(kb):
             return []
+        limit = k
         with translate_errors(self.url):
-            res = await self.segments(kb).query.hybrid(
-                query=query,
-                vector=list(vector),
-                target_vector=VECTOR,
-                alpha=alpha,
-                fusion_type=HybridFusion.RELATIVE_SCORE,
-                query_properties=["text", "heading", "lesson_title"],
-                filters=where,
-                limit=k,
-                return_metadata=MetadataQuery(score=True),
-            )
-        return [hit_from_object(o, float(o.metadata.score or 0.0)) for o in res.objects]
+            while True:
+                res = await self.segments(kb).query.hybrid(
+                    query=query,
+                    vector=list(vector),
+                    target_vector=VECTOR,
+                    alpha=alpha,
+                    fusion_type=HybridFusion.RELATIVE_SCORE,
+                    query_properties=["text", "heading", "lesson_title"],
+                    filters=where,
+                    limit=limit,
+                    return_metadata=MetadataQuery(score=True),
+                )
+                live = await self._live(kb, res.objects)
+                # Orphans took places: ask once more with room for them (rare: after a crash).
+                if len(live) == len(res.objects) or len(res.objects) < limit or limit > k:
+                    break
+                limit = min(k + 2 * (len(res.objects) - len(live)) + 10, 1000)
+        return [hit_from_object(o, float(o.metadata.score or 0.0)) for o in live[:k]]
 
     async def bm25(self, kb: str, query: str, where: _Filters | None, k: int) -> list[Hit]:
         """Keyword search alone (for benchmarks and diagnostics)."""
@@ -326,7 +482,8 @@ class Store:
             res = await self.segments(kb).query.bm25(
                 query=query, filters=where, limit=k, return_metadata=MetadataQuery(score=True)
             )
-        return [hit_from_object(o, float(o.metadata.score or 0.0)) for o in res.objects]
+            live = await self._live(kb, res.objects)
+        return [hit_from_object(o, float(o.metadata.score or 0.0)) for o in live]
 
     async def near_vector(
         self, kb: str, vector: Sequence[float], where: _Filters | None, k: int
@@ -340,7 +497,8 @@ class Store:
                 limit=k,
                 return_metadata=MetadataQuery(distance=True),
             )
-        return [hit_from_object(o, 1.0 - float(o.metadata.distance or 0.0)) for o in res.objects]
+            live = await self._live(kb, res.objects)
+        return [hit_from_object(o, 1.0 - float(o.metadata.distance or 0.0)) for o in live]
 
     async def get(self, kb: str, hit_id: str) -> Hit | None:
         """One segment by id."""
@@ -348,7 +506,8 @@ class Store:
             return None
         with translate_errors(self.url):
             obj = await self.segments(kb).query.fetch_object_by_id(hit_id)
-        return None if obj is None else hit_from_object(obj)
+            live = [] if obj is None else await self._live(kb, [obj])
+        return hit_from_object(live[0]) if live else None
 
     async def fetch_ordered(
         self, kb: str, where: _Filters, offset: int = 0, limit: int = 200
@@ -363,4 +522,5 @@ class Store:
                 offset=offset,
                 limit=limit,
             )
-        return [hit_from_object(o) for o in res.objects]
+            live = await self._live(kb, res.objects)
+        return [hit_from_object(o) for o in live]

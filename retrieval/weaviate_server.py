@@ -15,11 +15,13 @@ internet (PyPI version check, remote health probes).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -62,15 +64,27 @@ class Endpoint:
         return f"{'https' if self.secure else 'http'}://{self.host}:{self.port}"
 
 
+def redact_url(url: str) -> str:
+    """The URL with any ``user:password@`` replaced by ``***@``, for messages and logs."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/@]*@", lambda m: (m[1] or "") + "***@", url)
+
+
 def endpoint_from_url(
     url: str, api_key: str | None = None, grpc_port: int | None = None
 ) -> Endpoint:
     """Parse ``http://host:8080`` into an endpoint (gRPC on 50051 unless given)."""
-    parts = urlsplit(url if "://" in url else f"http://{url}")
+    bad = ConfigError(
+        f"QUORUM_WEAVIATE_URL must look like http://host:8080, not {redact_url(url)!r}."
+    )
+    try:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        given_port = parts.port  # ValueError for a port that is not a number
+    except ValueError:
+        raise bad from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"QUORUM_WEAVIATE_URL must look like http://host:8080, not {url!r}.")
+        raise bad
     secure = parts.scheme == "https"
-    port = parts.port or (443 if secure else 8080)
+    port = given_port or (443 if secure else 8080)
     return Endpoint(
         host=parts.hostname,
         port=port,
@@ -141,6 +155,28 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _is_our_server(pid: int, data_dir: Path) -> bool:
+    """True when ``pid`` is alive and is a weaviate-server keeping its data in ``data_dir``."""
+    if not _pid_alive(pid):
+        return False
+    proc = Path(f"/proc/{pid}")
+    if not proc.is_dir():  # no procfs (macOS): ask ps for the command line
+        try:
+            done = subprocess.run(
+                ["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, timeout=5
+            )
+        except (OSError, subprocess.SubprocessError):
+            return True  # cannot tell; the readiness wait decides
+        return "weaviate" in done.stdout
+    try:
+        if b"weaviate" not in (proc / "cmdline").read_bytes():
+            return False
+        environ = (proc / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"PERSISTENCE_DATA_PATH={data_dir / 'weaviate'}".encode() in environ
+
+
 class EmbeddedServer:
     """A ``weaviate-server`` child process shared by every Quorum process on one data dir."""
 
@@ -179,7 +215,9 @@ class EmbeddedServer:
         """Start the server, or join the one already serving this data dir (blocking)."""
         with self._locked():
             state = self._read_state()
-            if state and _pid_alive(int(state["pid"])):
+            # A stale server.json may name a pid the system has since given to another
+            # program: waiting for that to become ready would cost the whole timeout.
+            if state and _is_our_server(int(state["pid"]), self.data_dir):
                 endpoint = Endpoint("127.0.0.1", state["port"], "127.0.0.1", state["grpc_port"])
                 if self._wait_ready(endpoint, int(state["pid"])):
                     state["users"] = [p for p in state["users"] if _pid_alive(p)] + [os.getpid()]
@@ -191,14 +229,51 @@ class EmbeddedServer:
         self._endpoint = Endpoint("127.0.0.1", state["port"], "127.0.0.1", state["grpc_port"])
         return self._endpoint
 
-    def _spawn(self) -> dict[str, Any]:
+    def revive(self) -> bool:
+        """Restart the server if it has died, on the same ports, so that every process's
+        client reconnects by itself; True when it was restarted. Whichever process using
+        it notices first restarts it (under the lock) and owns the new one."""
+        if self._endpoint is None:
+            return False
+        if self._proc is not None:
+            self._proc.poll()  # reap our own dead child, so its pid reads as gone
+        with self._locked():
+            state = self._read_state()
+            if not state or _is_our_server(int(state["pid"]), self.data_dir):
+                return False
+            users = [p for p in state.get("users", []) if _pid_alive(p) and p != os.getpid()]
+            # The six ports start at the HTTP port (see _spawn): the same ones again.
+            fresh = self._spawn(base=int(state["port"]))
+            fresh["users"] = [*users, os.getpid()]
+            self._write_state(fresh)
+        log.warning(
+            "weaviate-server pid %s had stopped; restarted it as pid %s", state["pid"], fresh["pid"]
+        )
+        return True
+
+    async def watch(self, interval_s: float = 2.0, max_backoff_s: float = 60.0) -> None:
+        """Check every ``interval_s`` that the server lives and restart it if not, backing
+        off (doubling, up to ``max_backoff_s``) while restarts fail. Runs until cancelled."""
+        wait = interval_s
+        while True:
+            await asyncio.sleep(wait)
+            try:
+                await asyncio.to_thread(self.revive)
+            except Exception:
+                wait = min(max_backoff_s, wait * 2)
+                log.warning("could not restart weaviate-server; next try in %.0fs", wait)
+                log.debug("restart failed", exc_info=True)
+            else:
+                wait = interval_s
+
+    def _spawn(self, base: int | None = None) -> dict[str, Any]:
         binary = self.binary or find_binary()
         if binary is None:
             raise ConfigError(
                 "No weaviate-server binary: run `make install`, put weaviate-server on PATH, "
                 "or set QUORUM_WEAVIATE_BINARY."
             )
-        base = _free_port_block(6)
+        base = _free_port_block(6) if base is None else base
         port, grpc_port, gossip, data, raft, raft_rpc = range(base, base + 6)
         env = {
             "PATH": os.environ.get("PATH", ""),

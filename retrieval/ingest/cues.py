@@ -5,6 +5,8 @@ from __future__ import annotations
 import html
 import re
 
+from retrieval.chunking import Unit
+
 _CLOCK = re.compile(r"(?:(\d+):)?(\d{1,2}):(\d{2})(?:[.,](\d{1,3}))?")
 _TAG = re.compile(r"<[^>]*>|\{\\[^}]*\}")  # HTML-ish tags and SRT's {\an8} style overrides
 _BRACKETED = re.compile(r"\[([^\]\n]{1,40})\]\s*(.+)", re.S)
@@ -16,18 +18,32 @@ _SOUNDS = {
 }  # fmt: skip
 
 
+MAX_MEDIA_S = 100 * 3600.0  # no recording is longer; a later time is a broken file
+
+
 def parse_clock(text: str) -> float | None:
-    """``"01:02:03.5"``, ``"02:03,500"`` or ``"2:03"`` in seconds; None if not a clock time."""
+    """``"01:02:03.5"``, ``"02:03,500"`` or ``"2:03"`` in seconds; None if not a clock time
+    (``99:99:99``, a second past 59, or a time past ``MAX_MEDIA_S``)."""
     match = _CLOCK.fullmatch(text.strip())
     if not match:
         return None
     hours, minutes, seconds, fraction = match.groups()
-    return (
+    # Without hours, minutes may run past 59 ("75:20" in a long transcript); with them, not.
+    if int(seconds) > 59 or (hours is not None and int(minutes) > 59) or len(hours or "") > 3:
+        return None
+    total = (
         int(hours or 0) * 3600
         + int(minutes) * 60
         + int(seconds)
         + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
     )
+    return total if total <= MAX_MEDIA_S else None
+
+
+def in_time_order(units: list[Unit]) -> list[Unit]:
+    """Timed units sorted by start (stable): cues written out of order still make windows
+    that run forwards."""
+    return sorted(units, key=lambda u: u.start_s if u.start_s is not None else 0.0)
 
 
 def clean(text: str) -> str:

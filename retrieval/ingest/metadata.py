@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -28,6 +29,48 @@ MANIFEST = "quorum.yaml"
 SIDECAR_SUFFIX = ".meta.json"
 _ALIASES = {"date": "recorded_at"}  # the usual front-matter spelling
 _DATED = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[-_ ]+(.*))?")
+# Metadata is a handful of short fields: anything bigger is a mistake or an attack, and
+# a message echoing it must stay one readable line.
+MAX_METADATA_BYTES = 64 * 1024
+MAX_MANIFEST_BYTES = 4 * 1024 * 1024  # a manifest lists many files
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = 4
+_SHORT.maxlevel = 2
+
+
+def shown(value: object) -> str:
+    """A bounded repr of a value from a file, for an error message."""
+    return _SHORT.repr(value)
+
+
+class _MetadataLoader(yaml.SafeLoader):
+    """YAML without aliases: metadata never needs them, and ``&a [*b, *b, ...]`` chains
+    (an alias bomb) turn a few hundred bytes into millions of values."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, "YAML aliases (*name) are not allowed in metadata", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+def load_yaml(text: str, origin: str, what: str, limit: int = MAX_METADATA_BYTES) -> Any:
+    """Parse a metadata YAML block, bounded in size and without aliases."""
+    if len(text) > limit:
+        raise IngestError(origin, f"the {what} is larger than {limit // 1024} KiB")
+    try:
+        return yaml.load(text, Loader=_MetadataLoader)  # a SafeLoader
+    except yaml.YAMLError as exc:
+        raise IngestError(origin, f"invalid YAML in the {what} ({_first_lines(exc)})") from exc
+    except RecursionError as exc:
+        raise IngestError(origin, f"the {what} is nested too deeply") from exc
+
+
+def _first_lines(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:300]
 
 
 @dataclass(frozen=True)
@@ -58,14 +101,14 @@ def _date(value: object, origin: str) -> date:
             return datetime.fromisoformat(value.strip()).date()
         except ValueError:
             pass
-    raise IngestError(origin, f"recorded_at {value!r} is not an ISO date like 2024-01-23")
+    raise IngestError(origin, f"recorded_at {shown(value)} is not an ISO date like 2024-01-23")
 
 
 def _text(key: str, value: object, origin: str) -> str:
     # YAML reads `title: 2024` as a number; a number is still a fine title.
     if isinstance(value, str | int | float) and not isinstance(value, bool) and str(value).strip():
         return str(value).strip()
-    raise IngestError(origin, f"{key} must be a non-empty string, not {value!r}")
+    raise IngestError(origin, f"{key} must be a non-empty string, not {shown(value)}")
 
 
 def parse(raw: object, origin: str) -> Metadata:
@@ -81,7 +124,8 @@ def parse(raw: object, origin: str) -> Metadata:
             values[key] = _date(value, origin)
         elif key == "kind":
             if value not in KINDS:
-                raise IngestError(origin, f"unknown kind {value!r}; use one of {', '.join(KINDS)}")
+                kinds = ", ".join(KINDS)
+                raise IngestError(origin, f"unknown kind {shown(value)}; use one of {kinds}")
             values[key] = value
         elif key == "speakers":
             names = [value] if isinstance(value, str) else value
@@ -107,10 +151,16 @@ def read_sidecar(path: Path) -> tuple[Metadata, bytes]:
         return Metadata(), b""
     except OSError as exc:
         raise IngestError(str(sidecar), f"cannot read the sidecar: {exc.strerror or exc}") from exc
+    if len(data) > MAX_METADATA_BYTES:
+        raise IngestError(
+            str(sidecar), f"the sidecar is larger than {MAX_METADATA_BYTES // 1024} KiB"
+        )
     try:
         raw = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise IngestError(str(sidecar), f"the sidecar is not valid JSON ({exc})") from exc
+    except RecursionError as exc:
+        raise IngestError(str(sidecar), "the sidecar's JSON is nested too deeply") from exc
     return parse(raw, str(sidecar)), data
 
 
@@ -122,19 +172,17 @@ def split_front_matter(text: str, path: Path) -> tuple[Metadata, str]:
     close = next((n for n, line in enumerate(lines[1:], 1) if line.strip() in ("---", "...")), None)
     if close is None:  # an opening rule with no closing one is not front matter
         return Metadata(), text
-    try:
-        raw = yaml.safe_load("".join(lines[1:close]))
-    except yaml.YAMLError as exc:
-        raise IngestError(str(path), f"invalid YAML front matter ({exc})") from exc
+    raw = load_yaml("".join(lines[1:close]), str(path), "front matter")
     meta = Metadata() if raw is None else parse(raw, str(path))
     return meta, "".join(lines[close + 1 :])
 
 
 def _manifest_entry(manifest: Path, key: str) -> Metadata:
     try:
-        raw = yaml.safe_load(manifest.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        text = manifest.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
         raise IngestError(str(manifest), f"cannot read the manifest ({exc})") from exc
+    raw = load_yaml(text, str(manifest), "manifest", MAX_MANIFEST_BYTES)
     if raw is None:
         return Metadata()
     if not isinstance(raw, Mapping):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from retrieval.chunking import Unit
 from retrieval.errors import IngestError
-from retrieval.ingest.cues import blocks, clean, parse_clock, split_speaker
+from retrieval.ingest.cues import blocks, clean, in_time_order, parse_clock, split_speaker
+from retrieval.ingest.metadata import shown
 
 _VOICE = re.compile(r"<v(?:\.[^\s>]*)?\s+([^>]+)>")
 _TIMING = re.compile(r"\s*(\S+)\s+-->\s+(\S+)")
@@ -37,7 +38,7 @@ def read_vtt(text: str, path: Path) -> list[Unit]:
         end = parse_clock(match[2]) if match else None
         if start is None or end is None:
             raise IngestError(
-                str(path), f"line {line_no + timing}: bad cue timing {lines[timing]!r}"
+                str(path), f"line {line_no + timing}: bad cue timing {shown(lines[timing])}"
             )
         voices = _voices("\n".join(lines[timing + 1 :]))
         if len(voices) == 1 and voices[0][0] is None:
@@ -56,4 +57,4 @@ def read_vtt(text: str, path: Path) -> list[Unit]:
         raise IngestError(
             str(path), "no cues found (expected '00:00:01.000 --> 00:00:04.000' lines)"
         )
-    return units
+    return in_time_order(units)

@@ -8,7 +8,10 @@ Otherwise it plays the scripted replies in order: text, tool_use blocks, error s
 (429, 500, 529, ...) with ``retry-after``, delays, and for ``"stream": true`` the real SSE
 sequence (message_start, content_block_start, ping, content_block_delta with text_delta /
 input_json_delta, content_block_stop, message_delta with usage and stop_reason,
-message_stop), optionally broken by a mid-stream ``error`` event.
+message_stop), optionally broken by a mid-stream ``error`` event or by a ``fault``:
+the connection reset after the first delta, a malformed or truncated event, an empty
+stream, a stream that ends cleanly without ``message_stop``, or (without streaming) a
+JSON body cut off half-way.
 
     emu = AnthropicEmulator()
     await emu.start()
@@ -110,6 +113,10 @@ class Reply:
     stream_error: str | None = None  # an SSE error event of this type after the first delta
     stop_reason: str | None = None
     model: str | None = None
+    # "reset", "malformed", "truncated", "empty", "no_stop" (streams); without streaming,
+    # "reset" drops the connection and "truncated" cuts the JSON body in half.
+    fault: str | None = None
+    raw_input: Any = None  # a tool_use input sent as given (e.g. not an object)
 
     @classmethod
     def error(cls, status: int, *, retry_after: float | None = None, delay_s: float = 0.0) -> Reply:
@@ -472,6 +479,10 @@ class AnthropicEmulator:
             {"type": "tool_use", "id": u.id, "name": u.name, "input": u.input}
             for u in reply.tool_uses
         )
+        if reply.raw_input is not None:
+            for block in blocks:
+                if block["type"] == "tool_use":
+                    block["input"] = reply.raw_input
         stop = reply.stop_reason or ("tool_use" if reply.tool_uses else "end_turn")
         usage = {**self._usage(body), "output_tokens": max(1, _chars(blocks) // 4)}
         message: dict[str, Any] = {
@@ -485,6 +496,17 @@ class AnthropicEmulator:
             "usage": usage,
         }
         if not body.get("stream"):
+            if reply.fault == "reset":  # the connection drops before any response
+                assert request.transport is not None
+                request.transport.abort()
+                return web.Response()
+            if reply.fault == "truncated":
+                raw = json.dumps(message)
+                return web.Response(
+                    text=raw[: len(raw) // 2],
+                    content_type="application/json",
+                    headers={"request-id": rid},
+                )
             return web.json_response(message, headers={"request-id": rid})
         return await self._stream(request, reply, message, rid)
 
@@ -499,6 +521,9 @@ class AnthropicEmulator:
             }
         )
         await resp.prepare(request)
+        if reply.fault == "empty":
+            await resp.write_eof()
+            return resp
 
         async def send(event: str, data: dict[str, Any]) -> None:
             await resp.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
@@ -537,6 +562,9 @@ class AnthropicEmulator:
                     "content_block_delta",
                     {"type": "content_block_delta", "index": index, "delta": delta},
                 )
+                if reply.fault in ("reset", "malformed", "truncated") and not sent_delta:
+                    await self._break(request, resp, reply.fault)
+                    return resp
                 if reply.stream_error and not sent_delta:
                     await send(
                         "error",
@@ -554,6 +582,20 @@ class AnthropicEmulator:
                 "usage": {"output_tokens": usage["output_tokens"]},
             },
         )
-        await send("message_stop", {"type": "message_stop"})
+        if reply.fault != "no_stop":
+            await send("message_stop", {"type": "message_stop"})
         await resp.write_eof()
         return resp
+
+    @staticmethod
+    async def _break(request: web.Request, resp: web.StreamResponse, fault: str) -> None:
+        """End a stream badly, after its first delta."""
+        if fault == "malformed":
+            await resp.write(b"event: content_block_delta\ndata: {not json at all\n\n")
+            await resp.write_eof()
+        elif fault == "truncated":
+            await resp.write(b'event: content_block_delta\ndata: {"type": "content_block_del')
+            await resp.write_eof()
+        else:  # "reset": the connection drops with the body unfinished
+            assert request.transport is not None
+            request.transport.abort()

@@ -1,0 +1,190 @@
+"""Claude faults that must end in a retry or the extractive fallback, never a traceback or
+a half answer shown as whole: a stream reset mid-way, malformed or truncated events, an
+empty stream, no ``message_stop``, a truncated JSON body; and deep research's own limits
+(its budget never lengthens the request timeout, bad tool input is a tool error)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from bot.answer import AnswerConfig
+from bot.config import load_settings
+from bot.engine import Engine
+from bot.errors import LLMError
+from bot.llm import ClaudeLLM
+from bot.models import Event, PartialAnswer, Question, ThreadKey
+from bot.research import Researcher
+from bot.router import DEEP_FAILED, ResearchRouter
+from bot.sessions import SessionStore
+from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.indexer import ingest
+from retrieval.search import SearchService
+from retrieval.store import Store
+from tests.emulators.anthropic import AnthropicEmulator, Reply, ToolUse
+
+USER: list[Any] = [{"role": "user", "content": "Why did we move off Auth0?"}]
+STREAM_FAULTS = ["reset", "malformed", "truncated", "empty", "no_stop"]
+HALF = "Stand-in answer that must never be shown as final."
+THREAD = ThreadKey("console", "local", "c", "t")
+
+
+@pytest_asyncio.fixture
+async def emu() -> AsyncIterator[AnthropicEmulator]:
+    async with AnthropicEmulator() as e:
+        yield e
+
+
+def claude(emu: AnthropicEmulator, timeout_s: float = 5.0, retries: int = 2) -> ClaudeLLM:
+    return ClaudeLLM(
+        api_key=emu.api_key,
+        base_url=emu.url,
+        model="claude-test",
+        fast_model="claude-test-fast",
+        timeout_s=timeout_s,
+        max_retries=retries,
+        backoff_s=0.02,
+    )
+
+
+@pytest.mark.parametrize("fault", STREAM_FAULTS)
+async def test_a_broken_stream_is_retried(emu: AnthropicEmulator, fault: str) -> None:
+    llm = claude(emu)
+    emu.enqueue(Reply(text=HALF, fault=fault), "a whole answer")
+    seen: list[str] = []
+
+    async def on_text(text: str) -> None:
+        seen.append(text)
+
+    done = await llm.stream(system="s", messages=USER, max_tokens=50, on_text=on_text)
+    await llm.aclose()
+    assert done.text == "a whole answer" and done.attempts == 2
+    assert seen[-1] == "a whole answer"
+
+
+@pytest.mark.parametrize("fault", STREAM_FAULTS)
+async def test_a_stream_broken_every_time_is_an_llm_error(
+    emu: AnthropicEmulator, fault: str
+) -> None:
+    llm = claude(emu, retries=1)
+    emu.enqueue(Reply(text=HALF, fault=fault), times=2)
+    with pytest.raises(LLMError, match="broken reply|incomplete reply"):
+        await llm.stream(system="s", messages=USER, max_tokens=50)
+    await llm.aclose()
+    assert len(emu.requests) == 2
+
+
+async def test_a_truncated_json_body_is_retried(emu: AnthropicEmulator) -> None:
+    llm = claude(emu)
+    emu.enqueue(Reply(text=HALF, fault="truncated"), "whole")
+    done = await llm.complete(system="s", messages=USER, max_tokens=50)
+    assert done.text == "whole" and done.attempts == 2
+    emu.enqueue(Reply(text=HALF, fault="truncated"), times=3)
+    with pytest.raises(LLMError, match="broken reply"):
+        await llm.create(system="s", messages=USER, max_tokens=50)
+    await llm.aclose()
+
+
+async def test_a_callers_longer_timeout_never_overrides_the_configured_one(
+    emu: AnthropicEmulator,
+) -> None:
+    llm = claude(emu, timeout_s=0.5)
+    emu.enqueue(Reply(text="too late", delay_s=5))
+    t0 = time.perf_counter()
+    with pytest.raises(LLMError, match="within 0.5 seconds"):
+        await llm.create(system="s", messages=USER, max_tokens=50, timeout_s=90)
+    await llm.aclose()
+    assert time.perf_counter() - t0 < 2
+
+
+# --- through the engine and deep research, on a real Weaviate ---------------------------
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def faults_kb(
+    store: Store, embedder: SentenceTransformerEmbedder, tmp_path_factory: pytest.TempPathFactory
+) -> str:
+    root = tmp_path_factory.mktemp("faults")
+    (root / "2024-02-01-vendor-sync.txt").write_text(
+        "[00:00:04] Eve Stone: We moved off Auth0 because the bill tripled this year.\n"
+        "[00:01:10] Marcus Lee: The pager rotation starts Monday.\n"
+    )
+    kb = f"f{uuid.uuid4().hex[:12]}"
+    report = await ingest(store, embedder, kb, [root])
+    assert not report.failed
+    return kb
+
+
+@pytest.mark.parametrize("fault", STREAM_FAULTS)
+async def test_quick_answers_fall_back_to_extractive_on_a_broken_stream(
+    search: SearchService, emu: AnthropicEmulator, faults_kb: str, tmp_path: Path, fault: str
+) -> None:
+    emu.default = Reply(text=HALF, fault=fault)  # every request, the rewrite's too
+    partials: list[str] = []
+
+    async def on_event(event: Event) -> None:
+        if isinstance(event, PartialAnswer):
+            partials.append(event.text)
+
+    async with SessionStore.open(tmp_path / "s.sqlite3") as sessions:
+        engine = Engine(
+            archives=search.archive,
+            sessions=sessions,
+            llm=claude(emu, timeout_s=3, retries=1),
+            config=AnswerConfig(llm_timeout_s=3, rewrite_timeout_s=1),
+        )
+        asked = "Why did we move off Auth0?"
+        question = Question(text=asked, thread=THREAD, user="u", kb=faults_kb)
+        answer = await engine.ask(question, on_event)
+    assert answer.kind == "extractive", answer
+    assert "Stand-in" not in answer.text and "bill tripled" in answer.text
+
+
+async def test_research_tool_errors_for_bad_input_and_offsets(
+    search: SearchService, emu: AnthropicEmulator, faults_kb: str
+) -> None:
+    llm = claude(emu, retries=0)
+    source = "2024-02-01-vendor-sync"
+    emu.enqueue(Reply(tool_uses=[ToolUse("search", {})], raw_input=["not", "an", "object"]))
+    emu.enqueue(Reply.tools(ToolUse("get_transcript", {"source_id": source, "offset": 20_000})))
+    emu.enqueue("Nothing more to find.")
+    result = await Researcher(llm).run(
+        Question(text="What about Auth0?", thread=THREAD, user="u1", kb=faults_kb, mode="deep"),
+        search.archive(faults_kb),
+    )
+    await llm.aclose()
+    first = emu.requests[1].body["messages"][-1]["content"][0]
+    assert first["is_error"] and "must be an object" in first["content"]
+    second = emu.requests[2].body["messages"][-1]["content"][0]
+    assert second["is_error"] and "offset must be between 0 and" in second["content"]
+    assert result.answer.text == "Nothing more to find."
+
+
+@pytest.mark.parametrize("fault", ["reset", "truncated"])
+async def test_deep_research_on_a_broken_claude_falls_back_to_a_quick_extractive_answer(
+    search: SearchService, emu: AnthropicEmulator, faults_kb: str, tmp_path: Path, fault: str
+) -> None:
+    emu.default = Reply(text=HALF, fault=fault)
+    llm = claude(emu, timeout_s=3, retries=1)
+    settings = load_settings(llm_timeout_s=3)
+    async with SessionStore.open(tmp_path / "s.sqlite3") as sessions:
+        engine = Engine(
+            archives=search.archive,
+            sessions=sessions,
+            llm=llm,
+            config=AnswerConfig(llm_timeout_s=3, rewrite_timeout_s=1),
+            research=ResearchRouter.from_settings(settings, llm),
+        )
+        asked = "Why did we move off Auth0?"
+        question = Question(text=asked, thread=THREAD, user="u", kb=faults_kb, mode="deep")
+        answer = await engine.ask(question)
+    await llm.aclose()
+    assert answer.kind == "extractive", answer
+    assert answer.note and DEEP_FAILED in answer.note
+    assert "Stand-in" not in answer.text and "bill tripled" in answer.text
