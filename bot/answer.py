@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot import prompts
-from bot.align import sentence_vectors, source_sentences
+from bot.align import claims, sentence_vectors, source_sentences
 from bot.citations import resolve
 from bot.config import Settings
 from bot.errors import LLMError
@@ -50,7 +50,12 @@ from retrieval.models import Hit, SearchFilters
 from retrieval.search import MAX_QUERY_CHARS
 
 log = logging.getLogger("quorum.answer")
-EXTRACT_PASSAGES = 5  # the extractive answer compares meaning in this many passages
+EXTRACT_PASSAGES = 3  # the extractive answer compares meaning in this many passages
+# A best window this close to the question in meaning (MiniLM cosine, from the stored
+# vectors: free) is relevant; under it, the top passages' sentences are compared one by
+# one (bot.extractive.relevant), which costs an encode. Of the 53 answerable questions
+# of examples/eval.jsonl and bench/answer.py, 7 fall under it, as do both unanswerable.
+RELEVANT_WINDOW = 0.35
 
 _HELP = re.compile(
     r"^\s*(?:(?:hi|hello|hey|hiya|yo|howdy|good (?:morning|afternoon|evening)|thanks|thank you)"
@@ -267,7 +272,10 @@ class QuickAnswerer:
         await emit(Progress(f"Reading {len(sources)} passages from {recordings} sources..."))
 
         best_first = [p for _, p in sorted(numbered, key=lambda item: -item[1].score)]
-        meaning = await self._meaning(query, best_first[:EXTRACT_PASSAGES])
+        meaning: dict[str, float] = {}
+        closest = max((h.similarity for h in hits if h.similarity is not None), default=None)
+        if closest is not None and closest < RELEVANT_WINDOW:
+            meaning = await self._meaning(query, best_first[:EXTRACT_PASSAGES])
         if not relevant(query, [s for p in best_first for s in p.sentences], meaning):
             return await self._nothing(text, query, question, archive, clock, t, usage, searches)
         t = clock.lap("relevance", t)
@@ -349,7 +357,10 @@ class QuickAnswerer:
 
         async def fallback(reason: str) -> tuple[str, AnswerKind, dict[int, str]]:
             t = time.perf_counter()
-            found = extractive(query, best_first, reason, meaning)
+            near = meaning or await self._meaning(
+                query, [p for _, p in best_first[:EXTRACT_PASSAGES]]
+            )
+            found = extractive(query, best_first, reason, near)
             clock.lap("extractive", t)
             return found.text, "extractive", found.pins
 
@@ -357,11 +368,20 @@ class QuickAnswerer:
             return await fallback(NO_KEY)
         await emit(Progress("Writing the answer..."))
         sources = [n for n, _ in numbered]
-        if self.embedder is not None:  # alignment's sentence vectors, while Claude writes
-            self.embedder.prefetch(source_sentences(sources))
+        by_n = {n.n: n for n in sources}
+        warmed: set[int] = set()
 
         async def partial(text_so_far: str) -> None:
             await emit(PartialAnswer(text_so_far))
+            if self.embedder is None:
+                return
+            # While Claude writes, encode what alignment will compare: each claim (final
+            # once its marker has streamed) and the sentences of each source it cites.
+            found = claims(text_so_far)
+            cited = {n for c in found for n in c.numbers if n in by_n} - warmed
+            warmed.update(cited)
+            texts = [c.text for c in found] + source_sentences([by_n[n] for n in sorted(cited)])
+            self.embedder.prefetch(texts)
 
         t = time.perf_counter()
         try:

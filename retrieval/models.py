@@ -76,13 +76,18 @@ class Document:
 
 @dataclass(frozen=True)
 class Hit:
-    """A segment returned by a search, with its source, score and deep link."""
+    """A segment returned by a search, with its source, score and deep link.
+
+    ``similarity`` is the cosine between the query and the segment's own vector (hybrid
+    search only): unlike the fused score, which is relative to the other hits, it says
+    how close the best hit really is."""
 
     id: str
     segment: Segment
     source: Source
     score: float
     link: str | None = None
+    similarity: float | None = None
 
 
 @dataclass(frozen=True)

@@ -161,8 +161,9 @@ def _opt_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def hit_from_object(obj: Any, score: float = 0.0) -> Hit:
-    """Build a Hit from a QuorumSegment object returned by the client."""
+def hit_from_object(obj: Any, score: float = 0.0, query: Sequence[float] | None = None) -> Hit:
+    """Build a Hit from a QuorumSegment object returned by the client (with ``query``,
+    and the object's vector, its cosine similarity to the query)."""
     p = obj.properties
     source = Source(
         id=str(p.get("source_id") or ""),
@@ -185,12 +186,17 @@ def hit_from_object(obj: Any, score: float = 0.0) -> Hit:
         lesson_url=p.get("lesson_url"),
         marks=_marks(p),
     )
+    similarity = None
+    vectors = getattr(obj, "vector", None)
+    if query is not None and isinstance(vectors, dict) and vectors.get(VECTOR):
+        similarity = float(sum(a * b for a, b in zip(query, vectors[VECTOR], strict=False)))
     return Hit(
         id=str(obj.uuid),
         segment=segment,
         source=source,
         score=score,
         link=segment_link(source, segment),
+        similarity=similarity,
     )
 
 

@@ -468,13 +468,14 @@ class Store:
                     filters=where,
                     limit=limit,
                     return_metadata=MetadataQuery(score=True),
+                    include_vector=[VECTOR],
                 )
                 live = await self._live(kb, res.objects)
                 # Orphans took places: ask once more with room for them (rare: after a crash).
                 if len(live) == len(res.objects) or len(res.objects) < limit or limit > k:
                     break
                 limit = min(k + 2 * (len(res.objects) - len(live)) + 10, 1000)
-        return [hit_from_object(o, float(o.metadata.score or 0.0)) for o in live[:k]]
+        return [hit_from_object(o, float(o.metadata.score or 0.0), vector) for o in live[:k]]
 
     async def bm25(self, kb: str, query: str, where: _Filters | None, k: int) -> list[Hit]:
         """Keyword search alone (for benchmarks and diagnostics)."""
