@@ -22,6 +22,7 @@ bench: install
 	.venv/bin/python bench/quality.py
 	.venv/bin/python bench/qmsum.py
 	.venv/bin/python bench/answer.py
+	.venv/bin/python bench/citations.py
 	.venv/bin/python bench/research.py
 	.venv/bin/python bench/slack_load.py
 	.venv/bin/python bench/soak.py

@@ -29,6 +29,7 @@ from rich.table import Table
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
+from retrieval.ingest.metadata import slug
 from retrieval.links import format_timestamp
 from retrieval.models import Hit, SearchFilters
 from retrieval.search import SearchService
@@ -62,7 +63,7 @@ def write_meetings(data: Path, out: Path) -> list[Meeting]:
     meetings = []
     for path in sorted(data.glob("*.json")):
         raw = json.loads(path.read_text())
-        mid = path.stem.lower()
+        mid = slug(path.stem)  # the id ingest gives the file (covid_2 -> covid-2)
         lines = ["WEBVTT", ""]
         starts: list[float] = []
         t = 0.0
