@@ -245,17 +245,60 @@ def sentence_vectors(embedder: Embedder | None) -> SentenceVectors | None:
     return SentenceVectors(embedder)
 
 
-def source_sentences(sources: Sequence[NumberedSource]) -> list[str]:
-    """The text of every sentence of ``sources`` (what alignment will compare)."""
-    return [s.text for ns in sources for s in sentences_of(ns.hit.segment)]
-
-
 @dataclass(frozen=True)
 class Alignment:
     """An aligned answer, and the claims (``"text [n]"``) whose citation was dropped."""
 
     answer: Answer
     untraced: tuple[str, ...] = ()
+
+
+SHORTLIST = 12  # sentences per (claim, source) compared in meaning, best by words first
+
+
+@dataclass
+class Plan:
+    """What alignment compares: each cited source's sentences, the words each claim
+    shares with them, and per (claim, source) the shortlist compared in meaning (the
+    best by words; every sentence when none shares a word: a pure paraphrase)."""
+
+    by_n: dict[int, NumberedSource]
+    sentences: dict[int, list[Sentence]]
+    lexical: dict[tuple[int, int], list[float]]
+    shortlist: dict[tuple[int, int], list[int]]
+    claims: list[str]
+
+    @classmethod
+    def of(cls, found: Sequence[Claim], sources: Sequence[NumberedSource]) -> Plan:
+        """The plan for ``found`` over ``sources``."""
+        by_n = {s.n: s for s in sources}
+        cited = {n for c in found for n in c.numbers if n in by_n}
+        sentences = {n: sentences_of(by_n[n].hit.segment) for n in cited}
+        stats = {n: _weights(sentences[n]) for n in cited}
+        lex: dict[tuple[int, int], list[float]] = {}
+        short: dict[tuple[int, int], list[int]] = {}
+        for k, claim in enumerate(found):
+            words = terms(claim.text)
+            for n in claim.numbers:
+                if n not in cited:
+                    continue
+                bags, weights = stats[n]
+                row = [lexical(words, bag, weights) for bag in bags]
+                order = sorted(range(len(row)), key=lambda i: (-row[i], i))
+                lex[(k, n)] = row
+                short[(k, n)] = order if not any(row) else order[:SHORTLIST]
+        return cls(by_n, sentences, lex, short, [c.text for c in found])
+
+    def texts(self) -> list[str]:
+        """Every text whose vector the alignment needs."""
+        picked = [self.sentences[n][i].text for (_, n), idx in self.shortlist.items() for i in idx]
+        return list(dict.fromkeys([*self.claims, *picked]))
+
+
+def texts_to_compare(text: str, sources: Sequence[NumberedSource]) -> list[str]:
+    """The texts alignment will encode for ``text`` (an answer, or as much as has
+    streamed): prefetch them while Claude writes."""
+    return Plan.of(claims(text), sources).texts()
 
 
 class Aligner:
@@ -282,31 +325,26 @@ class Aligner:
     ) -> list[list[Moment]]:
         """For each claim, one moment per number it cites (``pins`` fixes the sentence
         of a claim by its index: an extractive quote cites what it quotes)."""
-        by_n = {s.n: s for s in sources}
-        cited = {n for c in found for n in c.numbers if n in by_n}
-        sentences = {n: sentences_of(by_n[n].hit.segment) for n in cited}
-        texts = [c.text for c in found] + [s.text for n in cited for s in sentences[n]]
-        vectors = await self._vectors(texts)
-        stats = {n: _weights(sentences[n]) for n in cited}
+        plan = Plan.of(found, sources)
+        vectors = await self._vectors(plan.texts())
         out: list[list[Moment]] = []
         for k, claim in enumerate(found):
-            words = terms(claim.text)
             row: list[Moment] = []
             for n in claim.numbers:
-                if n not in by_n:
+                if n not in plan.by_n:
                     continue
-                options = sentences[n]
+                options = plan.sentences[n]
                 if not options:
-                    row.append(Moment(by_n[n], None, 0.0))
+                    row.append(Moment(plan.by_n[n], None, 0.0))
                     continue
-                bags, weights = stats[n]
-                scores = []
-                for s, bag in zip(options, bags, strict=True):
-                    score = LEXICAL_WEIGHT * lexical(words, bag, weights)
+                lex = plan.lexical[(k, n)]
+                scores: dict[int, float] = {}
+                for i in plan.shortlist[(k, n)]:
+                    score = LEXICAL_WEIGHT * lex[i]
                     if vectors is not None:
-                        score += _dot(vectors[claim.text], vectors[s.text])
-                    scores.append(score / (1 + LEXICAL_WEIGHT if vectors else LEXICAL_WEIGHT))
-                best = max(range(len(options)), key=lambda i: (scores[i], -i))
+                        score += _dot(vectors[claim.text], vectors[options[i].text])
+                    scores[i] = score / (1 + LEXICAL_WEIGHT if vectors else LEXICAL_WEIGHT)
+                best = max(scores, key=lambda i: (scores[i], -i))
                 pinned = (pins or {}).get(k)
                 if pinned is not None:
                     want = " ".join(pinned.split())
@@ -314,7 +352,8 @@ class Aligner:
                         (i for i, s in enumerate(options) if " ".join(s.text.split()) == want),
                         best,
                     )
-                row.append(Moment(by_n[n], options[best], max(0.0, scores[best])))
+                support = scores.get(best, LEXICAL_WEIGHT * lex[best] / (1 + LEXICAL_WEIGHT))
+                row.append(Moment(plan.by_n[n], options[best], max(0.0, support)))
             out.append(row)
         return out
 

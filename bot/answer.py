@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot import prompts
-from bot.align import claims, sentence_vectors, source_sentences
+from bot.align import sentence_vectors, texts_to_compare
 from bot.citations import resolve
 from bot.config import Settings
 from bot.errors import LLMError
@@ -368,20 +368,13 @@ class QuickAnswerer:
             return await fallback(NO_KEY)
         await emit(Progress("Writing the answer..."))
         sources = [n for n, _ in numbered]
-        by_n = {n.n: n for n in sources}
-        warmed: set[int] = set()
 
         async def partial(text_so_far: str) -> None:
             await emit(PartialAnswer(text_so_far))
-            if self.embedder is None:
-                return
-            # While Claude writes, encode what alignment will compare: each claim (final
-            # once its marker has streamed) and the sentences of each source it cites.
-            found = claims(text_so_far)
-            cited = {n for c in found for n in c.numbers if n in by_n} - warmed
-            warmed.update(cited)
-            texts = [c.text for c in found] + source_sentences([by_n[n] for n in sorted(cited)])
-            self.embedder.prefetch(texts)
+            if self.embedder is not None:
+                # While Claude writes, encode what alignment will compare: each claim is
+                # final once its marker has streamed, and so is its shortlist.
+                self.embedder.prefetch(texts_to_compare(text_so_far, sources))
 
         t = time.perf_counter()
         try:
