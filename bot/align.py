@@ -34,12 +34,11 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from bot.citations import MARKER, parse_numbers
+from bot.citations import MARKER, at_second, parse_numbers
 from bot.extractive import matches, terms
 from bot.models import Answer, Citation, NumberedSource
 from bot.passages import Sentence, link_second, sentences_of
-from retrieval.embed import Embedder
-from retrieval.links import format_timestamp, segment_link
+from retrieval.embed import Embedder, cosine
 
 log = logging.getLogger("quorum.align")
 
@@ -131,10 +130,6 @@ def lexical(claim: Sequence[str], bag: set[str], weights: Mapping[str, float]) -
     return found / total if total else 0.0
 
 
-def _dot(a: Sequence[float], b: Sequence[float]) -> float:
-    return sum(x * y for x, y in zip(a, b, strict=False))
-
-
 def citation_of(n: int, moment: Moment) -> Citation:
     """The citation numbered ``n`` for a moment: link, label and speaker of its sentence."""
     source, sentence = moment.source, moment.sentence
@@ -143,9 +138,7 @@ def citation_of(n: int, moment: Moment) -> Citation:
     if second is None:
         link, label, start = hit.link, source.label, hit.segment.start_s
     else:
-        seg = replace(hit.segment, start_s=second)
-        link = segment_link(hit.source, seg)
-        label = f"{hit.source.title or hit.source.id} @ {format_timestamp(second)}"
+        label, link = at_second(hit, second)
         start = second
     speaker = sentence.speaker if sentence and sentence.speaker else hit.segment.speaker
     return Citation(
@@ -342,7 +335,7 @@ class Aligner:
                 for i in plan.shortlist[(k, n)]:
                     score = LEXICAL_WEIGHT * lex[i]
                     if vectors is not None:
-                        score += _dot(vectors[claim.text], vectors[options[i].text])
+                        score += cosine(vectors[claim.text], vectors[options[i].text])
                     scores[i] = score / (1 + LEXICAL_WEIGHT if vectors else LEXICAL_WEIGHT)
                 best = max(scores, key=lambda i: (scores[i], -i))
                 pinned = (pins or {}).get(k)

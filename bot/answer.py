@@ -45,7 +45,7 @@ from bot.passages import Passage, assemble, merge, widen
 from bot.sessions import Exchange
 from bot.understand import Understood, understand
 from retrieval.archive import Archive
-from retrieval.embed import Embedder
+from retrieval.embed import Embedder, cosine
 from retrieval.models import Hit, SearchFilters
 from retrieval.search import MAX_QUERY_CHARS
 
@@ -271,16 +271,17 @@ class QuickAnswerer:
         t = clock.lap("assemble", t)
         await emit(Progress(f"Reading {len(sources)} passages from {recordings} sources..."))
 
-        best_first = [p for _, p in sorted(numbered, key=lambda item: -item[1].score)]
+        best_first = sorted(numbered, key=lambda item: -item[1].score)
+        passages = [p for _, p in best_first]
         meaning: dict[str, float] = {}
         closest = max((h.similarity for h in hits if h.similarity is not None), default=None)
         if closest is not None and closest < RELEVANT_WINDOW:
-            meaning = await self._meaning(query, best_first[:EXTRACT_PASSAGES])
-        if not relevant(query, [s for p in best_first for s in p.sentences], meaning):
+            meaning = await self._meaning(query, passages[:EXTRACT_PASSAGES])
+        if not relevant(query, [s for p in passages for s in p.sentences], meaning):
             return await self._nothing(text, query, question, archive, clock, t, usage, searches)
         t = clock.lap("relevance", t)
         reply, kind, pins = await self._write(
-            text, query, history, numbered, clock, usage, emit, meaning
+            text, query, history, best_first, clock, usage, emit, meaning
         )
         t = time.perf_counter()
         resolved = resolve(reply, sources)
@@ -346,14 +347,15 @@ class QuickAnswerer:
         question: str,
         query: str,
         history: Sequence[Exchange],
-        numbered: Sequence[tuple[NumberedSource, Passage]],
+        best_first: Sequence[tuple[NumberedSource, Passage]],
         clock: _Clock,
         usage: Usage,
         emit: EventSink,
         meaning: dict[str, float],
     ) -> tuple[str, AnswerKind, dict[int, str]]:
-        """Claude's answer (streamed), or the extractive one when Claude is absent or fails."""
-        best_first = sorted(numbered, key=lambda item: -item[1].score)
+        """Claude's answer (streamed), or the extractive one when Claude is absent or fails.
+
+        ``best_first`` pairs each numbered source with its passage, best passage first."""
 
         async def fallback(reason: str) -> tuple[str, AnswerKind, dict[int, str]]:
             t = time.perf_counter()
@@ -367,7 +369,7 @@ class QuickAnswerer:
         if self.llm is None:
             return await fallback(NO_KEY)
         await emit(Progress("Writing the answer..."))
-        sources = [n for n, _ in numbered]
+        sources = sorted((n for n, _ in best_first), key=lambda s: s.n)  # as numbered
 
         async def partial(text_so_far: str) -> None:
             await emit(PartialAnswer(text_so_far))
@@ -409,10 +411,7 @@ class QuickAnswerer:
         except Exception:
             log.warning("embedding sentences for the extractive answer failed", exc_info=True)
             return {}
-        return {
-            t: sum(a * b for a, b in zip(q, v, strict=False))
-            for t, v in zip(texts, rows, strict=True)
-        }
+        return {t: cosine(q, v) for t, v in zip(texts, rows, strict=True)}
 
     @staticmethod
     def _timed(answer: Answer, clock: _Clock) -> Answer:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.models import Citation, NumberedSource
-from retrieval.links import format_timestamp
+from retrieval.links import format_timestamp, segment_link
 from retrieval.models import Hit
 
 log = logging.getLogger("quorum.citations")
@@ -39,6 +39,12 @@ def label_for(hit: Hit) -> str:
     if heading and heading.casefold() != title.casefold():
         return f"{title}, {heading}"
     return title
+
+
+def at_second(hit: Hit, second: float) -> tuple[str, str | None]:
+    """The label and deep link of ``hit``'s recording at ``second``: ``"Title @ 3:05"``."""
+    moved = replace(hit, segment=replace(hit.segment, start_s=second))
+    return label_for(moved), segment_link(hit.source, moved.segment)
 
 
 def number_sources(hits: Sequence[Hit]) -> tuple[NumberedSource, ...]:

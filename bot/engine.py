@@ -197,8 +197,7 @@ class Engine:
             timings["revise"] = round((time.perf_counter() - t) * 1000, 2)
             if revised is None:
                 return aligned.answer
-            again = await self.aligner.align(revised)
-            return replace(again.answer, timings=answer.timings)
+            return (await self.aligner.align(revised)).answer
         except Exception:
             log.exception("citation alignment failed; keeping the passage links")
             return answer

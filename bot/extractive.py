@@ -11,11 +11,11 @@ import difflib
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from bot.citations import at_second
 from bot.models import NumberedSource
 from bot.passages import Passage, Sentence, link_second
-from retrieval.links import format_timestamp, segment_link
 from retrieval.models import SearchFilters, SourceInfo
 
 NO_KEY = "No Claude API key is set, so here are the most relevant passages:"
@@ -218,8 +218,7 @@ def _where(source: NumberedSource, first: Sentence) -> str:
     second = link_second(first)
     if second is None:
         return source.label
-    label = f"{hit.source.title or hit.source.id} @ {format_timestamp(second)}"
-    link = segment_link(hit.source, replace(hit.segment, start_s=second))
+    label, link = at_second(hit, second)
     return f"[{label}]({link})" if link else label
 
 

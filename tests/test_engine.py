@@ -86,6 +86,18 @@ class Recorder:
         self.events.append(event)
 
 
+def hosted_ui_number(body: dict[str, object]) -> str:
+    """The number the request's sources give the hosted UI passage."""
+    sources = next(
+        str(m["content"])
+        for m in body["messages"]  # type: ignore[attr-defined]
+        if "<sources>" in str(m["content"])
+    )
+    found = re.search(r"\[(\d+)\] [^\n]*\n[^[]*hosted UI", sources)
+    assert found, "the hosted UI passage is a numbered source"
+    return found.group(1)
+
+
 async def test_an_unsupported_claim_goes_back_to_claude_once(
     search: SearchService,
     sessions: SessionStore,
@@ -97,10 +109,7 @@ async def test_an_unsupported_claim_goes_back_to_claude_once(
 
     def invents(body: dict[str, object]) -> Reply:
         nonlocal number
-        prompt = str(body["messages"][-1]["content"])  # type: ignore[index]
-        found = re.search(r"\[(\d+)\] [^\n]*\n[^[]*hosted UI", prompt)
-        assert found
-        number = found.group(1)
+        number = hosted_ui_number(body)
         return Reply(
             text=f"The hosted login page can't be fully restyled [{number}]. Cognito also "
             f"gives every penguin at the zoo a free submarine [{number}]."
@@ -129,9 +138,7 @@ async def test_a_claim_still_unsupported_after_revision_loses_its_marker(
     embedder: SentenceTransformerEmbedder,
 ) -> None:
     def invents(body: dict[str, object]) -> Reply:
-        prompt = str(body["messages"][-1]["content"])  # type: ignore[index]
-        found = re.search(r"\[(\d+)\] [^\n]*\n[^[]*hosted UI", prompt)
-        n = found.group(1) if found else "1"
+        n = hosted_ui_number(body)  # the revision request carries the sources too
         return Reply(text=f"Every penguin at the zoo gets a free submarine [{n}].")
 
     emu.enqueue(invents, times=2)
@@ -147,10 +154,8 @@ async def test_answer_streams_cites_and_is_stored(
     search: SearchService, sessions: SessionStore, emu: AnthropicEmulator, sample_kb: str
 ) -> None:
     def reply(body: dict[str, object]) -> Reply:
-        prompt = str(body["messages"][-1]["content"])  # type: ignore[index]
-        n = re.search(r"\[(\d+)\] [^\n]*\n[^[]*hosted UI", prompt)
-        assert n, "the hosted UI passage is a numbered source"
-        return Reply(text=f"The hosted login page can't be fully restyled [{n.group(1)}].")
+        n = hosted_ui_number(body)
+        return Reply(text=f"The hosted login page can't be fully restyled [{n}].")
 
     emu.enqueue(reply)
     engine = make_engine(search, sessions, emu)
