@@ -214,17 +214,7 @@ def merge_sentences(acc: list[Sentence], nxt: Sequence[Sentence]) -> None:
 
 def render(sentences: Sequence[Sentence]) -> str:
     """Sentences as text: one line per speaker turn, labelled when several people speak."""
-    labelled = len({s.speaker for s in sentences}) > 1
-    turns: list[str] = []
-    prev: object = object()
-    for s in sentences:
-        if s.speaker != prev:
-            label = f"{s.speaker}: " if labelled and s.speaker else ""
-            turns.append(label + s.text)
-            prev = s.speaker
-        else:
-            turns[-1] += " " + s.text
-    return "\n".join(turns)
+    return render_marked(sentences)[0]
 
 
 def render_marked(sentences: Sequence[Sentence]) -> tuple[str, tuple[Mark, ...]]:
