@@ -9,7 +9,9 @@ from adapters.console import chat_command, demo_command
 from adapters.discord_cli import discord_app
 from adapters.serve import serve
 from bot.cli import app
+from bot.transcript_cli import transcript_cmd
 
+app.command("transcript")(transcript_cmd)
 app.command("serve")(serve)
 app.command("chat")(chat_command)
 app.command("demo")(demo_command)

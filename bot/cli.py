@@ -26,7 +26,6 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
-    TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -35,11 +34,12 @@ from rich.text import Text
 
 from bot.config import Settings, load_settings
 from bot.evaluate import KS, Result, Summary, load_cases, run_eval
+from bot.ingest_progress import IngestProgress
 from bot.models import Answer, Event, Mode, ProgressEvent, Question, ThreadKey
 from bot.terminal import answer_json, failure_line, plain, render_answer
 from bot.wiring import open_core, open_retrieval
 from retrieval.errors import InvalidInput, QuorumError
-from retrieval.indexer import FileResult, IngestReport, ingest
+from retrieval.indexer import IngestReport, ingest
 from retrieval.links import locator
 from retrieval.models import KINDS, Hit, Kind, SearchFilters
 from retrieval.schema import check_kb
@@ -106,31 +106,6 @@ def kb_name(settings: Settings, kb: str | None) -> str:
     return check_kb(kb or settings.default_kb)
 
 
-class _RichProgress:
-    """Ingest progress: files, segments, segments per second."""
-
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.task = progress.add_task("ingest", total=None, segments=0, rate="")
-        self.segments = 0
-        self.t0 = time.perf_counter()
-
-    def started(self, files: int) -> None:
-        self.progress.update(self.task, total=files)
-
-    def file_done(self, result: FileResult) -> None:
-        if result.status in ("added", "updated"):
-            self.segments += result.segments
-        rate = self.segments / max(1e-6, time.perf_counter() - self.t0)
-        self.progress.update(
-            self.task,
-            advance=1,
-            segments=self.segments,
-            rate=f"{rate:,.0f} seg/s",
-            description=escape(Path(result.path).name[:40]),
-        )
-
-
 def _report_table(report: IngestReport, elapsed: float) -> Table:
     table = Table(title="Ingest summary", show_edge=False)
     for col in ("added", "updated", "skipped", "failed", "segments written", "seconds"):
@@ -152,31 +127,23 @@ def ingest_cmd(
     kb: KbOpt = None,
     force: Annotated[bool, typer.Option(help="Re-ingest files even when unchanged.")] = False,
 ) -> None:
-    """Ingest recordings, transcripts, PDFs, Markdown and course files."""
+    """Ingest recordings (audio and video are transcribed), transcripts, PDFs, Markdown and
+    course files."""
 
     async def go(settings: Settings) -> IngestReport:
         name = kb_name(settings, kb)
         async with open_retrieval(settings, warm=True) as r:
             t0 = time.perf_counter()
-            with Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("files"),
-                TextColumn("{task.fields[segments]:,} segments"),
-                TextColumn("{task.fields[rate]}"),
-                TaskProgressColumn(),
-                TimeElapsedColumn(),
-                console=err,
-            ) as progress:
+            with IngestProgress(err) as progress:
                 report = await ingest(
                     r.store,
                     r.embedder,
                     name,
                     paths,
                     chunking=r.chunking,
-                    progress=_RichProgress(progress),
+                    progress=progress,
                     force=force,
+                    transcriber=r.transcriber,
                 )
             r.search.forget_sources(name)
             elapsed = time.perf_counter() - t0

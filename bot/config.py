@@ -52,6 +52,12 @@ class Settings(BaseSettings):
     rerank_model_path: Path | None = Field(
         None, description="Folder of a cross-encoder model: rerank hits with it (off by default)."
     )
+    whisper_model: str | None = Field(
+        None,
+        description="Whisper model for audio and video: a local CTranslate2 model folder, or "
+        "a faster-whisper model name (small.en, ...) where the machine may download it "
+        "(default: the packaged tiny.en).",
+    )
     hybrid_alpha: float = Field(
         0.5, ge=0.0, le=1.0, description="0 = keyword (BM25) only, 1 = vector only."
     )
@@ -139,6 +145,11 @@ class Settings(BaseSettings):
     def sessions_path(self) -> Path:
         """The SQLite session store."""
         return self.data_dir / "sessions.sqlite3"
+
+    @property
+    def transcripts_dir(self) -> Path:
+        """Where transcripts of audio and video are kept, by content hash."""
+        return self.data_dir / "transcripts"
 
 
 def _var_name(loc: tuple[int | str, ...]) -> str:

@@ -25,6 +25,7 @@ from retrieval.errors import ConfigError
 from retrieval.rerank import CrossEncoderReranker
 from retrieval.search import SearchService
 from retrieval.store import Store
+from retrieval.transcribe import Transcriber
 from retrieval.weaviate_server import (
     WEAVIATE_VERSION,
     EmbeddedServer,
@@ -107,6 +108,7 @@ class Retrieval:
     store: Store
     embedder: LazyEmbedder
     search: SearchService
+    transcriber: Transcriber
 
     @property
     def chunking(self) -> ChunkConfig:
@@ -163,6 +165,11 @@ async def _client_embedded(settings: Settings, stack: contextlib.AsyncExitStack)
     return Endpoint("127.0.0.1", opts.port, "127.0.0.1", opts.grpc_port)
 
 
+def transcriber_for(settings: Settings) -> Transcriber:
+    """The Whisper transcriber from settings (its model loads on first use)."""
+    return Transcriber(settings.whisper_model, settings.transcripts_dir)
+
+
 @contextlib.asynccontextmanager
 async def open_retrieval(settings: Settings, *, warm: bool = False) -> AsyncIterator[Retrieval]:
     """Start or reach Weaviate, connect, and hand out the retrieval services; with
@@ -180,7 +187,7 @@ async def open_retrieval(settings: Settings, *, warm: bool = False) -> AsyncIter
                 CrossEncoderReranker.from_path, settings.rerank_model_path
             )
         search = SearchService(store, embedder, alpha=settings.hybrid_alpha, reranker=reranker)
-        yield Retrieval(settings, endpoint, store, embedder, search)
+        yield Retrieval(settings, endpoint, store, embedder, search, transcriber_for(settings))
 
 
 @dataclass

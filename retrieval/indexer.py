@@ -15,15 +15,16 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
-from retrieval.errors import IngestError, QuorumError
+from retrieval.errors import ConfigError, IngestError, QuorumError
 from retrieval.ingest import discover, read_source
 from retrieval.models import Document
 from retrieval.schema import check_kb
 from retrieval.store import Store
+from retrieval.transcribe import OnProgress, Transcriber
 
 Status = Literal["added", "updated", "skipped", "failed"]
 MAX_REASON = 300  # a failure is one line, whatever the file put in its message
@@ -78,6 +79,14 @@ class Progress(Protocol):
         """One file finished (any status)."""
 
 
+@runtime_checkable
+class MediaProgress(Protocol):
+    """A ``Progress`` that also hears how far a recording's transcription is."""
+
+    def transcribing(self, path: str, done_s: float, total_s: float) -> None:
+        """``done_s`` of ``total_s`` audio seconds of ``path`` are transcribed."""
+
+
 class _Silent:
     def started(self, files: int) -> None:
         pass
@@ -102,8 +111,10 @@ async def ingest(
     chunking: ChunkConfig | None = None,
     progress: Progress | None = None,
     force: bool = False,
+    transcriber: Transcriber | None = None,
 ) -> IngestReport:
-    """Ingest files and folders into ``kb``; unchanged files are skipped unless ``force``."""
+    """Ingest files and folders into ``kb``; unchanged files are skipped unless ``force``.
+    Audio and video are transcribed with ``transcriber`` (without one they fail)."""
     check_kb(kb)
     progress = progress or _Silent()
     report = IngestReport()
@@ -120,7 +131,10 @@ async def ingest(
     async def produce() -> None:
         try:
             for path, root in files:
-                ready = await _prepare(store, embedder, kb, path, root, chunking, force, owners)
+                heard = _listener(progress, str(path))
+                ready = await _prepare(
+                    store, embedder, kb, path, root, chunking, force, owners, transcriber, heard
+                )
                 if isinstance(ready, FileResult):
                     _record(report, progress, ready)
                 else:
@@ -170,6 +184,19 @@ def _another_file(stored: str, path: Path) -> bool:
         return False
 
 
+def _listener(progress: Progress, path: str) -> OnProgress | None:
+    """Transcription progress, heard on a worker thread, handed to ``progress`` on the loop."""
+    if not isinstance(progress, MediaProgress):
+        return None
+    loop = asyncio.get_running_loop()
+    listener = progress
+
+    def heard(done_s: float, total_s: float) -> None:
+        loop.call_soon_threadsafe(listener.transcribing, path, done_s, total_s)
+
+    return heard
+
+
 def _record(report: IngestReport, progress: Progress, result: FileResult) -> None:
     report.results.append(result)
     progress.file_done(result)
@@ -184,11 +211,22 @@ async def _prepare(
     chunking: ChunkConfig | None,
     force: bool,
     owners: dict[str, str],
+    transcriber: Transcriber | None,
+    heard: OnProgress | None,
 ) -> _Ready | FileResult:
     try:
-        doc = await asyncio.to_thread(read_source, path, root=root, chunking=chunking)
+        doc = await asyncio.to_thread(
+            read_source,
+            path,
+            root=root,
+            chunking=chunking,
+            transcriber=transcriber,
+            on_progress=heard,
+        )
     except IngestError as exc:
         return FileResult(str(path), "failed", reason=brief(exc.reason))
+    except ConfigError:  # a bad setting (the Whisper model) fails the run, not each file
+        raise
     except Exception as exc:  # a reader's bug or a hostile file costs that file, not the run
         log.debug("reading %s failed", path, exc_info=True)
         return FileResult(str(path), "failed", reason=f"could not be read ({type(exc).__name__})")

@@ -31,6 +31,18 @@ if [ ! -f "$deps/.complete" ]; then
   touch "$deps/.complete"
 fi
 
+# 1b. espeak-ng: the tests speak known sentences into WAV files to transcribe them.
+if ! command -v espeak-ng >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "Installing espeak-ng (Debian package; the media tests speak with it)..."
+    (apt-get install -y -qq espeak-ng >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq espeak-ng >/dev/null 2>&1; }) \
+      || echo "Could not install espeak-ng; the media transcription tests will fail without it." >&2
+  else
+    echo "espeak-ng is missing and there is no apt-get; install it for the media tests." >&2
+  fi
+fi
+
 # 2. A thin .venv for this checkout: its own interpreter, the cached packages and
 #    this source tree on sys.path, and the `quorum` command.
 site=".venv/lib/python$pyver/site-packages"

