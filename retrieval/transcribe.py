@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -54,7 +54,7 @@ class Transcript:
     model: str
     language: str
     has_video: bool
-    transcribe_s: float  # wall seconds the transcription took (0 when decoded from cache)
+    transcribe_s: float  # wall seconds decoding and transcribing took
 
     def to_json(self) -> str:
         """The stored form."""
@@ -229,8 +229,9 @@ class Transcriber:
         with self._lock:
             if (kept := self.cached(digest)) is not None:  # made while we waited
                 return kept
-            audio = decode()
-            transcript = self._run(name, audio, on_progress)
+            t0 = time.perf_counter()
+            transcript = self._run(name, decode(), on_progress)
+            transcript = replace(transcript, transcribe_s=round(time.perf_counter() - t0, 3))
             if (file := self._cache_file(digest)) is not None:
                 _write_atomic(file, transcript.to_json())
         return transcript
@@ -260,7 +261,7 @@ class Transcriber:
             model=self.model_name,
             language=str(getattr(info, "language", "") or ""),
             has_video=audio.has_video,
-            transcribe_s=round(time.perf_counter() - t0, 3),
+            transcribe_s=round(time.perf_counter() - t0, 3),  # the caller adds decoding
         )
 
 

@@ -27,12 +27,12 @@ class Spoken:
     duration_s: float
 
 
-def _espeak(text: str, folder: Path, n: int) -> np.ndarray:
+def _espeak(text: str, folder: Path, n: int, voice: str = "en-us") -> np.ndarray:
     binary = shutil.which("espeak-ng")
     if binary is None:
         pytest.fail("espeak-ng is not installed: run `make install` (it installs it).")
     out = folder / f".say-{n}.wav"
-    subprocess.run([binary, "-s", "150", "-w", str(out), text], check=True)
+    subprocess.run([binary, "-v", voice, "-s", "150", "-w", str(out), text], check=True)
     with wave.open(str(out)) as w:
         assert w.getframerate() == RATE and w.getnchannels() == 1 and w.getsampwidth() == 2
         pcm = np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16)
@@ -42,9 +42,16 @@ def _espeak(text: str, folder: Path, n: int) -> np.ndarray:
     return pcm[loud[0] : loud[-1] + 1] if len(loud) else pcm
 
 
-def speak(path: Path, sentences: list[str], gap_s: float = 2.5, lead_s: float = 1.0) -> Spoken:
-    """Speak ``sentences`` into a 16-bit mono WAV at ``path``, ``gap_s`` of quiet room
-    noise between them (recordings are never digitally silent)."""
+def speak(
+    path: Path,
+    sentences: list[str],
+    gap_s: float = 2.5,
+    lead_s: float = 1.0,
+    voices: list[str] | None = None,
+) -> Spoken:
+    """Speak ``sentences`` (each in its espeak-ng voice, if ``voices`` are given) into a
+    16-bit mono WAV at ``path``, ``gap_s`` of quiet room noise between them (recordings
+    are never digitally silent)."""
     rng = np.random.default_rng(7)
     pieces: list[np.ndarray] = []
     starts: list[float] = []
@@ -60,10 +67,10 @@ def speak(path: Path, sentences: list[str], gap_s: float = 2.5, lead_s: float = 
     for n, sentence in enumerate(sentences):
         if n:
             quiet(gap_s)
-        voice = _espeak(sentence, path.parent, n)
+        said = _espeak(sentence, path.parent, n, voices[n] if voices else "en-us")
         starts.append(at / RATE)
-        pieces.append(voice)
-        at += len(voice)
+        pieces.append(said)
+        at += len(said)
     quiet(1.0)
     pcm = np.concatenate(pieces).astype(np.float64)
     pcm += rng.normal(0, 60, len(pcm))  # a faint hiss

@@ -1,0 +1,233 @@
+"""Transcription speed on this machine: the real-time factor of media ingest.
+
+The first cues of the sample kickoff meeting (``examples/recordings``) are spoken by
+espeak-ng, one voice per speaker, with short pauses between turns, into a WAV of about
+``--minutes`` minutes; the same sound is also wrapped in an MP4 with a small video
+stream. Each file goes through the real ingest path (``retrieval.indexer.ingest``: PyAV
+decoding, faster-whisper with the packaged tiny.en on the CPU, chunking, MiniLM
+embedding, writes to a fresh embedded Weaviate server), with an empty transcript cache.
+
+Reported per file: audio seconds; the transcription's own wall seconds (decode and
+Whisper, as kept with the transcript) and its real-time factor (audio seconds / wall
+seconds); the whole ingest's wall seconds and real-time factor; word accuracy (the
+share of the spoken words found, in order, in the transcript); and where each spoken
+turn's opening lands: the cue beginning with its first words, against the second the
+turn was spoken at (the share of turns placed, the median error, the share within 1 s).
+The model's load time is printed apart (once per process). The cores other processes
+kept busy are printed too: on a shared machine they slow every number.
+
+Target: tiny.en transcription faster than 5x real time on 2 cores.
+
+Run: ``.venv/bin/python bench/transcribe.py [--minutes M] [--show N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import difflib
+import re
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.machine import Contention, describe, server_pid
+from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.indexer import ingest
+from retrieval.ingest.media import file_digest
+from retrieval.ingest.vtt import read_vtt
+from retrieval.store import Store
+from retrieval.transcribe import Transcriber, Transcript
+from retrieval.weaviate_server import EmbeddedServer, async_client, find_binary
+from tests.media_fixtures import Spoken, speak, to_video
+
+REPO = Path(__file__).resolve().parent.parent
+MEETING = REPO / "examples" / "recordings" / "2024-01-09-auth-kickoff.vtt"
+VOICES = ["en-us", "en-us+f3", "en-gb", "en-us+m3", "en-gb+f2"]
+TARGET = 5.0
+console = Console(width=max(Console().width, 132))
+
+
+def words(text: str) -> list[str]:
+    """Lowercase words, for matching speech against its transcript."""
+    return re.findall(r"[a-z0-9]+", text.lower().replace("'", ""))
+
+
+def script(minutes: float) -> tuple[list[str], list[str]]:
+    """The kickoff's first turns (and a voice for each speaker), about ``minutes`` long
+    when spoken (espeak-ng at 150 words a minute, plus the pauses)."""
+    cues = read_vtt(MEETING.read_text(encoding="utf-8"), MEETING)
+    voice: dict[str | None, str] = {}
+    texts: list[str] = []
+    voices: list[str] = []
+    spoken_s = 0.0
+    for cue in cues:
+        if spoken_s >= minutes * 60:
+            break
+        texts.append(cue.text)
+        voices.append(voice.setdefault(cue.speaker, VOICES[len(voice) % len(VOICES)]))
+        spoken_s += len(cue.text.split()) / 2.5 + 0.8
+    return texts, voices
+
+
+@dataclass(frozen=True)
+class Score:
+    """How well a transcript matches what was spoken."""
+
+    word_accuracy: float
+    median_offset_s: float  # over the turns placed
+    within_1s: float  # of all turns (an unplaced one counts as a miss)
+    placed: float
+
+
+def opening_cue(text: str, start: float, transcript: Transcript) -> float | None:
+    """Where the transcript places a spoken turn's opening: the start of the cue nearest
+    ``start`` (within 10 s) that begins with two consecutive words of the turn's first
+    four. None when no cue does (the opening was misheard)."""
+    opening = words(text)[:4]
+    if not opening:
+        return None
+    pairs = set(zip(opening, opening[1:], strict=False)) or {(opening[0], "")}
+    starts = [
+        c.start_s
+        for c in transcript.cues
+        if abs(c.start_s - start) <= 10 and tuple((words(c.text) + [""])[:2]) in pairs
+    ]
+    return min(starts, key=lambda s: abs(s - start)) if starts else None
+
+
+def score(spoken: Spoken, texts: list[str], transcript: Transcript, show: int) -> Score:
+    """Word accuracy over the whole recording; for each spoken turn, the start of the cue
+    opening it against the second it was spoken at."""
+    said = [w for t in texts for w in words(t)]
+    heard = [w for c in transcript.cues for w in words(c.text)]
+    matcher = difflib.SequenceMatcher(None, said, heard, autojunk=False)
+    found = sum(block.size for block in matcher.get_matching_blocks())
+    offsets: list[float | None] = []
+    for n, (text, start) in enumerate(zip(texts, spoken.starts, strict=True)):
+        at = opening_cue(text, start, transcript)
+        offsets.append(None if at is None else at - start)
+        if n < show:
+            where = "not placed" if at is None else f"{at:6.1f}s ({at - start:+.1f}s)"
+            console.print(f"  spoken {start:6.1f}s {text[:60]!r} -> {where}")
+    placed = [abs(o) for o in offsets if o is not None]
+    return Score(
+        word_accuracy=found / max(1, len(said)),
+        median_offset_s=statistics.median(placed) if placed else float("nan"),
+        within_1s=sum(1 for o in placed if o <= 1.0) / max(1, len(offsets)),
+        placed=len(placed) / max(1, len(offsets)),
+    )
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    audio_s: float
+    transcribe_s: float
+    ingest_s: float
+    segments: int
+    score: Score
+    others: float | None
+
+
+async def measure(
+    files: list[Path], spoken: Spoken, texts: list[str], cache: Path, show: int
+) -> list[Row]:
+    """Ingest each file into a fresh server and knowledge base, timing it."""
+    binary = find_binary(None)
+    if binary is None:
+        raise SystemExit("weaviate-server not found: run `make install` first.")
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        server = EmbeddedServer(Path(tmp) / "weaviate", binary)
+        endpoint = await asyncio.to_thread(server.start)
+        try:
+            embedder = await asyncio.to_thread(SentenceTransformerEmbedder.from_path)
+            async with Store.connect(async_client(endpoint), endpoint.url) as store:
+                transcriber = Transcriber(cache_dir=cache)
+                t0 = time.perf_counter()
+                await asyncio.to_thread(transcriber.warm)
+                console.print(f"Whisper tiny.en loaded in {time.perf_counter() - t0:.1f} s.")
+                for n, path in enumerate(files):
+                    load = Contention(server_pid(Path(tmp) / "weaviate"))
+                    t0 = time.perf_counter()
+                    report = await ingest(
+                        store, embedder, f"bench{n}", [path], transcriber=transcriber
+                    )
+                    wall = time.perf_counter() - t0
+                    result = report.results[0]
+                    if result.status != "added":
+                        raise SystemExit(f"{path.name} was not ingested: {result.reason}")
+                    kept = transcriber.cached(file_digest(path))
+                    assert kept is not None
+                    console.print(f"[bold]{path.name}[/]")
+                    rows.append(
+                        Row(
+                            path.name,
+                            kept.duration_s,
+                            kept.transcribe_s,
+                            wall,
+                            result.segments,
+                            score(spoken, texts, kept, show),
+                            load.others(),
+                        )
+                    )
+        finally:
+            await asyncio.to_thread(server.stop)
+    return rows
+
+
+def table(rows: list[Row]) -> Table:
+    out = Table(title="Media ingest: real-time factor (RTF = audio seconds / wall seconds)")
+    for col in (
+        "file", "audio s", "transcribe s", "RTF", "ingest s", "ingest RTF", "segments",
+        "words found", "turns placed", "median error", "within 1 s", "other cores",
+    ):  # fmt: skip
+        out.add_column(col, justify="right")
+    for r in rows:
+        rtf = r.audio_s / r.transcribe_s
+        out.add_row(
+            Path(r.name).suffix.lstrip("."),
+            f"{r.audio_s:.1f}",
+            f"{r.transcribe_s:.1f}",
+            f"[{'green' if rtf > TARGET else 'red'}]{rtf:.1f}x[/]",
+            f"{r.ingest_s:.1f}",
+            f"{r.audio_s / r.ingest_s:.1f}x",
+            str(r.segments),
+            f"{r.score.word_accuracy:.0%}",
+            f"{r.score.placed:.0%}",
+            f"{r.score.median_offset_s:.2f}s",
+            f"{r.score.within_1s:.0%}",
+            "?" if r.others is None else f"{r.others:.1f}",
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=2.0, help="Length of the speech.")
+    parser.add_argument("--show", type=int, default=3, help="Print the first N turns' match.")
+    args = parser.parse_args()
+    texts, voices = script(args.minutes)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        with console.status("Speaking the kickoff meeting with espeak-ng..."):
+            spoken = speak(folder / "auth-kickoff.wav", texts, gap_s=0.6, voices=voices)
+            video = to_video(spoken.path, folder / "auth-kickoff-video.mp4")
+        console.print(f"{len(texts)} turns, {spoken.duration_s:.0f} s of speech.")
+        files = [spoken.path, video]
+        rows = asyncio.run(measure(files, spoken, texts, folder / "cache", args.show))
+    console.print(table(rows))
+    console.print(describe([r.others for r in rows]))
+    best = max(r.audio_s / r.transcribe_s for r in rows)
+    verdict = "meets" if best > TARGET else "misses"
+    console.print(f"Target: transcription faster than {TARGET:g}x real time: {verdict} it.")
+
+
+if __name__ == "__main__":
+    main()
