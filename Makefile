@@ -18,6 +18,7 @@ demo: install
 
 bench: install
 	.venv/bin/python bench/ingest.py
+	.venv/bin/python bench/transcribe.py
 	.venv/bin/python bench/search.py
 	.venv/bin/python bench/quality.py
 	.venv/bin/python bench/qmsum.py

@@ -255,12 +255,21 @@ def test_video_containers_give_their_sound(media: Media, suffix: str, tmp_path: 
     assert not wav.has_video and abs(wav.duration_s - media.meeting.duration_s) < 0.01
 
 
-def test_truncated_media_is_named_and_refused(media: Media, tmp_path: Path) -> None:
+def test_broken_media_says_what_is_wrong(media: Media, tmp_path: Path) -> None:
     cut = tmp_path / "cut.mp4"
     cut.write_bytes(media.video.read_bytes()[:300])
-    with pytest.raises(IngestError) as caught:
-        read_source(cut, transcriber=Transcriber(cache_dir=tmp_path))
-    assert caught.value.path == str(cut)
+    odd = tmp_path / "odd.wav"
+    header = bytearray(media.meeting.path.read_bytes())
+    header[20:22] = (0x7777).to_bytes(2, "little")  # a codec tag FFmpeg has no decoder for
+    odd.write_bytes(bytes(header))
+    transcriber = Transcriber(cache_dir=tmp_path)
+    for path, reason in [
+        (cut, "not a media file FFmpeg can read"),
+        (odd, "unsupported audio codec (FFmpeg has no decoder for it)"),
+    ]:
+        with pytest.raises(IngestError) as caught:
+            read_source(path, transcriber=transcriber)
+        assert caught.value.path == str(path) and reason in caught.value.reason
     with pytest.raises(IngestError, match="need a transcriber"):
         read_source(media.meeting.path)
 

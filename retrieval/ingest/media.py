@@ -69,6 +69,12 @@ def decode_audio(path: Path) -> Audio:
             if fifo.samples:
                 blocks.extend(f.to_ndarray()[0] for f in resampler.resample(fifo.read()))
             blocks.extend(f.to_ndarray()[0] for f in resampler.resample(None))
+        except av.error.DecoderNotFoundError as exc:
+            raise IngestError(
+                name,
+                "unsupported audio codec (FFmpeg has no decoder for it); "
+                "convert the file to MP3, M4A or WAV",
+            ) from exc
         except av.FFmpegError as exc:
             codec = stream.codec_context.name if stream.codec_context else "unknown"
             where = "" if not decoded else f" after {decoded} good frames"
