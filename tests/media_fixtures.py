@@ -82,6 +82,17 @@ def speak(
     return Spoken(path, tuple(starts), at / RATE)
 
 
+def hiss(path: Path, seconds: float) -> Path:
+    """A WAV of room tone only: nothing is said."""
+    noise = np.random.default_rng(3).normal(0, 60, int(seconds * RATE))
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(RATE)
+        w.writeframes(noise.astype(np.int16).tobytes())
+    return path
+
+
 def _pcm(wav: Path) -> np.ndarray:
     with wave.open(str(wav)) as w:
         return np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16)

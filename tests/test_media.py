@@ -23,7 +23,7 @@ from retrieval.ingest.media import decode_audio, file_digest
 from retrieval.store import Store
 from retrieval.transcribe import PAUSE_S, Transcriber, cues_from_words
 from retrieval.weaviate_server import Endpoint
-from tests.media_fixtures import Spoken, speak, to_video
+from tests.media_fixtures import Spoken, hiss, speak, to_video
 
 runner = CliRunner()
 
@@ -52,7 +52,7 @@ class Media:
 @pytest.fixture(scope="module")
 def media(tmp_path_factory: pytest.TempPathFactory) -> Media:
     """A folder as a team would have it: a meeting WAV, a demo video, a video without
-    sound, a corrupt MP3, and a transcript someone typed."""
+    sound, a corrupt MP3, a recording where nobody speaks, and a typed transcript."""
     folder = tmp_path_factory.mktemp("recordings")
     meeting = speak(folder / "2024-03-04-planning.wav", MEETING)
     work = tmp_path_factory.mktemp("work")
@@ -60,6 +60,7 @@ def media(tmp_path_factory: pytest.TempPathFactory) -> Media:
     video = to_video(demo.path, folder / "2024-03-05-dashboard-demo.mkv")
     to_video(demo.path, folder / "screen-share.mp4", audio=False, seconds=2)
     (folder / "voicemail.mp3").write_bytes(b"ID3\x04\x00" + bytes(range(256)) * 40)
+    hiss(folder / "room-tone.wav", 4.0)
     (folder / "standup.txt").write_text("[00:00:04] Ana: The flumox cache is warm.\n")
     return Media(folder, tmp_path_factory.mktemp("data"), meeting, demo, video)
 
@@ -108,12 +109,13 @@ def test_ingest_search_and_ask_a_recording_and_a_video(
     # Short windows, so a search hit starts at its sentence rather than at 0:00.
     short = {"QUORUM_CHUNK_SECONDS": "6", "QUORUM_CHUNK_OVERLAP_SECONDS": "0"}
     code, out, err = quorum(media, weaviate_env, "ingest", str(media.folder), "--kb", kb, **short)
-    assert code == 1, out + err  # two files failed, and the run went on
+    assert code == 1, out + err  # three files failed, and the run went on
     lines = " ".join(err.split())
     assert "screen-share.mp4" in lines and "no audio track" in lines
     assert "voicemail.mp3" in lines and "not a media file FFmpeg can read" in lines
+    assert "room-tone.wav" in lines and "no speech was recognised" in lines
     assert "Traceback" not in out + err
-    assert re.search(r"\b3 \W 0 \W 0 \W 2\b", " ".join(out.split())), out  # 3 added, 2 failed
+    assert re.search(r"\b3 \W 0 \W 0 \W 3\b", " ".join(out.split())), out  # 3 added, 3 failed
 
     code, out, _ = quorum(
         media, weaviate_env, "search", "budget report for Maria", "--kb", kb, "--json"
@@ -230,7 +232,7 @@ def test_transcript_exports_read_back_at_the_same_seconds(
 
 
 def test_a_bad_whisper_model_setting_is_one_sentence(
-    media: Media, weaviate_env: Endpoint, tmp_path: Path
+    media: Media, weaviate_env: Endpoint, tmp_path: Path, kb: str
 ) -> None:
     path = str(media.meeting.path)
     code, out, err = quorum(
@@ -243,6 +245,12 @@ def test_a_bad_whisper_model_setting_is_one_sentence(
         media, weaviate_env, "transcript", path, QUORUM_WHISPER_MODEL=str(empty)
     )
     assert code == 1 and "cannot load Whisper model 'empty-model'" in err
+    assert "Traceback" not in out + err
+    # Ingest stops at the setting instead of failing every recording the same way.
+    code, out, err = quorum(
+        media, weaviate_env, "ingest", path, "--kb", kb, QUORUM_WHISPER_MODEL=str(empty)
+    )
+    assert code == 1 and "Error: QUORUM_WHISPER_MODEL" in " ".join(err.split())
     assert "Traceback" not in out + err
 
 
