@@ -11,7 +11,7 @@ Reported per file: audio seconds; the transcription's own wall seconds (decode a
 Whisper, as kept with the transcript) and its real-time factor (audio seconds / wall
 seconds); the whole ingest's wall seconds and real-time factor; word accuracy (the
 share of the spoken words found, in order, in the transcript); and where each spoken
-turn's opening lands: the cue beginning with its first words, against the second the
+turn's opening lands: the cue sharing most of its first five words, against the second the
 turn was spoken at (the share of turns placed, the median error, the share within 1 s).
 The model's load time is printed apart (once per process). The cores other processes
 kept busy are printed too: on a shared machine they slow every number.
@@ -86,19 +86,20 @@ class Score:
 
 
 def opening_cue(text: str, start: float, transcript: Transcript) -> float | None:
-    """Where the transcript places a spoken turn's opening: the start of the cue nearest
-    ``start`` (within 10 s) that begins with two consecutive words of the turn's first
-    four. None when no cue does (the opening was misheard)."""
-    opening = words(text)[:4]
-    if not opening:
-        return None
-    pairs = set(zip(opening, opening[1:], strict=False)) or {(opening[0], "")}
-    starts = [
-        c.start_s
-        for c in transcript.cues
-        if abs(c.start_s - start) <= 10 and tuple((words(c.text) + [""])[:2]) in pairs
-    ]
-    return min(starts, key=lambda s: abs(s - start)) if starts else None
+    """Where the transcript places a spoken turn's opening: the start of the cue (within
+    10 s of ``start``) sharing most words with the turn's first five, at least two of
+    them (one for a shorter turn), nearest ``start`` on a tie. Sentence cues are short,
+    so a turn's later sentences share fewer of those words than its first. None when no
+    cue does (the opening was lost or misheard)."""
+    opening = set(words(text)[:5])
+    need = min(2, len(opening))
+    best: tuple[int, float, float] | None = None  # (-shared, distance, start)
+    for cue in transcript.cues:
+        shared = len(opening & set(words(cue.text)))
+        if abs(cue.start_s - start) <= 10 and shared >= need:
+            key = (-shared, abs(cue.start_s - start), cue.start_s)
+            best = key if best is None or key < best else best
+    return None if best is None else best[2]
 
 
 def score(spoken: Spoken, texts: list[str], transcript: Transcript, show: int) -> Score:
