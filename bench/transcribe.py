@@ -9,7 +9,7 @@ embedding, writes to a fresh embedded Weaviate server), with an empty transcript
 
 Reported per file: audio seconds; the transcription's own wall seconds (decode and
 Whisper, as kept with the transcript) and its real-time factor (audio seconds / wall
-seconds); the whole ingest's wall seconds and real-time factor; word accuracy (the
+seconds); the whole ingest's wall seconds, real-time factor and CPU seconds; word accuracy (the
 share of the spoken words found, in order, in the transcript); and where each spoken
 turn's opening lands: the cue sharing most of its first five words, against the second the
 turn was spoken at (the share of turns placed, the median error, the share within 1 s).
@@ -132,6 +132,7 @@ class Row:
     transcribe_s: float
     ingest_s: float
     segments: int
+    cpu_s: float  # this process's CPU seconds during the ingest (every thread)
     score: Score
     others: float | None
 
@@ -156,11 +157,11 @@ async def measure(
                 console.print(f"Whisper tiny.en loaded in {time.perf_counter() - t0:.1f} s.")
                 for n, path in enumerate(files):
                     load = Contention(server_pid(Path(tmp) / "weaviate"))
-                    t0 = time.perf_counter()
+                    t0, cpu0 = time.perf_counter(), time.process_time()
                     report = await ingest(
                         store, embedder, f"bench{n}", [path], transcriber=transcriber
                     )
-                    wall = time.perf_counter() - t0
+                    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
                     result = report.results[0]
                     if result.status != "added":
                         raise SystemExit(f"{path.name} was not ingested: {result.reason}")
@@ -174,6 +175,7 @@ async def measure(
                             kept.transcribe_s,
                             wall,
                             result.segments,
+                            cpu,
                             score(spoken, texts, kept, show),
                             load.others(),
                         )
@@ -186,7 +188,7 @@ async def measure(
 def table(rows: list[Row]) -> Table:
     out = Table(title="Media ingest: real-time factor (RTF = audio seconds / wall seconds)")
     for col in (
-        "file", "audio s", "transcribe s", "RTF", "ingest s", "ingest RTF", "segments",
+        "file", "audio s", "transcribe s", "RTF", "ingest s", "ingest RTF", "our CPU s", "segments",
         "words found", "turns placed", "median error", "within 1 s", "other cores",
     ):  # fmt: skip
         out.add_column(col, justify="right")
@@ -199,6 +201,7 @@ def table(rows: list[Row]) -> Table:
             f"[{'green' if rtf > TARGET else 'red'}]{rtf:.1f}x[/]",
             f"{r.ingest_s:.1f}",
             f"{r.audio_s / r.ingest_s:.1f}x",
+            f"{r.cpu_s:.1f}",
             str(r.segments),
             f"{r.score.word_accuracy:.0%}",
             f"{r.score.placed:.0%}",
@@ -225,9 +228,12 @@ def main() -> None:
         rows = asyncio.run(measure(files, spoken, texts, folder / "cache", args.show))
     console.print(table(rows))
     console.print(describe([r.others for r in rows]))
-    best = max(r.audio_s / r.transcribe_s for r in rows)
-    verdict = "meets" if best > TARGET else "misses"
-    console.print(f"Target: transcription faster than {TARGET:g}x real time: {verdict} it.")
+    worst = min(r.audio_s / r.transcribe_s for r in rows)
+    verdict = "meets" if worst > TARGET else "misses"
+    console.print(
+        f"Target: transcription faster than {TARGET:g}x real time in every file: {verdict} it "
+        f"(slowest {worst:.1f}x)."
+    )
 
 
 if __name__ == "__main__":
