@@ -10,6 +10,7 @@ first and last word, the same shape of timed units the WebVTT reader makes.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -214,6 +215,9 @@ class Transcriber:
         if self.cache_dir is None:
             return None
         model = "".join(c if c.isalnum() or c in ".-" else "_" for c in self.model_name)
+        if self._spec and Path(self._spec).is_dir():  # two folders may share a name
+            where = str(Path(self._spec).resolve()).encode()
+            model += "-" + hashlib.sha256(where).hexdigest()[:8]
         return self.cache_dir / f"{digest}.{model}.json"
 
     def cached(self, digest: str) -> Transcript | None:
@@ -239,17 +243,18 @@ class Transcriber:
         with self._lock:
             if (kept := self.cached(digest)) is not None:  # made while we waited
                 return kept
+            model = self._model()  # loading it once is not part of this file's time
             t0 = time.perf_counter()
-            transcript = self._run(name, decode(), on_progress)
+            transcript = self._run(model, name, decode(), on_progress)
             transcript = replace(transcript, transcribe_s=round(time.perf_counter() - t0, 3))
             if (file := self._cache_file(digest)) is not None:
                 _write_atomic(file, transcript.to_json())
         return transcript
 
-    def _run(self, name: str, audio: Audio, on_progress: OnProgress | None) -> Transcript:
-        model = self._model()
+    def _run(
+        self, model: _Model, name: str, audio: Audio, on_progress: OnProgress | None
+    ) -> Transcript:
         total = audio.duration_s
-        t0 = time.perf_counter()
         if on_progress:
             on_progress(0.0, total)
         try:
@@ -269,7 +274,7 @@ class Transcriber:
             model=self.model_name,
             language=str(getattr(info, "language", "") or ""),
             has_video=audio.has_video,
-            transcribe_s=round(time.perf_counter() - t0, 3),  # the caller adds decoding
+            transcribe_s=0.0,  # timed by the caller, decoding included
         )
 
 
@@ -282,14 +287,3 @@ def _write_atomic(file: Path, text: str) -> None:
         os.replace(tmp, file)
     except OSError as exc:  # the transcript is still used; only the cache is lost
         log.warning("could not keep the transcript in %s: %s", file.parent, exc)
-
-
-def kept_transcripts(cache_dir: Path, digest: str) -> list[Transcript]:
-    """Every transcript kept for audio with this content hash (any model), newest first."""
-    files = sorted(
-        cache_dir.glob(f"{digest}.*.json") if cache_dir.is_dir() else [],
-        key=lambda p: p.stat().st_mtime,
-        reverse=True,
-    )
-    found = [Transcript.from_json(f.read_text(encoding="utf-8")) for f in files]
-    return [t for t in found if t is not None]
