@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from bot.cli import fail, run
+from adapters.cli.commands import fail, run
 from bot.config import Settings
 from bot.wiring import open_core
 from retrieval.errors import ConfigError
@@ -45,11 +45,11 @@ def serve(
         async with open_core(settings) as services:
             runners = []
             if "slack" in wanted:
-                from adapters.slack import run_slack
+                from adapters.slack.app import run_slack
 
                 runners.append(run_slack(services.engine, settings))
             if "discord" in wanted:
-                from adapters.discord import run_discord
+                from adapters.discord.client import run_discord
 
                 runners.append(run_discord(services.engine, settings))
             await asyncio.gather(*runners)

@@ -34,7 +34,7 @@ from rich.table import Table
 
 from bot.llm import ClaudeLLM
 from bot.models import Event, Question, ThreadKey
-from bot.research import Researcher, ResearchResult
+from bot.research.loop import Researcher, ResearchResult
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.search import KbArchive, SearchService

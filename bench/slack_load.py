@@ -32,7 +32,7 @@ import aiohttp
 from rich.console import Console
 from rich.table import Table
 
-from adapters.slack import Background, build_slack_app, start_http
+from adapters.slack.app import Background, build_slack_app, start_http
 from bot.config import load_settings
 from bot.models import Core, PartialAnswer, ProgressEvent
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply

@@ -49,5 +49,5 @@ def test_environment_is_read_only_by_settings() -> None:
 
 def test_the_check_would_catch_a_wrong_arrow(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from adapters.slack import run_slack\n    import discord\n")
+    bad.write_text("def f():\n    from adapters.slack.app import run_slack\n    import discord\n")
     assert imports(bad) >= {"adapters", "discord"}

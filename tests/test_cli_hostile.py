@@ -11,9 +11,9 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-import adapters.cli  # noqa: F401  (registers chat, demo and serve on the app)
-from adapters.console import ConsoleChat
-from bot.cli import app
+import adapters.cli.main  # noqa: F401  (registers chat, demo and serve on the app)
+from adapters.cli.commands import app
+from adapters.console.app import ConsoleChat
 from bot.engine import Engine
 from bot.errors import ConfigError
 from bot.sessions import SessionStore

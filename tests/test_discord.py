@@ -24,7 +24,8 @@ import typer
 from discord.gateway import DiscordWebSocket
 from typer.testing import CliRunner
 
-from adapters.discord import (
+from adapters.discord.cli import discord_app, sync_commands
+from adapters.discord.client import (
     NO_THREAD,
     NOT_HERE,
     QuorumClient,
@@ -33,9 +34,8 @@ from adapters.discord import (
     intents,
     run_discord,
 )
-from adapters.discord_cli import discord_app, sync_commands
-from adapters.discord_render import PLACEHOLDER, SORRY
-from adapters.discord_ui import THANKS
+from adapters.discord.render import PLACEHOLDER, SORRY
+from adapters.discord.ui import THANKS
 from bot.config import Settings, load_settings
 from bot.models import (
     Answer,
@@ -48,7 +48,7 @@ from bot.models import (
     Question,
     ThreadKey,
 )
-from bot.research import STOPPED_EARLY
+from bot.research.loop import STOPPED_EARLY
 from retrieval.errors import ConfigError
 from tests.emulators.discord import DiscordEmulator
 

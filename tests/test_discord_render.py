@@ -9,8 +9,8 @@ from datetime import date
 
 import pytest
 
-from adapters.discord_commands import choices, slash_filters
-from adapters.discord_render import (
+from adapters.discord.commands import choices, slash_filters
+from adapters.discord.render import (
     CONTENT_LIMIT,
     PLACEHOLDER,
     link_citations,
@@ -21,7 +21,7 @@ from adapters.discord_render import (
     split_text,
     thread_name,
 )
-from adapters.discord_ui import FeedbackButton, LiveMessage, feedback_view
+from adapters.discord.ui import FeedbackButton, LiveMessage, feedback_view
 from bot.models import Answer, Citation, PartialAnswer, ProgressEvent
 from retrieval.errors import InvalidInput
 

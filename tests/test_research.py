@@ -25,15 +25,15 @@ import pytest_asyncio
 from bot.errors import LLMError, SearchUnavailable
 from bot.llm import ClaudeLLM
 from bot.models import Event, PartialAnswer, ProgressEvent, Question, ThreadKey
-from bot.research import (
+from bot.research.loop import (
     MAX_CALLS_PER_TURN,
     NEEDS_API_KEY,
     STOPPED_EARLY,
     Researcher,
     ResearchResult,
 )
-from bot.research_schema import TOOLS, ExpandArgs, SearchArgs, ToolError, TranscriptArgs, parse_args
-from bot.research_tools import (
+from bot.research.schema import TOOLS, ExpandArgs, SearchArgs, ToolError, TranscriptArgs, parse_args
+from bot.research.tools import (
     CHARS_PER_RESULT,
     Catalog,
     Registry,

@@ -11,7 +11,7 @@ from bot.answer import Outcome, SearchRecord
 from bot.config import load_settings
 from bot.errors import LLMError
 from bot.models import Answer, EventSink, Mode, Question, ThreadKey
-from bot.research import NEEDS_API_KEY, Researcher
+from bot.research.loop import NEEDS_API_KEY, Researcher
 from bot.router import DEEP_FAILED, ResearchRouter, Route, looks_deep, route
 from bot.sessions import Exchange
 from retrieval.archive import Archive

@@ -21,7 +21,7 @@ from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 
-from adapters.slack import (
+from adapters.slack.app import (
     APOLOGY,
     NOT_ALLOWED,
     Background,
@@ -29,10 +29,10 @@ from adapters.slack import (
     run_slack,
     start_http,
 )
-from adapters.slack_render import ACTION_UP, plain_text
+from adapters.slack.render import ACTION_UP, plain_text
 from bot.config import Settings, load_settings
 from bot.models import Answer, Citation, PartialAnswer, ProgressEvent, ThreadKey
-from bot.research import STOPPED_EARLY
+from bot.research.loop import STOPPED_EARLY
 from retrieval.errors import ConfigError
 from retrieval.models import SearchFilters
 from tests.emulators.slack import (

@@ -27,8 +27,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.options import USAGE, parse_options
-from adapters.slack_render import (
+from adapters.chat.options import USAGE, parse_options
+from adapters.slack.render import (
     ACTION_UP,
     SlackMessage,
     answer_messages,

@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol
 
 import discord
 
-from adapters.discord_render import SORRY, Part, progress_text
+from adapters.discord.render import SORRY, Part, progress_text
 from bot.models import Answer, Event
 
 log = logging.getLogger("quorum.discord")

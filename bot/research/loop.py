@@ -41,16 +41,16 @@ from bot.config import Settings
 from bot.errors import LLMError
 from bot.llm import LLM, Usage
 from bot.models import Answer, Event, EventSink, PartialAnswer, ProgressEvent, Question
-from bot.research_prompts import (
+from bot.research.prompts import (
     final_message,
     history_messages,
     question_message,
     research_notes,
     system_prompt,
 )
-from bot.research_schema import TOOLS, ToolError, parse_args
-from bot.research_tools import Call, Catalog, Registry, progress_text, render_draft, run_fetch
-from bot.research_trace import (
+from bot.research.schema import TOOLS, ToolError, parse_args
+from bot.research.tools import Call, Catalog, Registry, progress_text, render_draft, run_fetch
+from bot.research.trace import (
     ResearchResult,
     Stop,
     TimedArchive,

@@ -11,7 +11,7 @@ from anthropic.types import MessageParam
 
 from bot.models import Question
 from bot.prompts import HISTORY_ANSWER_CHARS, strip_markers
-from bot.research_tools import Call, Catalog
+from bot.research.tools import Call, Catalog
 
 MAX_CATALOG_SOURCES = 40
 MAX_CATALOG_SPEAKERS = 40

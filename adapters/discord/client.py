@@ -3,7 +3,7 @@ thread started on the question, follow-ups in that thread without a mention, DMs
 feedback buttons that keep working across restarts.
 
 Each handler turns the event into a frozen ``Question``, calls the core and renders the
-``Answer`` (``adapters.discord_render``); nothing else lives here. Slash commands are
+``Answer`` (``adapters.discord.render``); nothing else lives here. Slash commands are
 synced by ``quorum discord sync`` (to ``QUORUM_DISCORD_GUILD_ID``, or ``--global``), never
 on start. ``QUORUM_DISCORD_API_URL`` points discord.py's REST client elsewhere (an
 emulator in tests) by setting ``discord.http.Route.BASE`` before the client connects.
@@ -22,8 +22,8 @@ import yarl
 from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
-from adapters.discord_commands import add_commands, slash_filters
-from adapters.discord_render import (
+from adapters.discord.commands import add_commands, slash_filters
+from adapters.discord.render import (
     PLACEHOLDER,
     RESEARCH_PLACEHOLDER,
     SORRY,
@@ -31,7 +31,7 @@ from adapters.discord_render import (
     render_answer,
     thread_name,
 )
-from adapters.discord_ui import FeedbackButton, LiveMessage, Sender, deliver, feedback_view
+from adapters.discord.ui import FeedbackButton, LiveMessage, Sender, deliver, feedback_view
 from bot.config import Settings
 from bot.models import Core, Mode, Question, ThreadKey
 from retrieval.errors import ConfigError, QuorumError
