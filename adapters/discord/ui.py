@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol
 
 import discord
 
+from adapters.chat.view import wants_feedback
 from adapters.discord.render import SORRY, Part, progress_text
 from bot.models import Answer, Event
 
@@ -122,7 +123,7 @@ class FeedbackButton(
 
 def feedback_view(answer: Answer) -> discord.ui.View | None:
     """Feedback buttons for an answer worth rating, or None."""
-    if answer.exchange_id is None or answer.kind not in ("answer", "extractive"):
+    if not wants_feedback(answer) or answer.exchange_id is None:
         return None
     view = discord.ui.View(timeout=None)
     view.add_item(FeedbackButton(answer.exchange_id, "up"))
