@@ -25,21 +25,21 @@ def cites() -> tuple[Citation, ...]:
     )
 
 
-def slack_links(answer: Answer) -> list[str]:
+def slack_links(answer: Answer) -> list[tuple[str, str]]:
     text = "".join(
         b["text"]["text"] for b in answer_messages(answer)[0].blocks if b["type"] == "section"
     )
     return re.findall(r"<https://media\.test/retro\.mp4#t=(\d+)\|(\d+)>", text)
 
 
-def discord_links(answer: Answer) -> list[str]:
+def discord_links(answer: Answer) -> list[tuple[str, str]]:
     return re.findall(
         r"\[\[(\d+)\]\]\(<https://media\.test/retro\.mp4#t=(\d+)>\)",
         discord_answer(answer)[0].content,
     )
 
 
-def terminal_links(answer: Answer) -> list[str]:
+def terminal_links(answer: Answer) -> list[tuple[str, str]]:
     return re.findall(
         r"\[\\\[(\d+)\\\]\]\(https://media\.test/retro\.mp4#t=(\d+)\)",
         linked_markdown(answer.text, answer.citations),
