@@ -21,9 +21,8 @@ from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 
+from adapters.chat.conversation import APOLOGY, NOT_ALLOWED
 from adapters.slack.app import (
-    APOLOGY,
-    NOT_ALLOWED,
     Background,
     build_slack_app,
     run_slack,
@@ -425,7 +424,7 @@ async def test_unexpected_failure_is_an_apology_and_a_logged_traceback(
         msg = await mention(slack, bot, "a private question about salaries")
     [reply] = bot_replies(slack, GENERAL, msg.ts)
     assert APOLOGY in reply.all_text() and "kaboom" not in reply.all_text()
-    [record] = [r for r in caplog.records if r.name == "quorum.slack"]
+    [record] = [r for r in caplog.records if r.name == "quorum.chat"]
     assert record.exc_info is not None and "kaboom" in caplog.text
     assert "salaries" not in caplog.text  # message text stays out of the logs
 
