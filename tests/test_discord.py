@@ -24,6 +24,7 @@ import typer
 from discord.gateway import DiscordWebSocket
 from typer.testing import CliRunner
 
+from adapters.chat.conversation import THANKS
 from adapters.discord.cli import discord_app, sync_commands
 from adapters.discord.client import (
     NO_THREAD,
@@ -35,7 +36,6 @@ from adapters.discord.client import (
     run_discord,
 )
 from adapters.discord.render import PLACEHOLDER, SORRY
-from adapters.discord.ui import THANKS
 from bot.config import Settings, load_settings
 from bot.models import (
     Answer,

@@ -9,6 +9,7 @@ from datetime import date
 
 import pytest
 
+from adapters.chat.live import LiveEdits
 from adapters.chat.view import source_lines
 from adapters.discord.commands import choices, slash_filters
 from adapters.discord.render import (
@@ -22,7 +23,7 @@ from adapters.discord.render import (
     split_text,
     thread_name,
 )
-from adapters.discord.ui import FeedbackButton, LiveMessage, feedback_view
+from adapters.discord.ui import FeedbackButton, feedback_view
 from bot.models import Answer, Citation, PartialAnswer, ProgressEvent
 from retrieval.errors import InvalidInput
 
@@ -164,7 +165,7 @@ async def test_live_message_throttles_and_never_overwrites_the_final() -> None:
         await asyncio.sleep(0.02)
         edits.append((time.monotonic(), text))
 
-    live = LiveMessage(edit, interval=0.2)
+    live = LiveEdits(edit, progress_text, 0.2)
     t0 = time.monotonic()
     for i in range(30):
         await live.on_event(PartialAnswer(f"part {i}"))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import discord
 
+from adapters.chat import conversation as chat
 from adapters.chat.view import SourceLine, link_markers, source_lines
 from bot.models import Answer, Citation, Event, PartialAnswer, ProgressEvent
 
@@ -28,9 +29,9 @@ THREAD_NAME_LIMIT = 100
 
 SOURCES_TITLE = "Sources"
 SOURCES_COLOUR = discord.Colour(0x5865F2)
-PLACEHOLDER = "-# Searching the archive…"
-RESEARCH_PLACEHOLDER = "-# Researching the archive…"
-SORRY = "Sorry, something went wrong on my side while answering. Please try again in a minute."
+PLACEHOLDER = f"-# {chat.PLACEHOLDER['quick']}"
+RESEARCH_PLACEHOLDER = f"-# {chat.PLACEHOLDER['deep']}"
+SORRY = chat.APOLOGY
 
 # A masked link, whose text may hold one level of brackets ("[[2]](<url>)"), or a bare URL.
 _LINK = re.compile(r"\[(?:[^\[\]\n]|\[[^\[\]\n]*\])*\]\(<?[^()\s<>]*>?\)|<?https?://[^\s<>]+>?")
