@@ -367,6 +367,22 @@ async def test_mention_starts_a_thread_and_follow_ups_need_no_mention(
     assert len(emu.calls) == before and len(core.questions) == 2
 
 
+async def test_mentions_take_typed_options_like_every_platform(
+    bot: Harness, core: FakeCore
+) -> None:
+    emu = bot.emu
+    text = 'what about rollback? speaker:"Alice Chen" after:2024-01-01'
+    await bot.send("MESSAGE_CREATE", emu.post(CHANNEL, ALICE, text, mention_bot=True))
+    (q,) = core.questions
+    assert q.text == "what about rollback?"
+    assert q.filters.speaker == "Alice Chen" and q.filters.after == date(2024, 1, 1)
+
+    bad = emu.post(CHANNEL, ALICE, "what changed? after:yesterday", mention_bot=True)
+    await bot.send("MESSAGE_CREATE", bad)
+    assert len(core.questions) == 1  # never asked
+    assert "after:yesterday is not a date" in emu.channel_messages(CHANNEL)[-1]["content"]
+
+
 async def test_a_redelivered_message_is_answered_once(bot: Harness, core: FakeCore) -> None:
     payload = bot.emu.post(CHANNEL, ALICE, "auth?", mention_bot=True)
     await bot.send("MESSAGE_CREATE", payload)
