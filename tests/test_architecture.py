@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+VENDORS = {"slack_bolt", "slack_sdk", "discord", "weaviate"}
 FORBIDDEN = {
     "retrieval": {"bot", "adapters", "slack_bolt", "slack_sdk", "discord", "anthropic"},
-    "bot": {"adapters", "slack_bolt", "slack_sdk", "discord"},
+    "bot": {"adapters", "typer", "rich"} | VENDORS,
+    "adapters": {"weaviate"},
+    # The conversation every platform shares imports no platform and no CLI.
+    "adapters/chat": {"typer", "rich", "aiohttp"} | VENDORS,
 }
 
 
