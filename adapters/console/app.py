@@ -35,7 +35,7 @@ from bot.models import Event, Mode, PartialAnswer, ProgressEvent, Question, Thre
 from bot.wiring import open_core, open_retrieval
 from retrieval.indexer import ingest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DEMO_KB = "demo"
 DEMO_QUESTIONS = (
     "Why did we move off Auth0?",
