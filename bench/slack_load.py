@@ -37,7 +37,7 @@ from bot.config import load_settings
 from bot.models import Core, PartialAnswer, ProgressEvent
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.slack import BOT_TOKEN, BOT_USER, SIGNING_SECRET, Delivery, SlackEmulator
-from tests.slack_fakes import FakeCore, Script, answer
+from tests.fakes import FakeCore, Script, answer
 
 console = Console()
 T = TypeVar("T")

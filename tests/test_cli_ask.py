@@ -22,7 +22,7 @@ from retrieval.search import SearchService
 from retrieval.store import Store
 from retrieval.weaviate_server import Endpoint
 from tests.conftest import EXAMPLES
-from tests.fake_llm import FakeLLM
+from tests.fakes import FakeLLM
 from tests.sample_archive import load_sample
 
 runner = CliRunner()

@@ -22,7 +22,7 @@ from retrieval.indexer import ingest
 from retrieval.search import SearchService
 from retrieval.store import Store
 from retrieval.weaviate_server import Endpoint
-from tests.fake_llm import FakeLLM
+from tests.fakes import FakeLLM
 
 runner = CliRunner()
 MARKUP = "Plan [/] [bold]bold[/bold] [link=x]"

@@ -23,7 +23,7 @@ from adapters.chat.conversation import (
 from bot.models import Answer, Event, PartialAnswer, ProgressEvent, ThreadKey
 from retrieval.errors import InvalidInput
 from retrieval.models import SearchFilters
-from tests.slack_fakes import FakeCore, Script, answer
+from tests.fakes import FakeCore, Script, answer
 
 THREAD = ThreadKey("fake", "W1", "C1", "100.1")
 

@@ -26,7 +26,7 @@ from retrieval.models import SearchFilters
 from retrieval.search import SearchService
 from retrieval.store import Store
 from tests.emulators.anthropic import AnthropicEmulator, Reply
-from tests.fake_llm import DownArchive
+from tests.fakes import FakeArchive
 from tests.sample_archive import load_sample
 
 T1 = ThreadKey("slack", "T1", "C1", "111.1")
@@ -273,7 +273,7 @@ async def test_no_key_is_extractive(
 async def test_weaviate_down_is_one_polite_sentence(
     sessions: SessionStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    engine = Engine(archives=lambda kb: DownArchive(), sessions=sessions, llm=None)
+    engine = Engine(archives=lambda kb: FakeArchive(down=True), sessions=sessions, llm=None)
     with caplog.at_level(logging.INFO):
         answer = await engine.ask(q("Why did we move off Auth0? SECRET-42", "kb"))
     assert answer.kind == "error" and answer.text == SEARCH_DOWN
@@ -356,5 +356,5 @@ async def test_core_housekeeping(
     assert "John Park" in await engine.speakers(sample_kb)
     assert "Auth kickoff" in await engine.source_titles(sample_kb)
     assert len(await engine.sources(sample_kb)) == 3
-    down = Engine(archives=lambda kb: DownArchive(), sessions=sessions, llm=None)
+    down = Engine(archives=lambda kb: FakeArchive(down=True), sessions=sessions, llm=None)
     assert await down.speakers("x") == [] and await down.source_titles("x") == []

@@ -45,7 +45,7 @@ from tests.emulators.slack import (
     SlackEmulator,
     texts_in,
 )
-from tests.slack_fakes import FakeCore, Script, answer
+from tests.fakes import FakeCore, Script, answer
 
 GENERAL = "C0GENERAL"
 LINK_IN_MRKDWN = "https://www.youtube.com/watch?v=authdeep&amp;t=734"
