@@ -300,6 +300,24 @@ def _api_url(url: str) -> str:
     return url if url.endswith("/") else url + "/"
 
 
+def web_client(settings: Settings, session: aiohttp.ClientSession | None) -> AsyncWebClient:
+    """The Web API client with the bot token, or a ConfigError saying what to set."""
+    if settings.slack_bot_token is None:
+        raise ConfigError("SLACK_BOT_TOKEN is not set: copy the xoxb- token from the app's page.")
+    if settings.slack_app_token is None and settings.slack_signing_secret is None:
+        raise ConfigError(
+            "Set SLACK_APP_TOKEN (xapp-, Socket Mode) or SLACK_SIGNING_SECRET (HTTP events)."
+        )
+    client = AsyncWebClient(
+        token=settings.slack_bot_token.get_secret_value(),
+        base_url=_api_url(settings.slack_api_url),
+        session=session,
+    )
+    # Slack answers 429 with Retry-After when a workspace posts fast; wait and retry.
+    client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=3))
+    return client
+
+
 def build_slack_app(
     core: Core,
     settings: Settings,
@@ -312,20 +330,8 @@ def build_slack_app(
     events need SLACK_SIGNING_SECRET (requests are verified against it). ``background``
     holds the work started after each ack (pass one to await it); ``session`` is shared
     by every Web API call (kept-alive connections; without it, one session per call)."""
-    if settings.slack_bot_token is None:
-        raise ConfigError("SLACK_BOT_TOKEN is not set: copy the xoxb- token from the app's page.")
-    if settings.slack_app_token is None and settings.slack_signing_secret is None:
-        raise ConfigError(
-            "Set SLACK_APP_TOKEN (xapp-, Socket Mode) or SLACK_SIGNING_SECRET (HTTP events)."
-        )
+    client = web_client(settings, session)
     secret = settings.slack_signing_secret
-    client = AsyncWebClient(
-        token=settings.slack_bot_token.get_secret_value(),
-        base_url=_api_url(settings.slack_api_url),
-        session=session,
-    )
-    # Slack answers 429 with Retry-After when a workspace posts fast; wait and retry.
-    client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=3))
     app = AsyncApp(
         name="quorum",
         client=client,
