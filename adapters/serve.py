@@ -1,57 +1,49 @@
-"""``quorum serve [slack|discord|all]``: run the configured platform adapters in one
-process, sharing one core (one Weaviate client, one session store, one Claude client)."""
+"""``quorum serve [PLATFORM|all]``: run the configured chat platforms in one process,
+sharing one core (one Weaviate client, one session store, one Claude client)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 
-from bot.cli import fail, run
+from adapters import discord, slack
+from adapters.cli.commands import fail, run
+from adapters.platform import Platform
 from bot.config import Settings
 from bot.wiring import open_core
 from retrieval.errors import ConfigError
 
-Platform = Literal["slack", "discord", "all"]
+PLATFORMS: tuple[Platform, ...] = (slack.PLATFORM, discord.PLATFORM)
+NAMES = ", ".join(p.name for p in PLATFORMS)
 
 
 def configured(settings: Settings) -> list[str]:
     """Platforms whose credentials are set."""
-    found = []
-    if settings.slack_bot_token:
-        found.append("slack")
-    if settings.discord_token:
-        found.append("discord")
-    return found
+    return [p.name for p in PLATFORMS if p.configured(settings)]
 
 
 def serve(
     platform: Annotated[
-        str, typer.Argument(help="slack, discord or all (the configured ones).")
+        str,
+        typer.Argument(
+            help=f"{', '.join(p.name for p in PLATFORMS)} or all (the configured ones)."
+        ),
     ] = "all",
 ) -> None:
-    """Run the bot on Slack and/or Discord."""
-    if platform not in ("slack", "discord", "all"):
-        raise fail(f"Unknown platform {platform!r}: use slack, discord or all.")
+    """Run the bot on the configured chat platforms."""
+    by_name = {p.name: p for p in PLATFORMS}
+    if platform != "all" and platform not in by_name:
+        raise fail(f"Unknown platform {platform!r}: use {NAMES} or all.")
 
     async def go(settings: Settings) -> None:
-        wanted = configured(settings) if platform == "all" else [platform]
+        wanted = [by_name[platform]] if platform != "all" else []
+        wanted = wanted or [p for p in PLATFORMS if p.configured(settings)]
         if not wanted:
-            raise ConfigError(
-                "Nothing to serve: set SLACK_BOT_TOKEN (and SLACK_APP_TOKEN or "
-                "SLACK_SIGNING_SECRET) and/or DISCORD_TOKEN."
-            )
+            needs = " and/or ".join(p.needs for p in PLATFORMS)
+            raise ConfigError(f"Nothing to serve: set {needs}.")
         async with open_core(settings) as services:
-            runners = []
-            if "slack" in wanted:
-                from adapters.slack import run_slack
-
-                runners.append(run_slack(services.engine, settings))
-            if "discord" in wanted:
-                from adapters.discord import run_discord
-
-                runners.append(run_discord(services.engine, settings))
-            await asyncio.gather(*runners)
+            await asyncio.gather(*(p.run(services.engine, settings) for p in wanted))
 
     run(go)

@@ -37,6 +37,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from bench.common import percentile, temp_store
 from bot.align import SentenceVectors
 from bot.answer import AnswerConfig
 from bot.engine import Engine
@@ -46,8 +47,6 @@ from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, async_client, find_binary
 from tests.emulators.anthropic import AnthropicEmulator, Reply
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,69 +100,55 @@ def replier(writing_s: float) -> Callable[[dict[str, Any]], Reply]:
     return reply
 
 
-def pct(values: list[float], p: float) -> float:
-    """The p-th percentile (nearest rank)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
-
-
 async def run(rounds: int, writing_s: float, cold: bool) -> None:
-    binary = find_binary()
-    if binary is None:
-        raise SystemExit("weaviate-server not found: run `make install` first.")
     embedder = SentenceTransformerEmbedder.from_path()
     with tempfile.TemporaryDirectory() as tmp:
-        server = EmbeddedServer(Path(tmp) / "weaviate", binary)
-        endpoint = await asyncio.to_thread(server.start)
-        try:
-            async with (
-                Store.connect(async_client(endpoint), endpoint.url) as store,
-                SessionStore.open(Path(tmp) / "sessions.sqlite3") as sessions,
-                AnthropicEmulator(default=replier(writing_s)) as emu,
-            ):
-                paths = sorted(p for p in EXAMPLES.iterdir() if p.name.lower() != "readme.md")
-                t0 = time.perf_counter()
-                report = await ingest(store, embedder, KB, paths)
-                console.print(
-                    f"ingested {len(report.results)} files, {report.segments} segments "
-                    f"in {time.perf_counter() - t0:.1f} s"
-                )
-                llm = ClaudeLLM(
-                    api_key=emu.api_key, base_url=emu.url, model="claude-answer", fast_model=FAST
-                )
-                engine = Engine(
-                    archives=SearchService(store, embedder).archive,
-                    sessions=sessions,
-                    llm=llm,
-                    config=AnswerConfig(),
-                    embedder=embedder,  # as wired in the product: alignment uses MiniLM
-                )
-                samples: dict[str, list[float]] = {s: [] for s in (*STEPS, "overhead")}
-                kinds: dict[str, int] = {}
-                for r in range(rounds + 1):
-                    for c, convo in enumerate(CONVERSATIONS):
-                        thread = ThreadKey("bench", "local", "c", f"{r}-{c}")
-                        for text in convo:
-                            q = Question(text=text, thread=thread, user="bench", kb=KB)
-                            if cold:  # no sentence vectors remembered from earlier rounds
-                                vectors = SentenceVectors(embedder)
-                                engine.quick.embedder = engine.aligner.vectors = vectors
-                            answer = await engine.ask(q)
-                            if r == 0:
-                                continue  # warm-up: model, connections, caches
-                            kinds[answer.kind] = kinds.get(answer.kind, 0) + 1
-                            t = answer.timings
-                            for step in STEPS:
-                                samples[step].append(t.get(step, 0.0))
-                            samples["overhead"].append(
-                                t["total"]
-                                - t.get("search", 0.0)
-                                - t.get("llm", 0.0)
-                                - t.get("revise", 0.0)
-                            )
-                await llm.aclose()
-        finally:
-            await asyncio.to_thread(server.stop)
+        async with (
+            temp_store(Path(tmp) / "weaviate") as store,
+            SessionStore.open(Path(tmp) / "sessions.sqlite3") as sessions,
+            AnthropicEmulator(default=replier(writing_s)) as emu,
+        ):
+            paths = sorted(p for p in EXAMPLES.iterdir() if p.name.lower() != "readme.md")
+            t0 = time.perf_counter()
+            report = await ingest(store, embedder, KB, paths)
+            console.print(
+                f"ingested {len(report.results)} files, {report.segments} segments "
+                f"in {time.perf_counter() - t0:.1f} s"
+            )
+            llm = ClaudeLLM(
+                api_key=emu.api_key, base_url=emu.url, model="claude-answer", fast_model=FAST
+            )
+            engine = Engine(
+                archives=SearchService(store, embedder).archive,
+                sessions=sessions,
+                llm=llm,
+                config=AnswerConfig(),
+                embedder=embedder,  # as wired in the product: alignment uses MiniLM
+            )
+            samples: dict[str, list[float]] = {s: [] for s in (*STEPS, "overhead")}
+            kinds: dict[str, int] = {}
+            for r in range(rounds + 1):
+                for c, convo in enumerate(CONVERSATIONS):
+                    thread = ThreadKey("bench", "local", "c", f"{r}-{c}")
+                    for text in convo:
+                        q = Question(text=text, thread=thread, user="bench", kb=KB)
+                        if cold:  # no sentence vectors remembered from earlier rounds
+                            vectors = SentenceVectors(embedder)
+                            engine.quick.embedder = engine.aligner.vectors = vectors
+                        answer = await engine.ask(q)
+                        if r == 0:
+                            continue  # warm-up: model, connections, caches
+                        kinds[answer.kind] = kinds.get(answer.kind, 0) + 1
+                        t = answer.timings
+                        for step in STEPS:
+                            samples[step].append(t.get(step, 0.0))
+                        samples["overhead"].append(
+                            t["total"]
+                            - t.get("search", 0.0)
+                            - t.get("llm", 0.0)
+                            - t.get("revise", 0.0)
+                        )
+            await llm.aclose()
     n = len(samples["total"])
     table = Table(title=f"Quick answer pipeline, {n} questions ({rounds} rounds), Claude emulated")
     for col in ("step", "p50 ms", "p95 ms", "mean ms", "max ms"):
@@ -174,12 +159,12 @@ async def run(rounds: int, writing_s: float, cold: bool) -> None:
         table.add_row(
             label,
             f"{statistics.median(vals):.1f}",
-            f"{pct(vals, 95):.1f}",
+            f"{percentile(vals, 95):.1f}",
             f"{statistics.fmean(vals):.1f}",
             f"{max(vals):.1f}",
         )
     console.print(table)
-    p95 = pct(samples["overhead"], 95)
+    p95 = percentile(samples["overhead"], 95)
     verdict = "[green]met[/]" if p95 < 40 else "[red]missed[/]"
     console.print(f"answers: {kinds}; target p95 overhead < 40 ms: {p95:.1f} ms, {verdict}")
 

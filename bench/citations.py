@@ -46,6 +46,7 @@ from rich.console import Console
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
+from bench.common import percentile, temp_store
 from bench.qmsum import WORDS_PER_SECOND, write_meetings
 from bot.answer import AnswerConfig
 from bot.engine import Engine
@@ -59,8 +60,6 @@ from retrieval.ingest.metadata import slug
 from retrieval.links import format_timestamp
 from retrieval.models import SearchFilters
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, async_client, find_binary
 from tests.emulators.anthropic import AnthropicEmulator, Reply
 
 REPO = Path(__file__).resolve().parent.parent
@@ -312,12 +311,6 @@ class Summary:
     on_quoted_sentence: int | None = None  # (b): the link opens at the sentence quoted
 
 
-def pct(values: list[float], p: float) -> float:
-    """The p-th percentile (nearest rank)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]
-
-
 def summarise(path: str, results: list[Result], exclude_misses: bool) -> Summary:
     """The table row for a path (retrieval misses and "nothing found" answers left out of
     the shares when ``exclude_misses``)."""
@@ -348,7 +341,7 @@ def summarise(path: str, results: list[Result], exclude_misses: bool) -> Summary
         median_outside_by_s=statistics.median(r.outside_by or 0.0 for r in firsts)
         if firsts
         else None,
-        p95_align_ms=pct(aligns, 95) if aligns else None,
+        p95_align_ms=percentile(aligns, 95) if aligns else None,
         kinds=kinds,
         on_quoted_sentence=on_quote,
     )
@@ -392,76 +385,66 @@ async def ask_all(
 
 async def run(data: Path, paths: list[str], limit: int | None) -> dict[str, list[Result]]:
     """Ingest the meetings, then ask every case on each path."""
-    binary = find_binary()
-    if binary is None:
-        raise SystemExit("weaviate-server not found: run `make install` first.")
     embedder = SentenceTransformerEmbedder.from_path()
     results: dict[str, list[Result]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         cases = load_cases(data, Path(tmp) / "vtt")
         cases = cases[:limit] if limit is not None else cases
-        server = EmbeddedServer(Path(tmp) / "weaviate", binary)
-        endpoint = await asyncio.to_thread(server.start)
-        try:
-            async with (
-                Store.connect(async_client(endpoint), endpoint.url) as store,
-                SessionStore.open(Path(tmp) / "sessions.sqlite3") as sessions,
-            ):
-                service = SearchService(store, embedder)
-                with Progress(console=console) as progress:
-                    t0 = time.perf_counter()
-                    report = await ingest(
-                        store, embedder, KB, [Path(tmp) / "vtt"], progress=IngestProgress(progress)
+        async with (
+            temp_store(Path(tmp) / "weaviate") as store,
+            SessionStore.open(Path(tmp) / "sessions.sqlite3") as sessions,
+        ):
+            service = SearchService(store, embedder)
+            with Progress(console=console) as progress:
+                t0 = time.perf_counter()
+                report = await ingest(
+                    store, embedder, KB, [Path(tmp) / "vtt"], progress=IngestProgress(progress)
+                )
+                if report.failed:
+                    raise SystemExit(f"ingest failed: {report.failed}")
+                ids = {s.source.id for s in await service.archive(KB).sources()}
+                absent = sorted({c.meeting for c in cases} - ids)
+                if absent:  # a question scored against an id that never matches
+                    raise SystemExit(f"meetings not in the store: {absent}")
+                progress.console.print(
+                    f"{report.segments:,} windows from {len(ids)} meetings in "
+                    f"{time.perf_counter() - t0:.0f} s; every question's meeting is stored"
+                )
+                if "a" in paths:
+                    engine = Engine(
+                        archives=service.archive,
+                        sessions=sessions,
+                        llm=None,
+                        config=AnswerConfig(),
+                        embedder=embedder,
                     )
-                    if report.failed:
-                        raise SystemExit(f"ingest failed: {report.failed}")
-                    ids = {s.source.id for s in await service.archive(KB).sources()}
-                    absent = sorted({c.meeting for c in cases} - ids)
-                    if absent:  # a question scored against an id that never matches
-                        raise SystemExit(f"meetings not in the store: {absent}")
-                    progress.console.print(
-                        f"{report.segments:,} windows from {len(ids)} meetings in "
-                        f"{time.perf_counter() - t0:.0f} s; every question's meeting is stored"
-                    )
-                    if "a" in paths:
+                    results["a"] = await ask_all(engine, cases, "a", progress, None)
+                if "b" in paths:
+                    script = Script()
+                    async with AnthropicEmulator(default=script) as emu:
+                        llm = ClaudeLLM(
+                            api_key=emu.api_key,
+                            base_url=emu.url,
+                            model="claude-answer",
+                            fast_model="claude-fast",
+                        )
                         engine = Engine(
                             archives=service.archive,
                             sessions=sessions,
-                            llm=None,
+                            llm=llm,
                             config=AnswerConfig(),
                             embedder=embedder,
                         )
-                        results["a"] = await ask_all(engine, cases, "a", progress, None)
-                    if "b" in paths:
-                        script = Script()
-                        async with AnthropicEmulator(default=script) as emu:
-                            llm = ClaudeLLM(
-                                api_key=emu.api_key,
-                                base_url=emu.url,
-                                model="claude-answer",
-                                fast_model="claude-fast",
-                            )
-                            engine = Engine(
-                                archives=service.archive,
-                                sessions=sessions,
-                                llm=llm,
-                                config=AnswerConfig(),
-                                embedder=embedder,
-                            )
-                            try:
-                                results["b"] = await ask_all(engine, cases, "b", progress, script)
-                            finally:
-                                await llm.aclose()
+                        try:
+                            results["b"] = await ask_all(engine, cases, "b", progress, script)
+                        finally:
+                            await llm.aclose()
+                    console.print(f"{script.revisions} revision requests (claims without support)")
+                    if script.mismatched:
                         console.print(
-                            f"{script.revisions} revision requests (claims without support)"
+                            f"[red]{script.mismatched} emulator requests were not the "
+                            "question being asked[/]"
                         )
-                        if script.mismatched:
-                            console.print(
-                                f"[red]{script.mismatched} emulator requests were not the "
-                                "question being asked[/]"
-                            )
-        finally:
-            await asyncio.to_thread(server.stop)
     return results
 
 

@@ -32,14 +32,13 @@ import aiohttp
 from rich.console import Console
 from rich.table import Table
 
+from bench.common import percentile, temp_store
 from bot.llm import ClaudeLLM
 from bot.models import Event, Question, ThreadKey
-from bot.research import Researcher, ResearchResult
+from bot.research.loop import Researcher, ResearchResult
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.search import KbArchive, SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, async_client, find_binary
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply, ToolUse
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -104,12 +103,6 @@ async def round_trips(emu: AnthropicEmulator, bodies: list[dict[str, Any]]) -> l
     return out
 
 
-def pct(values: list[float], q: float) -> float:
-    """The q-th percentile (nearest rank)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
-
-
 async def one_run(
     researcher: Researcher, archive: KbArchive, emu: AnthropicEmulator
 ) -> tuple[ResearchResult, list[float]]:
@@ -129,33 +122,25 @@ async def one_run(
 
 
 async def main(runs: int, warmup: int) -> None:
-    binary = find_binary(None)
-    if binary is None:
-        raise SystemExit("weaviate-server not found: run `make install` first.")
     with tempfile.TemporaryDirectory(prefix="quorum-bench-research-") as tmp:
-        server = EmbeddedServer(Path(tmp), binary)
-        endpoint = await asyncio.to_thread(server.start)
-        try:
-            with console.status("loading the embedding model and ingesting examples/"):
-                embedder = await asyncio.to_thread(SentenceTransformerEmbedder.from_path)
-            async with Store.connect(async_client(endpoint), endpoint.url) as store:
-                with console.status("ingesting examples/"):
-                    report = await ingest(store, embedder, KB, [EXAMPLES])
-                if report.failed:
-                    raise SystemExit(f"ingest failed: {report.failed}")
-                archive = SearchService(store, embedder).archive(KB)
-                emu = AnthropicEmulator()
-                await emu.start()
-                llm = ClaudeLLM(
-                    api_key=API_KEY, base_url=emu.url, model="claude-sonnet-5-5", fast_model="x"
-                )
-                try:
-                    await measure(Researcher(llm), archive, emu, runs, warmup, report.segments)
-                finally:
-                    await llm.aclose()
-                    await emu.stop()
-        finally:
-            await asyncio.to_thread(server.stop)
+        with console.status("loading the embedding model and ingesting examples/"):
+            embedder = await asyncio.to_thread(SentenceTransformerEmbedder.from_path)
+        async with temp_store(Path(tmp)) as store:
+            with console.status("ingesting examples/"):
+                report = await ingest(store, embedder, KB, [EXAMPLES])
+            if report.failed:
+                raise SystemExit(f"ingest failed: {report.failed}")
+            archive = SearchService(store, embedder).archive(KB)
+            emu = AnthropicEmulator()
+            await emu.start()
+            llm = ClaudeLLM(
+                api_key=API_KEY, base_url=emu.url, model="claude-sonnet-5-5", fast_model="x"
+            )
+            try:
+                await measure(Researcher(llm), archive, emu, runs, warmup, report.segments)
+            finally:
+                await llm.aclose()
+                await emu.stop()
 
 
 async def measure(
@@ -209,17 +194,17 @@ async def measure(
         table.add_row(
             label,
             f"{statistics.median(v):.2f}",
-            f"{pct(v, 95):.2f}",
+            f"{percentile(v, 95):.2f}",
             f"{max(v):.2f}",
             f"{statistics.fmean(v):.2f}",
             style=style,
         )
     console.print(table)
-    p95 = pct(rows["own"], 95)
+    p95 = percentile(rows["own"], 95)
     verdict = "[green]PASS[/]" if p95 < TARGET_P95_MS else "[red]FAIL[/]"
     console.print(
         f"Quorum's own time per step p95 {p95:.2f} ms (target < {TARGET_P95_MS:g} ms): {verdict}; "
-        f"with the SDK and ClaudeLLM p95 {pct(rows['own_client'], 95):.2f} ms"
+        f"with the SDK and ClaudeLLM p95 {percentile(rows['own_client'], 95):.2f} ms"
     )
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import re
 import tempfile
 import threading
@@ -32,12 +31,13 @@ import aiohttp
 from rich.console import Console
 from rich.table import Table
 
-from adapters.slack import Background, build_slack_app, start_http
+from adapters.slack.app import Background, build_slack_app, start_http
+from bench.common import percentile
 from bot.config import load_settings
 from bot.models import Core, PartialAnswer, ProgressEvent
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.slack import BOT_TOKEN, BOT_USER, SIGNING_SECRET, Delivery, SlackEmulator
-from tests.slack_fakes import FakeCore, Script, answer
+from tests.fakes import FakeCore, Script, answer
 
 console = Console()
 T = TypeVar("T")
@@ -121,44 +121,35 @@ def claude_replies(seconds: float) -> Any:
 @contextlib.asynccontextmanager
 async def engine_core(data_dir: Path, claude_url: str, kb: str) -> AsyncIterator[tuple[Core, str]]:
     """The real Engine on a fresh embedded Weaviate holding the sample archive."""
+    from bench.common import temp_store
     from bot.engine import Engine
     from bot.llm import ClaudeLLM
     from bot.sessions import SessionStore
     from retrieval.embed import SentenceTransformerEmbedder
     from retrieval.search import SearchService
-    from retrieval.store import Store
-    from retrieval.weaviate_server import EmbeddedServer, async_client, find_binary
     from tests.sample_archive import load_sample
 
-    binary = find_binary(os.environ.get("QUORUM_WEAVIATE_BINARY"))
-    if binary is None:
-        raise SystemExit("weaviate-server not found: run `make install`, or use --core fake.")
     settings = load_settings(
         data_dir=data_dir, anthropic_api_key=API_KEY, anthropic_base_url=claude_url
     )
-    server = EmbeddedServer(data_dir / "weaviate", binary)
-    endpoint = await asyncio.to_thread(server.start)
-    try:
-        embedder = await asyncio.to_thread(SentenceTransformerEmbedder.from_path)
-        async with (
-            Store.connect(async_client(endpoint), endpoint.url) as store,
-            SessionStore.open(settings.sessions_path) as sessions,
-        ):
-            await load_sample(store, embedder, kb)
-            llm = ClaudeLLM.from_settings(settings)
-            engine = Engine.from_settings(
-                settings,
-                archives=SearchService(store, embedder).archive,
-                sessions=sessions,
-                llm=llm,
-            )
-            try:
-                yield engine, "real Engine: Weaviate + MiniLM + SQLite + Claude emulator"
-            finally:
-                if llm is not None:
-                    await llm.aclose()
-    finally:
-        await asyncio.to_thread(server.stop)
+    embedder = await asyncio.to_thread(SentenceTransformerEmbedder.from_path)
+    async with (
+        temp_store(data_dir / "weaviate") as store,
+        SessionStore.open(settings.sessions_path) as sessions,
+    ):
+        await load_sample(store, embedder, kb)
+        llm = ClaudeLLM.from_settings(settings)
+        engine = Engine.from_settings(
+            settings,
+            archives=SearchService(store, embedder).archive,
+            sessions=sessions,
+            llm=llm,
+        )
+        try:
+            yield engine, "real Engine: Weaviate + MiniLM + SQLite + Claude emulator"
+        finally:
+            if llm is not None:
+                await llm.aclose()
 
 
 @contextlib.asynccontextmanager
@@ -211,11 +202,6 @@ async def settled(slack: SlackEmulator, sent: list[Sent], timeout_s: float) -> N
         return True
 
     await slack.wait_for(done, within_s=timeout_s)
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def bench(n: int, core_kind: str, seconds: float) -> None:
@@ -293,17 +279,17 @@ def report(slack: SlackEmulator, sent: list[Sent], wall: float, stall: float, la
     table = Table(title=f"Slack load: {len(sent)} concurrent mentions ({label})")
     for col, justify in (("metric", "left"), ("value", "right"), ("target", "right"), ("", "left")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    p50, p99 = pct(acks, 0.5), pct(acks, 0.99)
+    p50, p99 = percentile(acks, 50), percentile(acks, 99)
     row("ack latency p50", f"{p50:.1f} ms", "", None)
     row("ack latency p99", f"{p99:.1f} ms", f"< {ACK_P99_MS:.0f} ms", p99 < ACK_P99_MS)
     row("ack statuses", ", ".join(map(str, sorted(statuses))), "200", statuses == {200})
     if placeholders:
-        row("time to placeholder p50", f"{pct(placeholders, 0.5):.3f} s", "", None)
-        ok = pct(placeholders, 0.99) < PLACEHOLDER_P99_S
-        row("time to placeholder p99", f"{pct(placeholders, 0.99):.3f} s", "< 1 s", ok)
+        row("time to placeholder p50", f"{percentile(placeholders, 50):.3f} s", "", None)
+        ok = percentile(placeholders, 99) < PLACEHOLDER_P99_S
+        row("time to placeholder p99", f"{percentile(placeholders, 99):.3f} s", "< 1 s", ok)
     if finals:
-        row("time to final answer p50", f"{pct(finals, 0.5):.2f} s", "", None)
-        row("time to final answer p99", f"{pct(finals, 0.99):.2f} s", "", None)
+        row("time to final answer p50", f"{percentile(finals, 50):.2f} s", "", None)
+        row("time to final answer p99", f"{percentile(finals, 99):.2f} s", "", None)
     row("largest event-loop stall", f"{stall * 1000:.1f} ms", "", None)
     row("answers delivered", f"{answered}/{len(sent)}", str(len(sent)), answered == len(sent))
     row("duplicate answers", str(duplicates), "0", duplicates == 0)

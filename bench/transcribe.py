@@ -36,14 +36,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from bench.common import temp_store
 from bench.machine import Contention, describe, server_pid
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.ingest.media import file_digest
 from retrieval.ingest.vtt import read_vtt
-from retrieval.store import Store
 from retrieval.transcribe import Transcriber, Transcript
-from retrieval.weaviate_server import EmbeddedServer, async_client, find_binary
 from tests.media_fixtures import Spoken, speak, to_video
 
 REPO = Path(__file__).resolve().parent.parent
@@ -141,47 +140,38 @@ async def measure(
     files: list[Path], spoken: Spoken, texts: list[str], cache: Path, show: int
 ) -> list[Row]:
     """Ingest each file into a fresh server and knowledge base, timing it."""
-    binary = find_binary(None)
-    if binary is None:
-        raise SystemExit("weaviate-server not found: run `make install` first.")
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
-        server = EmbeddedServer(Path(tmp) / "weaviate", binary)
-        endpoint = await asyncio.to_thread(server.start)
-        try:
+        data = Path(tmp) / "weaviate"
+        async with temp_store(data) as store:
             embedder = await asyncio.to_thread(SentenceTransformerEmbedder.from_path)
-            async with Store.connect(async_client(endpoint), endpoint.url) as store:
-                transcriber = Transcriber(cache_dir=cache)
-                t0 = time.perf_counter()
-                await asyncio.to_thread(transcriber.warm)
-                console.print(f"Whisper tiny.en loaded in {time.perf_counter() - t0:.1f} s.")
-                for n, path in enumerate(files):
-                    load = Contention(server_pid(Path(tmp) / "weaviate"))
-                    t0, cpu0 = time.perf_counter(), time.process_time()
-                    report = await ingest(
-                        store, embedder, f"bench{n}", [path], transcriber=transcriber
+            transcriber = Transcriber(cache_dir=cache)
+            t0 = time.perf_counter()
+            await asyncio.to_thread(transcriber.warm)
+            console.print(f"Whisper tiny.en loaded in {time.perf_counter() - t0:.1f} s.")
+            for n, path in enumerate(files):
+                load = Contention(server_pid(data))
+                t0, cpu0 = time.perf_counter(), time.process_time()
+                report = await ingest(store, embedder, f"bench{n}", [path], transcriber=transcriber)
+                wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+                result = report.results[0]
+                if result.status != "added":
+                    raise SystemExit(f"{path.name} was not ingested: {result.reason}")
+                kept = transcriber.cached(file_digest(path))
+                assert kept is not None
+                console.print(f"[bold]{path.name}[/]")
+                rows.append(
+                    Row(
+                        path.name,
+                        kept.duration_s,
+                        kept.transcribe_s,
+                        wall,
+                        result.segments,
+                        cpu,
+                        score(spoken, texts, kept, show),
+                        load.others(),
                     )
-                    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-                    result = report.results[0]
-                    if result.status != "added":
-                        raise SystemExit(f"{path.name} was not ingested: {result.reason}")
-                    kept = transcriber.cached(file_digest(path))
-                    assert kept is not None
-                    console.print(f"[bold]{path.name}[/]")
-                    rows.append(
-                        Row(
-                            path.name,
-                            kept.duration_s,
-                            kept.transcribe_s,
-                            wall,
-                            result.segments,
-                            cpu,
-                            score(spoken, texts, kept, show),
-                            load.others(),
-                        )
-                    )
-        finally:
-            await asyncio.to_thread(server.stop)
+                )
     return rows
 
 

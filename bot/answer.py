@@ -33,12 +33,12 @@ from bot.llm import LLM, Usage
 from bot.models import (
     Answer,
     AnswerKind,
-    Event,
     EventSink,
     Mode,
     NumberedSource,
     PartialAnswer,
     Question,
+    guarded_sink,
 )
 from bot.models import ProgressEvent as Progress
 from bot.passages import Passage, assemble, merge, widen
@@ -242,7 +242,7 @@ class QuickAnswerer:
     ) -> Outcome:
         """Answer ``question`` from ``archive`` in the context of ``history``."""
         clock = _Clock(self.config.llm_timeout_s)
-        emit = on_event or _ignore
+        emit = guarded_sink(on_event)
         early = precheck(question, self.config.max_question_chars)
         if early is not None:
             return Outcome(early)
@@ -418,7 +418,3 @@ class QuickAnswerer:
         timings = {k: round(v, 2) for k, v in clock.ms.items()}
         timings["total"] = round((time.perf_counter() - clock.t0) * 1000, 2)
         return replace(answer, timings=timings)
-
-
-async def _ignore(event: Event) -> None:
-    return None

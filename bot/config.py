@@ -146,11 +146,6 @@ class Settings(BaseSettings):
         """The SQLite session store."""
         return self.data_dir / "sessions.sqlite3"
 
-    @property
-    def transcripts_dir(self) -> Path:
-        """Where transcripts of audio and video are kept, by content hash."""
-        return self.data_dir / "transcripts"
-
 
 def _var_name(loc: tuple[int | str, ...]) -> str:
     field = str(loc[0]) if loc else "?"

@@ -25,7 +25,9 @@ from bot.citations import citation_json, resolve, source_json
 from bot.config import Settings
 from bot.errors import InvalidInput, LLMError, QuorumError, SearchUnavailable
 from bot.llm import LLM
-from bot.models import Answer, Event, EventSink, Question, ThreadKey
+from bot.models import Answer, EventSink, Question, ThreadKey, guarded_sink
+from bot.research.loop import Researcher
+from bot.router import ResearchRouter
 from bot.sessions import Exchange, ExchangeRecord, QueryRecord, SessionStore, clip
 from retrieval.archive import Archive
 from retrieval.embed import Embedder
@@ -36,7 +38,6 @@ REVISE_TIMEOUT_S = 20.0  # one revision of unsupported claims; the answer stands
 
 SEARCH_DOWN = "I can't reach the archive right now, so I can't answer; please try again shortly."
 BROKEN = "Something went wrong on my side while answering; please try again."
-NO_RESEARCH = "Deep research isn't available yet, so this is a quick answer."
 
 
 class ResearchHook(Protocol):
@@ -67,21 +68,6 @@ def _filters_json(f: SearchFilters) -> dict[str, object]:
     return {k: v for k, v in raw.items() if v not in (None, [])}
 
 
-def _safe(on_event: EventSink | None) -> EventSink | None:
-    """An event sink that never breaks the answer: an adapter's failure is logged."""
-    if on_event is None:
-        return None
-    sink = on_event
-
-    async def guarded(event: Event) -> None:
-        try:
-            await sink(event)
-        except Exception:
-            log.warning("event sink failed on a %s", type(event).__name__, exc_info=True)
-
-    return guarded
-
-
 class Engine:
     """Quorum's conversation engine; implements ``bot.models.Core``."""
 
@@ -101,9 +87,13 @@ class Engine:
         self.llm = llm
         self.config = config or AnswerConfig()
         self.history_turns = history_turns
-        self.research = research
         vectors = sentence_vectors(embedder)
-        self.quick = QuickAnswerer(llm, self.config, vectors)
+        quick = QuickAnswerer(llm, self.config, vectors)
+        # The router is the only path: quick or deep per question (quick without a key).
+        self.research: ResearchHook = research or ResearchRouter(
+            None if llm is None else Researcher(llm), quick
+        )
+        self.quick = quick
         self.aligner = Aligner(vectors)
 
     @classmethod
@@ -131,7 +121,7 @@ class Engine:
     async def ask(self, question: Question, on_event: EventSink | None = None) -> Answer:
         """Answer a question in its thread's context; never raises for user-facing trouble."""
         t0 = time.perf_counter()
-        sink = _safe(on_event)
+        sink = guarded_sink(on_event)
         timings: dict[str, float] = {}
         outcome = await self._outcome(question, sink, timings)
         t = time.perf_counter()
@@ -158,12 +148,7 @@ class Engine:
             t = time.perf_counter()
             history = await self._history(question.thread)
             timings["history"] = round((time.perf_counter() - t) * 1000, 2)
-            if self.research is not None:
-                return await self.research.research(question, archive, history, sink)
-            outcome = await self.quick.answer(question, archive, history, sink)
-            if question.mode != "quick" and outcome.answer.kind != "help":
-                outcome.answer = replace(outcome.answer, note=NO_RESEARCH)
-            return outcome
+            return await self.research.research(question, archive, history, sink)
         except SearchUnavailable:
             log.error("search is unavailable", exc_info=True)
             return Outcome(error_answer(SEARCH_DOWN))

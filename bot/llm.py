@@ -138,7 +138,8 @@ def _reading() -> Iterator[None]:
         raise BrokenReply(f"a broken reply ({type(exc).__name__})") from exc
 
 
-def _text_of(message: Message) -> str:
+def text_of(message: Message) -> str:
+    """The text blocks of a reply, joined."""
     return "".join(block.text for block in message.content if block.type == "text")
 
 
@@ -365,7 +366,7 @@ class ClaudeLLM:
 
         message, attempts = await self._with_retries(attempt, timeout_s)
         usage = self._record(message, started, attempts, "complete")
-        return Completion(_text_of(message), message.model, message.stop_reason, usage, attempts)
+        return Completion(text_of(message), message.model, message.stop_reason, usage, attempts)
 
     async def stream(
         self,
@@ -411,4 +412,4 @@ class ClaudeLLM:
 
         message, attempts = await self._with_retries(attempt, timeout_s)
         usage = self._record(message, started, attempts, "stream")
-        return Completion(_text_of(message), message.model, message.stop_reason, usage, attempts)
+        return Completion(text_of(message), message.model, message.stop_reason, usage, attempts)

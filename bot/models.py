@@ -3,6 +3,7 @@ in between. Adapters translate platform events into these and nothing more."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -98,6 +99,28 @@ class PartialAnswer:
 
 Event = ProgressEvent | PartialAnswer
 EventSink = Callable[[Event], Awaitable[None]]
+
+log = logging.getLogger("quorum.events")
+
+
+def guarded_sink(on_event: EventSink | None) -> EventSink:
+    """A sink that never breaks an answer: none given is a no-op, and a failing one (an
+    adapter's lost placeholder edit) is logged and skipped."""
+    if on_event is None:
+        return _ignore
+    sink = on_event
+
+    async def guarded(event: Event) -> None:
+        try:
+            await sink(event)
+        except Exception:
+            log.warning("event sink failed on a %s", type(event).__name__, exc_info=True)
+
+    return guarded
+
+
+async def _ignore(event: Event) -> None:
+    return None
 
 
 class Core(Protocol):

@@ -108,17 +108,17 @@ def strip_markers(text: str) -> str:
     return _MARKERS.sub("", text)
 
 
-def history_messages(history: Sequence[Exchange]) -> list[MessageParam]:
-    """Earlier exchanges as alternating user/assistant turns."""
+def history_messages(history: Sequence[tuple[str, str]]) -> list[MessageParam]:
+    """Earlier (question, answer) pairs as alternating user/assistant turns, without
+    their old citation numbers, long answers cut (quick answers and research alike)."""
     out: list[MessageParam] = []
-    for ex in history:
-        answer = strip_markers(ex.answer).strip()
-        if len(answer) > HISTORY_ANSWER_CHARS:
-            answer = answer[:HISTORY_ANSWER_CHARS].rsplit(" ", 1)[0] + " ..."
-        if not ex.question.strip() or not answer:
-            continue
-        out.append({"role": "user", "content": ex.question.strip()})
-        out.append({"role": "assistant", "content": answer})
+    for question, answer in history:
+        text = strip_markers(answer).strip()
+        if len(text) > HISTORY_ANSWER_CHARS:
+            text = text[:HISTORY_ANSWER_CHARS].rsplit(" ", 1)[0] + " ..."
+        if question.strip() and text:
+            out.append({"role": "user", "content": question.strip()})
+            out.append({"role": "assistant", "content": text})
     return out
 
 
@@ -131,7 +131,8 @@ def answer_messages(
         f"Question: {question.strip()}\n\n"
         "Answer from the sources above, citing them as [n]."
     )
-    return [*history_messages(history), {"role": "user", "content": body}]
+    pairs = [(ex.question, ex.answer) for ex in history]
+    return [*history_messages(pairs), {"role": "user", "content": body}]
 
 
 def rewrite_messages(question: str, history: Sequence[Exchange]) -> list[MessageParam]:

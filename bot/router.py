@@ -28,8 +28,8 @@ from bot.config import Settings
 from bot.errors import LLMError
 from bot.llm import LLM
 from bot.models import EventSink, Mode, Question
-from bot.research import NEEDS_API_KEY, Researcher, ResearchResult
-from bot.research_schema import SearchArgs, TimelineArgs, ToolError, parse_args
+from bot.research.loop import NEEDS_API_KEY, Researcher, ResearchResult
+from bot.research.schema import SearchArgs, TimelineArgs, ToolError, parse_args
 from bot.sessions import Exchange
 from retrieval.archive import Archive
 from retrieval.embed import Embedder

@@ -9,7 +9,9 @@ serving; vectors are L2-normalised, so cosine similarity is a dot product.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -162,3 +164,66 @@ class SentenceTransformerEmbedder:
     def close(self) -> None:
         """Stop the encoder thread (after the work queued on it)."""
         self._executor.shutdown(wait=True)
+
+
+class LazyEmbedder:
+    """Loads the model on first use, so commands that never embed (``sources``,
+    ``remove``) start at once; ``warm()`` starts loading early, alongside Weaviate.
+
+    Loading runs on a daemon thread: a command that fails early (Weaviate unreachable)
+    exits at once instead of waiting for a model it will never use."""
+
+    def __init__(self, path: Path | None, batch_size: int) -> None:
+        self._path = path
+        self._batch_size = batch_size
+        self._model: SentenceTransformerEmbedder | None = None
+        self._loading: asyncio.Future[SentenceTransformerEmbedder] | None = None
+
+    def warm(self) -> None:
+        """Start loading the model in the background (idempotent)."""
+        if self._loading is not None:
+            return
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[SentenceTransformerEmbedder] = loop.create_future()
+
+        def settle(model: SentenceTransformerEmbedder | None, exc: BaseException | None) -> None:
+            if future.done():
+                return
+            if exc is not None:
+                future.set_exception(exc)
+            elif model is not None:
+                future.set_result(model)
+
+        def work() -> None:
+            try:
+                model = SentenceTransformerEmbedder.from_path(self._path, self._batch_size)
+            except BaseException as exc:  # delivered to whoever awaits the model
+                with contextlib.suppress(RuntimeError):  # the loop may be gone
+                    loop.call_soon_threadsafe(settle, None, exc)
+                return
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, model, None)
+
+        threading.Thread(target=work, name="quorum-model-load", daemon=True).start()
+        self._loading = future
+
+    async def get(self) -> SentenceTransformerEmbedder:
+        """The loaded embedder."""
+        if self._model is None:
+            self.warm()
+            assert self._loading is not None
+            self._model = await asyncio.shield(self._loading)
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        """Vector length (loads nothing: MiniLM's is 384 until the model says otherwise)."""
+        return self._model.dim if self._model else 384
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text."""
+        return await (await self.get()).embed_documents(texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        """A query's vector (cached)."""
+        return await (await self.get()).embed_query(text)

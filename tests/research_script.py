@@ -14,7 +14,7 @@ QUESTION = "Why did we leave Auth0, and what was wrong with the hosted UI?"
 TURN_DELAY_S = 1.2
 SEARCH = {"query": "Auth0 cost outage", "source_ids": ["kickoff"]}
 READ = {"source_id": "deep-dive", "start_s": "12:00", "end_s": "13:00"}
-# What progress_text says for each call (bot.research_tools), in order.
+# What progress_text says for each call (bot.research.tools), in order.
 STEPS = (
     "searching 'Auth0 cost outage' ('Auth kickoff')",
     "reading 'Auth deep dive' 12:00\u201313:00",

@@ -23,7 +23,7 @@ from retrieval.links import media_link
 from retrieval.models import SearchFilters
 from retrieval.search import KbArchive, SearchService
 from retrieval.store import Store
-from tests.fake_llm import FakeLLM, overloaded
+from tests.fakes import FakeArchive, FakeLLM, overloaded
 from tests.sample_archive import DEEP_DIVE, KICKOFF, load_sample
 
 THREAD = ThreadKey("console", "local", "c", "t")
@@ -265,9 +265,8 @@ def test_precheck(text: str, kind: str | None) -> None:
 
 async def test_help_makes_no_search_and_no_call() -> None:
     llm = FakeLLM()
-    from tests.fake_llm import DownArchive
 
-    out = await QuickAnswerer(llm).answer(ask("what can you do?"), DownArchive())
+    out = await QuickAnswerer(llm).answer(ask("what can you do?"), FakeArchive(down=True))
     assert out.answer.kind == "help" and "Quorum" in out.answer.text
     assert llm.history == []
 

@@ -20,7 +20,7 @@ from bot.engine import Engine
 from bot.errors import LLMError
 from bot.llm import ClaudeLLM
 from bot.models import Event, PartialAnswer, Question, ThreadKey
-from bot.research import Researcher
+from bot.research.loop import Researcher
 from bot.router import DEEP_FAILED, ResearchRouter
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder

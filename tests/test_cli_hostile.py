@@ -11,9 +11,9 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-import adapters.cli  # noqa: F401  (registers chat, demo and serve on the app)
-from adapters.console import ConsoleChat
-from bot.cli import app
+import adapters.cli.main  # noqa: F401  (registers chat, demo and serve on the app)
+from adapters.cli.commands import app
+from adapters.console.app import ConsoleChat
 from bot.engine import Engine
 from bot.errors import ConfigError
 from bot.sessions import SessionStore
@@ -22,7 +22,7 @@ from retrieval.indexer import ingest
 from retrieval.search import SearchService
 from retrieval.store import Store
 from retrieval.weaviate_server import Endpoint
-from tests.fake_llm import FakeLLM
+from tests.fakes import FakeLLM
 
 runner = CliRunner()
 MARKUP = "Plan [/] [bold]bold[/bold] [link=x]"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bot.cli import app
+from adapters.cli.commands import app
 from retrieval.weaviate_server import Endpoint
 
 runner = CliRunner()

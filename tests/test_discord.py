@@ -11,9 +11,7 @@ import contextlib
 import itertools
 import logging
 import re
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Callable
 from datetime import date
 from typing import Any
 
@@ -24,7 +22,9 @@ import typer
 from discord.gateway import DiscordWebSocket
 from typer.testing import CliRunner
 
-from adapters.discord import (
+from adapters.chat.conversation import THANKS
+from adapters.discord.cli import discord_app, sync_commands
+from adapters.discord.client import (
     NO_THREAD,
     NOT_HERE,
     QuorumClient,
@@ -33,99 +33,26 @@ from adapters.discord import (
     intents,
     run_discord,
 )
-from adapters.discord_cli import discord_app, sync_commands
-from adapters.discord_render import PLACEHOLDER, SORRY
-from adapters.discord_ui import THANKS
+from adapters.discord.render import PLACEHOLDER, SORRY
 from bot.config import Settings, load_settings
 from bot.models import (
     Answer,
     Citation,
     Core,
     Event,
-    EventSink,
     PartialAnswer,
     ProgressEvent,
-    Question,
     ThreadKey,
 )
-from bot.research import STOPPED_EARLY
+from bot.research.loop import STOPPED_EARLY
 from retrieval.errors import ConfigError
 from tests.emulators.discord import DiscordEmulator
+from tests.fakes import FakeCore
 
 GUILD, CHANNEL, OTHER_CHANNEL = 900000000000000001, 900000000000000002, 900000000000000003
 ALICE = DiscordEmulator.user(700000000000000001, "alice")
 OTHER_BOT = DiscordEmulator.user(700000000000000002, "otherbot", bot=True)
 WEBHOOK = r"/webhooks/\d+/[^/]+"
-
-
-# --- a fake core
-
-
-@dataclass
-class Script:
-    """What the fake core does for one question."""
-
-    answer: Answer | BaseException
-    events: Sequence[Event] = ()
-    delay: float = 0.0  # between events
-
-
-@dataclass
-class FakeCore:
-    """Implements Core: records questions, plays scripted answers and events; claimed
-    events, active threads and feedback outlive any one client (as if persisted)."""
-
-    questions: list[Question] = field(default_factory=list)
-    scripts: deque[Script] = field(default_factory=deque)
-    claimed: set[tuple[str, str]] = field(default_factory=set)
-    active: set[ThreadKey] = field(default_factory=set)
-    feedback: dict[tuple[int, str], int] = field(default_factory=dict)
-    speaker_names: list[str] = field(default_factory=lambda: ["Alice Chen", "Bob", "alan"])
-    titles: list[str] = field(default_factory=lambda: ["Auth deep dive", "Roadmap Q3"])
-    kbs: list[str] = field(default_factory=list)
-    _exchanges: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-
-    def enqueue(
-        self, answer: Answer | BaseException, events: Sequence[Event] = (), delay: float = 0.0
-    ) -> None:
-        self.scripts.append(Script(answer, events, delay))
-
-    async def ask(self, question: Question, on_event: EventSink | None = None) -> Answer:
-        self.questions.append(question)
-        script = self.scripts.popleft() if self.scripts else Script(answer())
-        for event in script.events:
-            if on_event is not None:
-                await on_event(event)
-            await asyncio.sleep(script.delay)
-        if isinstance(script.answer, BaseException):
-            raise script.answer
-        self.active.add(question.thread)
-        if script.answer.kind in ("answer", "extractive") and script.answer.exchange_id is None:
-            return replace(script.answer, exchange_id=next(self._exchanges))
-        return script.answer
-
-    async def claim_event(self, platform: str, event_id: str) -> bool:
-        if (platform, event_id) in self.claimed:
-            return False
-        self.claimed.add((platform, event_id))
-        return True
-
-    async def is_active_thread(self, thread: ThreadKey) -> bool:
-        return thread in self.active
-
-    async def record_feedback(self, exchange_id: int, user: str, value: int) -> None:
-        self.feedback[(exchange_id, user)] = value
-
-    async def reset(self, thread: ThreadKey) -> None:
-        self.active.discard(thread)
-
-    async def speakers(self, kb: str) -> list[str]:
-        self.kbs.append(kb)
-        return list(self.speaker_names)
-
-    async def source_titles(self, kb: str) -> list[str]:
-        self.kbs.append(kb)
-        return list(self.titles)
 
 
 def citation(n: int, title: str = "Auth deep dive", at: str = "12:14", s: int = 734) -> Citation:
@@ -170,7 +97,7 @@ def settings_for(emu: DiscordEmulator, **overrides: Any) -> Settings:
 
 @pytest.fixture
 def core() -> FakeCore:
-    return FakeCore()
+    return FakeCore(default_answer=answer())
 
 
 class Harness:
@@ -287,7 +214,7 @@ async def test_research_is_deep_and_shows_progress(bot: Harness, core: FakeCore)
     core.enqueue(
         answer(mode="deep", note=note),
         events=steps,
-        delay=0.45,
+        delay_s=0.45,
     )
     await bot.send("INTERACTION_CREATE", emu.slash("research", CHANNEL, ALICE, question="Why?"))
 
@@ -365,6 +292,22 @@ async def test_mention_starts_a_thread_and_follow_ups_need_no_mention(
     await bot.send("MESSAGE_CREATE", emu.post(CHANNEL, ALICE, "lunch?"))
     await bot.send("MESSAGE_CREATE", emu.post(thread_id, OTHER_BOT, "beep", mention_bot=True))
     assert len(emu.calls) == before and len(core.questions) == 2
+
+
+async def test_mentions_take_typed_options_like_every_platform(
+    bot: Harness, core: FakeCore
+) -> None:
+    emu = bot.emu
+    text = 'what about rollback? speaker:"Alice Chen" after:2024-01-01'
+    await bot.send("MESSAGE_CREATE", emu.post(CHANNEL, ALICE, text, mention_bot=True))
+    (q,) = core.questions
+    assert q.text == "what about rollback?"
+    assert q.filters.speaker == "Alice Chen" and q.filters.after == date(2024, 1, 1)
+
+    bad = emu.post(CHANNEL, ALICE, "what changed? after:yesterday", mention_bot=True)
+    await bot.send("MESSAGE_CREATE", bad)
+    assert len(core.questions) == 1  # never asked
+    assert "after:yesterday is not a date" in emu.channel_messages(CHANNEL)[-1]["content"]
 
 
 async def test_a_redelivered_message_is_answered_once(bot: Harness, core: FakeCore) -> None:
@@ -540,12 +483,12 @@ async def test_feedback_is_stored_and_survives_a_restart(bot: Harness, core: Fak
     thanks = callbacks(emu)[-1]
     assert thanks["type"] == 4 and thanks["data"]["flags"] == 64  # ephemeral
     assert thanks["data"]["content"] == THANKS
-    assert core.feedback == {(1, ALICE["id"]): 1}
+    assert core.feedback == [(1, ALICE["id"], 1)]
 
     await bot.start()  # a new process: only the custom id knows the exchange
     await bot.send("INTERACTION_CREATE", emu.click(int(answered["id"]), "quorum:fb:down:1", ALICE))
     assert callbacks(emu)[-2:] == [thanks, thanks]  # one acknowledgement per click
-    assert core.feedback == {(1, ALICE["id"]): -1}
+    assert core.feedback[-1] == (1, ALICE["id"], -1)
 
 
 # --- set-up: intents, sync, run

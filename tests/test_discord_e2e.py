@@ -16,9 +16,9 @@ import discord
 import pytest
 from discord.gateway import DiscordWebSocket
 
-from adapters.discord import conversation
-from adapters.discord_cli import sync_commands
-from adapters.discord_render import RESEARCH_PLACEHOLDER
+from adapters.discord.cli import sync_commands
+from adapters.discord.client import conversation
+from adapters.discord.render import RESEARCH_PLACEHOLDER
 from bot.config import Settings, load_settings
 from bot.engine import Engine
 from bot.llm import ClaudeLLM

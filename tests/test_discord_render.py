@@ -9,8 +9,10 @@ from datetime import date
 
 import pytest
 
-from adapters.discord_commands import choices, slash_filters
-from adapters.discord_render import (
+from adapters.chat.live import LiveEdits
+from adapters.chat.view import source_lines
+from adapters.discord.commands import choices, slash_filters
+from adapters.discord.render import (
     CONTENT_LIMIT,
     PLACEHOLDER,
     link_citations,
@@ -21,7 +23,7 @@ from adapters.discord_render import (
     split_text,
     thread_name,
 )
-from adapters.discord_ui import FeedbackButton, LiveMessage, feedback_view
+from adapters.discord.ui import FeedbackButton, feedback_view
 from bot.models import Answer, Citation, PartialAnswer, ProgressEvent
 from retrieval.errors import InvalidInput
 
@@ -41,8 +43,8 @@ def test_citations_become_masked_links_that_keep_their_number() -> None:
     assert out == (
         "Cognito [[1]](<https://youtu.be/abc?t=734>), then Okta "
         "[[2]](<https://x.test/a%20video%20%281%29.mp4#t=5>)[3] and "
-        "[[1]](<https://youtu.be/abc?t=734>)[3]; see [4]."
-    )
+        "[[1]](<https://youtu.be/abc?t=734>)[3]; see."
+    )  # [4] is no source of this answer: dropped, as on every platform
 
 
 def test_only_web_links_are_linked() -> None:
@@ -84,7 +86,8 @@ def test_a_code_block_cut_in_two_is_closed_and_reopened() -> None:
 
 
 def test_sources_embed_lists_each_citation_with_link_time_and_speaker() -> None:
-    (embed,) = source_embeds([cite(2, label="Roadmap *Q3* @ 1:02:03"), cite(1)])
+    cites = (cite(2, label="Roadmap *Q3* @ 1:02:03"), cite(1))
+    (embed,) = source_embeds(source_lines(Answer("", "answer", "quick", citations=cites)))
     assert embed.title == "Sources"
     assert embed.description == (
         "`[1]` [Auth deep dive @ 12:14](https://youtu.be/abc?t=734) · Alice\n"
@@ -162,7 +165,7 @@ async def test_live_message_throttles_and_never_overwrites_the_final() -> None:
         await asyncio.sleep(0.02)
         edits.append((time.monotonic(), text))
 
-    live = LiveMessage(edit, interval=0.2)
+    live = LiveEdits(edit, progress_text, 0.2)
     t0 = time.monotonic()
     for i in range(30):
         await live.on_event(PartialAnswer(f"part {i}"))

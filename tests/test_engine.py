@@ -14,10 +14,11 @@ import pytest
 import pytest_asyncio
 
 from bot.answer import AnswerConfig, Outcome
-from bot.engine import NO_RESEARCH, SEARCH_DOWN, Engine
+from bot.engine import SEARCH_DOWN, Engine
 from bot.extractive import NO_KEY, UNAVAILABLE
 from bot.llm import ClaudeLLM
 from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, ThreadKey
+from bot.research.loop import NEEDS_API_KEY
 from bot.sessions import Exchange, SessionStore
 from retrieval.archive import Archive
 from retrieval.embed import SentenceTransformerEmbedder
@@ -25,7 +26,7 @@ from retrieval.models import SearchFilters
 from retrieval.search import SearchService
 from retrieval.store import Store
 from tests.emulators.anthropic import AnthropicEmulator, Reply
-from tests.fake_llm import DownArchive
+from tests.fakes import FakeArchive
 from tests.sample_archive import load_sample
 
 T1 = ThreadKey("slack", "T1", "C1", "111.1")
@@ -272,7 +273,7 @@ async def test_no_key_is_extractive(
 async def test_weaviate_down_is_one_polite_sentence(
     sessions: SessionStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    engine = Engine(archives=lambda kb: DownArchive(), sessions=sessions, llm=None)
+    engine = Engine(archives=lambda kb: FakeArchive(down=True), sessions=sessions, llm=None)
     with caplog.at_level(logging.INFO):
         answer = await engine.ask(q("Why did we move off Auth0? SECRET-42", "kb"))
     assert answer.kind == "error" and answer.text == SEARCH_DOWN
@@ -295,14 +296,13 @@ async def test_user_errors_are_answers(
     assert answer.kind == "help" and await engine.is_active_thread(T2)
 
 
-async def test_deep_mode_answers_quickly_with_a_note_until_research_exists(
+async def test_deep_mode_without_a_key_answers_quickly_and_says_why(
     search: SearchService, sessions: SessionStore, sample_kb: str
 ) -> None:
-    engine = make_engine(search, sessions, None)
-    for mode in ("deep", "auto"):
-        answer = await engine.ask(q("Why did we move off Auth0?", sample_kb, mode=mode))
-        assert answer.mode == "quick" and answer.note == NO_RESEARCH
-        assert answer.kind == "extractive"
+    engine = make_engine(search, sessions, None)  # the engine routes through the router
+    answer = await engine.ask(q("Why did we move off Auth0?", sample_kb, mode="deep"))
+    assert answer.mode == "quick" and answer.note == NEEDS_API_KEY
+    assert answer.kind == "extractive"
 
     class Research:
         def __init__(self) -> None:
@@ -356,5 +356,5 @@ async def test_core_housekeeping(
     assert "John Park" in await engine.speakers(sample_kb)
     assert "Auth kickoff" in await engine.source_titles(sample_kb)
     assert len(await engine.sources(sample_kb)) == 3
-    down = Engine(archives=lambda kb: DownArchive(), sessions=sessions, llm=None)
+    down = Engine(archives=lambda kb: FakeArchive(down=True), sessions=sessions, llm=None)
     assert await down.speakers("x") == [] and await down.source_titles("x") == []

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import adapters.cli  # noqa: F401  (registers `quorum transcript` on the app)
-from bot.cli import app
+from adapters.cli.main import app  # with `quorum transcript` registered
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.errors import IngestError
 from retrieval.indexer import FileResult, ingest

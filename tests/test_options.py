@@ -6,7 +6,7 @@ from datetime import date
 
 import pytest
 
-from adapters.options import describe, parse_options
+from adapters.chat.options import describe, parse_options
 from retrieval.errors import InvalidInput
 from retrieval.models import SearchFilters
 

@@ -12,7 +12,6 @@ import asyncio
 import json
 import re
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import date
@@ -25,15 +24,15 @@ import pytest_asyncio
 from bot.errors import LLMError, SearchUnavailable
 from bot.llm import ClaudeLLM
 from bot.models import Event, PartialAnswer, ProgressEvent, Question, ThreadKey
-from bot.research import (
+from bot.research.loop import (
     MAX_CALLS_PER_TURN,
     NEEDS_API_KEY,
     STOPPED_EARLY,
     Researcher,
     ResearchResult,
 )
-from bot.research_schema import TOOLS, ExpandArgs, SearchArgs, ToolError, TranscriptArgs, parse_args
-from bot.research_tools import (
+from bot.research.schema import TOOLS, ExpandArgs, SearchArgs, ToolError, TranscriptArgs, parse_args
+from bot.research.tools import (
     CHARS_PER_RESULT,
     Catalog,
     Registry,
@@ -48,7 +47,7 @@ from retrieval.search import KbArchive, SearchService
 from retrieval.store import Store
 from tests.conftest import EXAMPLES
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply, ToolUse
-from tests.research_fakes import FakeArchive, ToolLLM, fake_archive, message, source, text, use
+from tests.fakes import FakeArchive, FakeLLM, fake_archive, message, source, text, use
 
 THREAD = ThreadKey("console", "local", "c", "t")
 SECRET = "PLUTONIUM-ZEBRA-7731"
@@ -220,14 +219,11 @@ async def test_results_are_capped_and_only_shown_passages_get_numbers() -> None:
 
 async def test_loop_runs_parallel_calls_in_order_and_recovers_from_errors() -> None:
     a = fake_archive()
-    llm = ToolLLM()
     s1, s2 = use("search", query="Auth0 bill"), use("search", query="invalid_grant", kb="x")
-    llm.steps.extend(
-        [
-            message(text("Two searches."), s1, s2),
-            message(use("search", query="invalid_grant refresh")),
-            message(text("Auth0's bill tripled [1]; tokens failed [2][7].")),
-        ]
+    llm = FakeLLM(
+        message(text("Two searches."), s1, s2),
+        message(use("search", query="invalid_grant refresh")),
+        message(text("Auth0's bill tripled [1]; tokens failed [2][7].")),
     )
     events: list[Event] = []
 
@@ -235,7 +231,7 @@ async def test_loop_runs_parallel_calls_in_order_and_recovers_from_errors() -> N
         events.append(e)
 
     result = await Researcher(llm).run(question("why"), a, [("q0", "a0 [3]")], sink)
-    second = llm.calls[1]["messages"]
+    second = llm.history[1].messages
     assert second[0] == {"role": "user", "content": "q0"}
     assert second[1] == {"role": "assistant", "content": "a0"}
     results = second[-1]["content"]
@@ -243,7 +239,7 @@ async def test_loop_runs_parallel_calls_in_order_and_recovers_from_errors() -> N
     assert "is_error" not in results[0] and results[1]["is_error"] is True
     assert "unknown argument 'kb'" in results[1]["content"]
     assert [r.get("cache_control") for r in results] == [None, {"type": "ephemeral"}]
-    third = llm.calls[2]["messages"]
+    third = llm.history[2].messages
     assert all("cache_control" not in r for r in third[-3]["content"])  # moved to the newest
     assert [e.text for e in events if isinstance(e, ProgressEvent)] == [
         "searching 'Auth0 bill'",
@@ -264,11 +260,10 @@ async def test_loop_runs_parallel_calls_in_order_and_recovers_from_errors() -> N
 
 
 async def test_too_many_calls_in_one_turn_are_refused_but_answered() -> None:
-    llm = ToolLLM()
     uses = [use("list_sources") for _ in range(MAX_CALLS_PER_TURN + 2)]
-    llm.steps.extend([message(*uses), message(text("Done."))])
+    llm = FakeLLM(message(*uses), message(text("Done.")))
     result = await Researcher(llm).run(question("q"), fake_archive())
-    results = llm.calls[1]["messages"][-1]["content"]
+    results = llm.history[1].messages[-1]["content"]
     assert [r["tool_use_id"] for r in results] == [u["id"] for u in uses]
     assert [bool(r.get("is_error")) for r in results] == [False] * MAX_CALLS_PER_TURN + [True] * 2
     assert "at most 8 tool calls per turn" in results[-1]["content"]
@@ -276,27 +271,26 @@ async def test_too_many_calls_in_one_turn_are_refused_but_answered() -> None:
 
 
 async def test_time_budget_goes_straight_to_an_answer_without_tools() -> None:
-    llm = ToolLLM(finals=deque(["Nothing yet."]))
+    llm = FakeLLM("Nothing yet.")
     result = await Researcher(llm, time_budget_s=1.0).run(question("q"), fake_archive())
-    assert [c["kind"] for c in llm.calls] == ["stream"]
+    assert [c.kind for c in llm.history] == ["stream"]
     assert result.stopped == "time" and result.answer.kind == "nothing_found"
     assert result.answer.note is not None and result.answer.note.startswith(STOPPED_EARLY)
 
 
 async def test_claude_failing_before_anything_was_found_raises() -> None:
-    llm = ToolLLM(steps=deque([LLMError("overloaded", status=529)]))
+    llm = FakeLLM(LLMError("overloaded", status=529))
     with pytest.raises(LLMError):
         await Researcher(llm).run(question("q"), fake_archive())
 
 
 async def test_claude_failing_mid_way_answers_from_what_was_found() -> None:
-    llm = ToolLLM(
-        steps=deque([message(use("search", query="Auth0")), LLMError("overloaded", status=529)]),
-        finals=deque(["Partial [1]."]),
+    llm = FakeLLM(
+        message(use("search", query="Auth0")), LLMError("overloaded", status=529), "Partial [1]."
     )
     result = await Researcher(llm).run(question("q"), fake_archive())
     assert result.stopped == "error" and result.answer.citations[0].n == 1
-    assert "Step 1 · search" in llm.calls[-1]["messages"][-1]["content"]
+    assert "Step 1 · search" in llm.history[-1].messages[-1]["content"]
 
 
 async def test_archive_down_is_not_hidden() -> None:
@@ -306,7 +300,7 @@ async def test_archive_down_is_not_hidden() -> None:
 
     a = Down()
     a.sources_ = fake_archive().sources_
-    llm = ToolLLM(steps=deque([message(use("search", query="x"))]))
+    llm = FakeLLM(message(use("search", query="x")))
     with pytest.raises(SearchUnavailable):
         await Researcher(llm).run(question("q"), a)
 
@@ -540,12 +534,19 @@ class SlowArchive:
 
     def __init__(self, inner: KbArchive, delay_s: float) -> None:
         self.inner, self.delay_s, self.kb = inner, delay_s, inner.kb
+        self.running = 0
+        self.most_at_once = 0
 
     async def search(
         self, query: str, filters: SearchFilters | None = None, k: int = 8
     ) -> list[Hit]:
-        await asyncio.sleep(self.delay_s)
-        return await self.inner.search(query, filters, k)
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            await asyncio.sleep(self.delay_s)
+            return await self.inner.search(query, filters, k)
+        finally:
+            self.running -= 1
 
     async def neighbours(self, hit_id: str, before: int = 1, after: int = 1) -> list[Hit]:
         return await self.inner.neighbours(hit_id, before, after)
@@ -578,11 +579,9 @@ async def test_parallel_calls_run_together_and_return_in_order(
     emu.enqueue(Reply.tools(a, b, text="Two searches at once."))
     emu.enqueue(Reply(text="The bill [1] and the incident [4]."))
     sink = Sink()
+    slow = SlowArchive(corpus.archive(), 0.4)
     result = await Researcher(claude).run(
-        question("Compare the Auth0 bill and the incident", corpus.kb),
-        SlowArchive(corpus.archive(), 0.4),
-        (),
-        sink,
+        question("Compare the Auth0 bill and the incident", corpus.kb), slow, (), sink
     )
     second = emu.requests[1].body
     assert second["messages"][1]["content"][0] == {"type": "text", "text": "Two searches at once."}
@@ -594,7 +593,7 @@ async def test_parallel_calls_run_together_and_return_in_order(
     assert all("Auth kickoff" in t for t in first.values())
     assert all("Cut-over retro" in t for t in other.values())
     assert result.turns[0].calls == 2
-    assert result.turns[0].tools_ms < 750  # two 400 ms searches, side by side
+    assert slow.most_at_once == 2  # the two searches ran side by side
     assert sink.progress[:2] == [
         "searching 'Auth0 bill enterprise SSO pricing' ('Auth kickoff: leaving Auth0?')",
         "searching 'refresh tokens invalid_grant' ('Cut-over retro: the refresh-token incident')",

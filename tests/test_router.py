@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 
 import pytest
@@ -11,13 +10,13 @@ from bot.answer import Outcome, SearchRecord
 from bot.config import load_settings
 from bot.errors import LLMError
 from bot.models import Answer, EventSink, Mode, Question, ThreadKey
-from bot.research import NEEDS_API_KEY, Researcher
+from bot.research.loop import NEEDS_API_KEY, Researcher
 from bot.router import DEEP_FAILED, ResearchRouter, Route, looks_deep, route
 from bot.sessions import Exchange
 from retrieval.archive import Archive
 from retrieval.models import SearchFilters
-from tests.research_fakes import ToolLLM, fake_archive, message, use
-from tests.research_fakes import text as text_block
+from tests.fakes import FakeLLM, fake_archive, message, use
+from tests.fakes import text as text_block
 
 TITLES = [
     "Auth kickoff: leaving Auth0?",
@@ -153,13 +152,10 @@ def history() -> list[Exchange]:
 
 
 async def test_deep_question_is_researched_and_its_searches_logged() -> None:
-    llm = ToolLLM()
-    llm.steps.extend(
-        [
-            message(use("search", query="bill tripled", speaker="John Park", limit=3)),
-            message(use("search", query="x", kb="other")),
-            message(text_block("The bill tripled [1].")),
-        ]
+    llm = FakeLLM(
+        message(use("search", query="bill tripled", speaker="John Park", limit=3)),
+        message(use("search", query="x", kb="other")),
+        message(text_block("The bill tripled [1].")),
     )
     quick = FakeQuick()
     hook = ResearchRouter(Researcher(llm), quick)
@@ -176,7 +172,7 @@ async def test_deep_question_is_researched_and_its_searches_logged() -> None:
             outcome.trace["steps"][0]["archive_ms"],
         )
     ]
-    first = llm.calls[0]["messages"]
+    first = llm.history[0].messages
     assert first[:2] == [
         {"role": "user", "content": "Who owns auth?"},
         {"role": "assistant", "content": "John Park."},
@@ -195,7 +191,7 @@ async def test_deep_question_is_researched_and_its_searches_logged() -> None:
 async def test_hook_routes_by_mode_and_setting(
     text: str, mode: Mode, default: Mode, deep: bool
 ) -> None:
-    llm = ToolLLM(steps=deque([message(text_block("Researched."))]))
+    llm = FakeLLM(message(text_block("Researched.")))
     quick = FakeQuick()
     hook = ResearchRouter(Researcher(llm), quick, default_mode=default)
     outcome = await hook.research(ask(text, mode), fake_archive(), [], None)
@@ -216,7 +212,7 @@ async def test_without_a_key_deep_research_answers_quickly_and_says_so() -> None
 
 
 async def test_claude_failing_at_once_falls_back_to_a_quick_answer() -> None:
-    llm = ToolLLM(steps=deque([LLMError("overloaded", status=529)]))
+    llm = FakeLLM(LLMError("overloaded", status=529))
     quick = FakeQuick()
     outcome = await ResearchRouter(Researcher(llm), quick).research(
         ask("Why?", "deep"), fake_archive(), [], None
@@ -228,5 +224,5 @@ def test_from_settings() -> None:
     settings = load_settings(research_mode="auto", research_max_iterations=3)
     hook = ResearchRouter.from_settings(settings, None)
     assert hook.researcher is None and hook.default_mode == "auto"
-    with_llm = ResearchRouter.from_settings(settings, ToolLLM())
+    with_llm = ResearchRouter.from_settings(settings, FakeLLM())
     assert with_llm.researcher is not None and with_llm.researcher.max_iterations == 3

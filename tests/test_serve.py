@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from adapters.cli import app
+from adapters.cli.main import app
 from bot.config import load_settings
 
 runner = CliRunner()

@@ -21,18 +21,17 @@ from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 
-from adapters.slack import (
-    APOLOGY,
-    NOT_ALLOWED,
+from adapters.chat.conversation import APOLOGY, NOT_ALLOWED
+from adapters.slack.app import (
     Background,
     build_slack_app,
     run_slack,
     start_http,
 )
-from adapters.slack_render import ACTION_UP, plain_text
+from adapters.slack.render import ACTION_UP, plain_text
 from bot.config import Settings, load_settings
 from bot.models import Answer, Citation, PartialAnswer, ProgressEvent, ThreadKey
-from bot.research import STOPPED_EARLY
+from bot.research.loop import STOPPED_EARLY
 from retrieval.errors import ConfigError
 from retrieval.models import SearchFilters
 from tests.emulators.slack import (
@@ -46,7 +45,7 @@ from tests.emulators.slack import (
     SlackEmulator,
     texts_in,
 )
-from tests.slack_fakes import FakeCore, Script, answer
+from tests.fakes import FakeCore, Script, answer
 
 GENERAL = "C0GENERAL"
 LINK_IN_MRKDWN = "https://www.youtube.com/watch?v=authdeep&amp;t=734"
@@ -425,7 +424,7 @@ async def test_unexpected_failure_is_an_apology_and_a_logged_traceback(
         msg = await mention(slack, bot, "a private question about salaries")
     [reply] = bot_replies(slack, GENERAL, msg.ts)
     assert APOLOGY in reply.all_text() and "kaboom" not in reply.all_text()
-    [record] = [r for r in caplog.records if r.name == "quorum.slack"]
+    [record] = [r for r in caplog.records if r.name == "quorum.chat"]
     assert record.exc_info is not None and "kaboom" in caplog.text
     assert "salaries" not in caplog.text  # message text stays out of the logs
 

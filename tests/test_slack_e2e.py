@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from adapters.slack import UPDATE_INTERVAL_S
-from adapters.slack_render import ACTION_UP
+from adapters.slack.app import UPDATE_INTERVAL_S
+from adapters.slack.render import ACTION_UP
 from bot.config import Settings, load_settings
 from bot.engine import SEARCH_DOWN, Engine
 from bot.llm import ClaudeLLM

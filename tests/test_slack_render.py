@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.slack_render import (
+from adapters.slack.render import (
     ACTION_DOWN,
     ACTION_UP,
     MAX_BLOCKS,

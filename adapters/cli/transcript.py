@@ -15,10 +15,10 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from bot.cli import KbOpt, err, kb_name, out, run
+from adapters.cli.commands import KbOpt, err, kb_name, out, run
+from adapters.cli.ingest_progress import realtime_factor
 from bot.config import Settings
-from bot.ingest_progress import realtime_factor
-from bot.wiring import open_retrieval, transcriber_for
+from bot.wiring import open_retrieval, retrieval_config
 from retrieval.captions import FORMATS, WRITERS
 from retrieval.errors import InvalidInput
 from retrieval.ingest.media import MEDIA_SUFFIXES, decode_audio, file_digest
@@ -89,7 +89,9 @@ def transcript_cmd(
                     + f", {factor:.1f}x real time"
                 )
 
-            return await asyncio.to_thread(_transcribe, transcriber_for(settings), path, heard)
+            return await asyncio.to_thread(
+                _transcribe, retrieval_config(settings).transcriber(), path, heard
+            )
 
     transcript = run(go)
     assert writer is not None

@@ -4,7 +4,6 @@ an Answer for ``quorum ask --json``."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from rich.console import Console
@@ -12,7 +11,8 @@ from rich.markdown import Markdown
 from rich.style import Style
 from rich.text import Text
 
-from bot.citations import MARKER, citation_json, parse_numbers, source_json
+from adapters.chat.view import link_markers
+from bot.citations import citation_json, source_json
 from bot.models import Answer, Citation
 
 TIMING_ORDER = (
@@ -56,14 +56,11 @@ def answer_json(answer: Answer) -> dict[str, Any]:
 
 def linked_markdown(text: str, citations: tuple[Citation, ...]) -> str:
     """``[2]`` -> ``[[2]](link)`` so terminals that support it make the marker clickable."""
-    links = {c.n: c.link for c in citations if c.link}
 
-    def link(m: re.Match[str]) -> str:
-        numbers = parse_numbers(m.group(2))
-        parts = [f"[\\[{n}\\]]({links[n]})" if n in links else f"\\[{n}\\]" for n in numbers]
-        return m.group(1) + "".join(parts)
+    def one(n: int, c: Citation) -> str:
+        return f"[\\[{n}\\]]({c.link})" if c.link else f"\\[{n}\\]"
 
-    return MARKER.sub(link, text)
+    return link_markers(text, {c.n: c for c in citations}, one, "".join)
 
 
 def timing_line(answer: Answer) -> str:

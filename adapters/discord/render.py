@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import discord
 
+from adapters.chat import conversation as chat
+from adapters.chat.view import SourceLine, link_markers, source_lines
 from bot.models import Answer, Citation, Event, PartialAnswer, ProgressEvent
 
 CONTENT_LIMIT = 2000
@@ -27,11 +29,10 @@ THREAD_NAME_LIMIT = 100
 
 SOURCES_TITLE = "Sources"
 SOURCES_COLOUR = discord.Colour(0x5865F2)
-PLACEHOLDER = "-# Searching the archive…"
-RESEARCH_PLACEHOLDER = "-# Researching the archive…"
-SORRY = "Sorry, something went wrong on my side while answering. Please try again in a minute."
+PLACEHOLDER = f"-# {chat.PLACEHOLDER['quick']}"
+RESEARCH_PLACEHOLDER = f"-# {chat.PLACEHOLDER['deep']}"
+SORRY = chat.APOLOGY
 
-_MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\](?!\()")
 # A masked link, whose text may hold one level of brackets ("[[2]](<url>)"), or a bare URL.
 _LINK = re.compile(r"\[(?:[^\[\]\n]|\[[^\[\]\n]*\])*\]\(<?[^()\s<>]*>?\)|<?https?://[^\s<>]+>?")
 _FENCE = re.compile(r"^```(\S*)", re.MULTILINE)
@@ -60,20 +61,16 @@ def link_text(label: str) -> str:
 
 
 def link_citations(text: str, citations: Sequence[Citation]) -> str:
-    """``[2]`` -> ``[[2]](<url>)`` for every citation with a web link; ``[1, 2]`` likewise.
+    """``[2]`` -> ``[[2]](<url>)`` for every citation with a web link; ``[1, 2]``,
+    ``[2-4]`` and ``[ 3 ]`` likewise (the core's marker grammar, ``adapters.chat.view``).
 
     The URL sits in angle brackets so Discord does not unfurl one preview per citation."""
-    links = {c.n: safe_url(c.link) for c in citations}
 
-    def one(n: int) -> str:
-        url = links.get(n)
+    def one(n: int, c: Citation) -> str:
+        url = safe_url(c.link)
         return f"[[{n}]](<{url}>)" if url else f"[{n}]"
 
-    def repl(match: re.Match[str]) -> str:
-        numbers = [int(n) for n in re.split(r"\s*[,;]\s*", match.group(1))]
-        return "".join(one(n) for n in numbers)
-
-    return _MARKER.sub(repl, text)
+    return link_markers(text, {c.n: c for c in citations}, one, "".join)
 
 
 def _cut(text: str, budget: int) -> int:
@@ -118,21 +115,21 @@ def split_text(text: str, limit: int = CONTENT_LIMIT) -> list[str]:
     return pieces
 
 
-def _source_line(c: Citation) -> str:
-    url = safe_url(c.link)
-    label = link_text(c.label)[:300]
-    line = f"`[{c.n}]` [{label}]({url})" if url else f"`[{c.n}]` {label}"
-    if c.speaker and c.speaker.lower() not in c.label.lower():
-        line += f" · {discord.utils.escape_markdown(c.speaker)[:100]}"
+def _source_line(s: SourceLine) -> str:
+    url = safe_url(s.link)
+    label = link_text(s.label)[:300]
+    line = f"`[{s.n}]` [{label}]({url})" if url else f"`[{s.n}]` {label}"
+    if s.speaker:
+        line += f" · {discord.utils.escape_markdown(s.speaker)[:100]}"
     return line
 
 
-def source_embeds(citations: Sequence[Citation]) -> list[discord.Embed]:
-    """The cited sources, one line each, in as many embeds as their length needs."""
+def source_embeds(sources: Sequence[SourceLine]) -> list[discord.Embed]:
+    """The listed sources, one line each, in as many embeds as their length needs."""
     embeds: list[discord.Embed] = []
     lines: list[str] = []
     size = 0
-    for line in (_source_line(c) for c in sorted(citations, key=lambda c: c.n)):
+    for line in map(_source_line, sources):
         if lines and size + len(line) + 1 > DESCRIPTION_LIMIT:
             embeds.append(_embed("\n".join(lines), first=not embeds))
             lines, size = [], 0
@@ -157,7 +154,7 @@ def render_answer(answer: Answer, extra_note: str | None = None) -> list[Part]:
     if notes:
         text += "\n\n" + "\n".join(f"-# {n}" for n in notes)
     pieces = split_text(text) or ["…"]
-    embeds = source_embeds(answer.citations) if answer.kind in ("answer", "extractive") else []
+    embeds = source_embeds(source_lines(answer)) if answer.kind in ("answer", "extractive") else []
     parts = [Part(p) for p in pieces[:-1]]
     last = pieces[-1]
     batch: list[discord.Embed] = []

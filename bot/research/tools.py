@@ -24,7 +24,7 @@ from bot.citations import label_for
 from bot.errors import InvalidInput
 from bot.models import NumberedSource
 from bot.passages import merge_sentences, render, sentences_of, timed_lines
-from bot.research_schema import (
+from bot.research.schema import (
     Args,
     ExpandArgs,
     ListSourcesArgs,

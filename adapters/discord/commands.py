@@ -12,7 +12,7 @@ from typing import Any, Protocol, cast
 import discord
 from discord import app_commands
 
-from bot.cli import parse_date
+from adapters.cli.commands import parse_date
 from bot.models import Core, Mode
 from retrieval.errors import InvalidInput
 from retrieval.models import SearchFilters

@@ -26,16 +26,16 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from bot.cli import KbOpt, err, kb_name, out, run
+from adapters.cli.commands import KbOpt, err, kb_name, out, run
+from adapters.cli.terminal import failure_line, plain, render_answer
 from bot.config import Settings
 from bot.engine import Engine
 from bot.errors import ConfigError, QuorumError
 from bot.models import Event, Mode, PartialAnswer, ProgressEvent, Question, ThreadKey
-from bot.terminal import failure_line, plain, render_answer
 from bot.wiring import open_core, open_retrieval
 from retrieval.indexer import ingest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DEMO_KB = "demo"
 DEMO_QUESTIONS = (
     "Why did we move off Auth0?",

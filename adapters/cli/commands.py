@@ -32,11 +32,11 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from adapters.cli.ingest_progress import IngestProgress
+from adapters.cli.terminal import answer_json, failure_line, plain, render_answer
 from bot.config import Settings, load_settings
 from bot.evaluate import KS, Result, Summary, load_cases, run_eval
-from bot.ingest_progress import IngestProgress
 from bot.models import Answer, Event, Mode, ProgressEvent, Question, ThreadKey
-from bot.terminal import answer_json, failure_line, plain, render_answer
 from bot.wiring import open_core, open_retrieval
 from retrieval.errors import InvalidInput, QuorumError
 from retrieval.indexer import IngestReport, ingest

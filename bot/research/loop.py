@@ -39,18 +39,25 @@ from anthropic.types import (
 from bot.citations import resolve
 from bot.config import Settings
 from bot.errors import LLMError
-from bot.llm import LLM, Usage
-from bot.models import Answer, Event, EventSink, PartialAnswer, ProgressEvent, Question
-from bot.research_prompts import (
+from bot.llm import LLM, Usage, text_of
+from bot.models import (
+    Answer,
+    EventSink,
+    PartialAnswer,
+    ProgressEvent,
+    Question,
+    guarded_sink,
+)
+from bot.prompts import history_messages
+from bot.research.prompts import (
     final_message,
-    history_messages,
     question_message,
     research_notes,
     system_prompt,
 )
-from bot.research_schema import TOOLS, ToolError, parse_args
-from bot.research_tools import Call, Catalog, Registry, progress_text, render_draft, run_fetch
-from bot.research_trace import (
+from bot.research.schema import TOOLS, ToolError, parse_args
+from bot.research.tools import Call, Catalog, Registry, progress_text, render_draft, run_fetch
+from bot.research.trace import (
     ResearchResult,
     Stop,
     TimedArchive,
@@ -102,10 +109,6 @@ def _assistant_content(message: Message) -> list[ContentBlockParam]:
                 }
             )
     return out
-
-
-def _text_of(message: Message) -> str:
-    return "".join(b.text for b in message.content if b.type == "text").strip()
 
 
 def _as_input(raw: object) -> Any:
@@ -189,7 +192,7 @@ class _Run:
         self.intervals = intervals  # when the archive was busy, shared by every call
         self.archive = archive
         self.catalog = catalog
-        self.on_event = on_event
+        self.emit = guarded_sink(on_event)
         self.history = history_messages(history)
         self.system = system_prompt(catalog, cfg.max_iterations)
         self.messages: list[MessageParam] = [
@@ -204,14 +207,6 @@ class _Run:
         self.next_tokens = 0  # what the next request will cost, about
         self.llm_ms = 0.0
         self.tools_ms = 0.0
-
-    async def emit(self, event: Event) -> None:
-        if self.on_event is None:
-            return
-        try:
-            await self.on_event(event)
-        except Exception:  # a failed placeholder update must not stop the research
-            log.warning("progress sink failed", exc_info=True)
 
     def tokens_used(self) -> int:
         u = self.usage
@@ -265,7 +260,7 @@ class _Run:
             uses = [b for b in message.content if isinstance(b, ToolUseBlock)]
             if not uses:
                 self.turns.append(self.turn_trace(turn, now, llm_ms, 0.0, message, usage, 0))
-                return _text_of(message), None
+                return text_of(message).strip(), None
             self.messages.append({"role": "assistant", "content": _assistant_content(message)})
             t_tools = time.perf_counter()
             timed_out, result_chars = await self.run_tools(turn, uses)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from adapters.chat.view import SourceLine, link_markers, one_line, source_lines, wants_feedback
 from bot.models import Answer, Citation
 
 SECTION_LIMIT = 3000
@@ -60,7 +61,6 @@ def link(url: str, text: str) -> str:
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 _MD_LINK = re.compile(r"\[([^\]\n]+)\]\(((?:https?://|mailto:)[^)\s]+)\)")
 _AUTOLINK = re.compile(r"<((?:https?://|mailto:)[^>\s]+)>")
-_CITE = re.compile(r"(\s?)\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]")
 _SLOT = re.compile(r"\x00(\d+)\x00")
 _BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _ITALIC = re.compile(r"(?<![*\w])\*(?=[^\s*])([^*\n]*?[^\s*])\*(?![*\w])")
@@ -75,16 +75,8 @@ _RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 
 
-def _citation(space: str, numbers: str, cites: Mapping[int, Citation] | None) -> str:
-    if cites is None:  # a partial answer: numbers are not resolved yet
-        return f"{space}[{numbers}]"
-    parts = []
-    for raw in re.split(r"\s*,\s*", numbers):
-        c = cites.get(int(raw))
-        if c is None:
-            continue  # a number the core did not validate: drop it
-        parts.append(link(c.link, raw) if c.link else raw)
-    return f"{space}[{', '.join(parts)}]" if parts else ""
+def _cite(n: int, c: Citation) -> str:
+    return link(c.link, str(n)) if c.link else str(n)
 
 
 def _inline(text: str, cites: Mapping[int, Citation] | None) -> str:
@@ -98,7 +90,7 @@ def _inline(text: str, cites: Mapping[int, Citation] | None) -> str:
     text = _CODE_SPAN.sub(lambda m: keep(f"`{escape(m[2].strip())}`"), text)
     text = _MD_LINK.sub(lambda m: keep(link(m[2], _plain(m[1]))), text)
     text = _AUTOLINK.sub(lambda m: keep(f"<{_url(m[1])}>"), text)
-    text = _CITE.sub(lambda m: keep(_citation(m[1], m[2], cites)), text)
+    text = link_markers(text, cites, _cite, lambda parts: keep(f"[{', '.join(parts)}]"))
     text = escape(text)
     text = _BOLD.sub(lambda m: f"\x01{m[2]}\x01", text)
     text = _ITALIC.sub(r"_\1_", text)
@@ -289,26 +281,14 @@ def context(*texts: str) -> Block:
 
 
 def _fallback(text: str) -> str:
-    flat = re.sub(r"\s+", " ", text).strip()
-    return flat if len(flat) <= FALLBACK_CHARS else flat[: FALLBACK_CHARS - 1] + "…"
+    return one_line(text, FALLBACK_CHARS)
 
 
-def _source_line(c: Citation) -> str:
-    label = link(c.link, c.label) if c.link else escape(c.label)
-    speaker = f" — {escape(c.speaker)}" if c.speaker and c.speaker not in c.label else ""
-    line = f"{c.n}. {label}{speaker}"
-    return line if len(line) <= CONTEXT_TEXT_LIMIT else f"{c.n}. {escape(c.label[:200])}"
-
-
-def _sources(answer: Answer) -> list[Citation]:
-    if answer.citations:
-        return sorted(answer.citations, key=lambda c: c.n)
-    if answer.kind == "extractive":  # quoted passages: every source shown is used
-        return [
-            Citation(s.n, s.hit.id, s.hit.source.title, s.hit.link, s.label, speaker=None)
-            for s in answer.sources
-        ]
-    return []
+def _source_line(s: SourceLine) -> str:
+    label = link(s.link, s.label) if s.link else escape(s.label)
+    speaker = f" — {escape(s.speaker)}" if s.speaker else ""
+    line = f"{s.n}. {label}{speaker}"
+    return line if len(line) <= CONTEXT_TEXT_LIMIT else f"{s.n}. {escape(s.label[:200])}"
 
 
 def feedback_block(exchange_id: int) -> Block:
@@ -346,14 +326,14 @@ def answer_messages(answer: Answer) -> list[SlackMessage]:
     sections = [section(chunk) for chunk in split_mrkdwn(body)]
 
     trailer: list[Block] = []
-    lines = [_source_line(c) for c in _sources(answer)]
+    lines = [_source_line(s) for s in source_lines(answer)]
     if lines:
         trailer.append({"type": "divider"})
         for i in range(0, len(lines), CONTEXT_ELEMENTS):
             trailer.append(context(*lines[i : i + CONTEXT_ELEMENTS]))
     if answer.note:
         trailer.append(context(f":information_source: {to_mrkdwn(answer.note)[:1900]}"))
-    if answer.exchange_id is not None and answer.kind != "error":
+    if wants_feedback(answer) and answer.exchange_id is not None:
         trailer.append(feedback_block(answer.exchange_id))
 
     groups: list[list[Block]] = [[]]

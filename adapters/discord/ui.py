@@ -1,77 +1,23 @@
-"""Discord message plumbing shared by the handlers: the placeholder that shows progress
-(throttled edits), the persistent feedback buttons, and posting a rendered answer."""
+"""Discord message plumbing: the persistent feedback buttons and posting a rendered answer
+(the live placeholder is ``adapters.chat.live``, shared with every platform)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import discord
 
-from adapters.discord_render import SORRY, Part, progress_text
-from bot.models import Answer, Event
+from adapters.chat.conversation import THANKS, Conversation
+from adapters.chat.view import wants_feedback
+from adapters.discord.render import SORRY, Part
+from bot.models import Answer
 
 log = logging.getLogger("quorum.discord")
 
 FEEDBACK_TEMPLATE = r"quorum:fb:(?P<vote>up|down):(?P<exchange>\d+)"
-THANKS = "Thanks, feedback recorded."
-
-
-class LiveMessage:
-    """Shows the latest progress in the placeholder, at most one edit per interval, without
-    making the core wait on Discord; ``close`` waits for an edit in flight, so the final
-    answer is never overwritten by a late partial one."""
-
-    def __init__(self, edit: Callable[[str], Awaitable[object]], interval: float) -> None:
-        self._edit = edit
-        self._interval = interval
-        self._pending: str | None = None
-        self._last = time.monotonic()  # the placeholder was just posted
-        self._task: asyncio.Task[None] | None = None
-        self._editing = False
-        self._closed = False
-
-    async def on_event(self, event: Event) -> None:
-        """The core's event sink."""
-        if self._closed:
-            return
-        self._pending = progress_text(event)
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="quorum-discord-live-edit")
-
-    async def _run(self) -> None:
-        while self._pending is not None and not self._closed:
-            await asyncio.sleep(max(0.0, self._last + self._interval - time.monotonic()))
-            text, self._pending = self._pending, None
-            if text is None or self._closed:
-                break
-            self._editing = True
-            try:
-                await self._edit(text)
-            except discord.HTTPException as exc:
-                log.warning("progress edit failed: %s %s", exc.status, exc.code)
-            finally:
-                self._editing = False
-                self._last = time.monotonic()
-        self._task = None
-
-    async def close(self) -> None:
-        """Stop editing; return once no edit is in flight."""
-        self._closed = True
-        task = self._task
-        if task is None:
-            return
-        if not self._editing:
-            task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            if not task.cancelled():
-                raise
 
 
 # --- feedback buttons
@@ -108,21 +54,19 @@ class FeedbackButton(
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
         """Store the vote and thank the user privately."""
+
+        async def say(text: str) -> None:
+            await interaction.response.send_message(text, ephemeral=True)
+
+        chat: Conversation = interaction.client.chat
         value = 1 if self.vote == "up" else -1
-        try:
-            await interaction.client.core.record_feedback(
-                self.exchange_id, str(interaction.user.id), value
-            )
-        except Exception:
-            log.exception("recording feedback for exchange %s failed", self.exchange_id)
-            await interaction.response.send_message(SORRY, ephemeral=True)
-            return
-        await interaction.response.send_message(THANKS, ephemeral=True)
+        user = str(interaction.user.id)
+        await chat.feedback(self.exchange_id, user, value, lambda: say(THANKS), say)
 
 
 def feedback_view(answer: Answer) -> discord.ui.View | None:
     """Feedback buttons for an answer worth rating, or None."""
-    if answer.exchange_id is None or answer.kind not in ("answer", "extractive"):
+    if not wants_feedback(answer) or answer.exchange_id is None:
         return None
     view = discord.ui.View(timeout=None)
     view.add_item(FeedbackButton(answer.exchange_id, "up"))

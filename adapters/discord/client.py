@@ -3,7 +3,7 @@ thread started on the question, follow-ups in that thread without a mention, DMs
 feedback buttons that keep working across restarts.
 
 Each handler turns the event into a frozen ``Question``, calls the core and renders the
-``Answer`` (``adapters.discord_render``); nothing else lives here. Slash commands are
+``Answer`` (``adapters.discord.render``); nothing else lives here. Slash commands are
 synced by ``quorum discord sync`` (to ``QUORUM_DISCORD_GUILD_ID``, or ``--global``), never
 on start. ``QUORUM_DISCORD_API_URL`` points discord.py's REST client elsewhere (an
 emulator in tests) by setting ``discord.http.Route.BASE`` before the client connects.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -22,19 +23,22 @@ import yarl
 from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
-from adapters.discord_commands import add_commands, slash_filters
-from adapters.discord_render import (
+from adapters.chat.conversation import APOLOGY, Conversation, Incoming
+from adapters.chat.live import LiveEdits
+from adapters.discord.commands import add_commands, slash_filters
+from adapters.discord.render import (
     PLACEHOLDER,
     RESEARCH_PLACEHOLDER,
     SORRY,
     Part,
+    progress_text,
     render_answer,
     thread_name,
 )
-from adapters.discord_ui import FeedbackButton, LiveMessage, Sender, deliver, feedback_view
+from adapters.discord.ui import FeedbackButton, Sender, deliver, feedback_view
 from bot.config import Settings
-from bot.models import Core, Mode, Question, ThreadKey
-from retrieval.errors import ConfigError, QuorumError
+from bot.models import Answer, Core, Event, Mode, Question, ThreadKey
+from retrieval.errors import ConfigError, InvalidInput, QuorumError
 
 log = logging.getLogger("quorum.discord")
 
@@ -109,6 +113,7 @@ class QuorumClient(discord.Client):
         super().__init__(intents=intents(), allowed_mentions=discord.AllowedMentions.none())
         self.core = core
         self.settings = settings
+        self.chat = Conversation(core, "discord", self._kb_of_workspace)
         self.tree = QuorumTree(self)
         add_commands(self.tree)
         self._told_no_thread: set[int] = set()
@@ -129,6 +134,9 @@ class QuorumClient(discord.Client):
         if guild_id is None:
             return self.settings.discord_kb or self.settings.default_kb
         return self.settings.discord_kb or str(guild_id)
+
+    def _kb_of_workspace(self, workspace: str) -> str:
+        return self.kb_for(int(workspace) if workspace.isdigit() else None)
 
     async def allowed(self, guild_id: int | None, channel: object, user_id: int) -> bool:
         """The guild and channel allow-lists; in DMs, membership of an allowed guild."""
@@ -167,15 +175,8 @@ class QuorumClient(discord.Client):
         placeholder = await interaction.followup.send(first, wait=True)
         channel = interaction.channel
         key, note = await self._thread_for(channel, interaction.guild_id, placeholder, text)
-        question = Question(
-            text=text,
-            thread=key,
-            user=str(interaction.user.id),
-            kb=self.kb_for(interaction.guild_id),
-            mode=mode,
-            filters=filters,
-            event_id=str(interaction.id),
-        )
+        msg = Incoming(key, str(interaction.id), str(interaction.user.id), text)
+        question = self.chat.question(msg, mode, filters)
 
         async def more(
             content: str, embeds: Sequence[discord.Embed], view: discord.ui.View | None
@@ -184,7 +185,7 @@ class QuorumClient(discord.Client):
                 return await interaction.followup.send(content, embeds=embeds, wait=True)
             return await interaction.followup.send(content, embeds=embeds, view=view, wait=True)
 
-        await self.answer(question, placeholder, more, note)
+        await self.chat.answer(question, DiscordReply(placeholder, more, note))
 
     async def _thread_for(
         self, channel: object, guild_id: int | None, message: discord.abc.Snowflake, text: str
@@ -222,54 +223,62 @@ class QuorumClient(discord.Client):
             return
         channel = message.channel
         guild_id = message.guild.id if message.guild else None
-        here = conversation(guild_id, channel.id)
-        if guild_id is None:
-            if not isinstance(channel, discord.DMChannel):
-                return
-        elif not (is_thread(channel) and await self.core.is_active_thread(here)):
-            if not self.mentioned_in(message):
-                return
+        if guild_id is None and not isinstance(channel, discord.DMChannel):
+            return
+        mentioned = self.mentioned_in(message)
+        msg = Incoming(
+            key=conversation(guild_id, channel.id),
+            message_id=str(message.id),
+            user=str(message.author.id),
+            text=self.strip_mentions(message),
+            direct=guild_id is None,
+            mentioned=mentioned,
+            follow_up=is_thread(channel),
+            addressed_elsewhere=not mentioned and message.content.lstrip().startswith("<@"),
+        )
+        if not await self.chat.is_for_us(msg):
+            return
         if not await self.allowed(guild_id, channel, message.author.id):
             log.info("ignoring message %s: channel %s is not allowed", message.id, channel.id)
             return
-        if not await self.core.claim_event("discord", str(message.id)):
+        if not await self.chat.claim(msg.message_id):
             return
         try:
-            await self._answer_message(message, here)
+            question = self.chat.question(msg)
+        except InvalidInput as exc:
+            await _reply_quietly(message, str(exc))
+            return
+        try:
+            await self._answer_message(message, question)
         except Exception:
             log.exception("answering message %s failed", message.id)
-            try:
-                await message.reply(SORRY)
-            except discord.HTTPException:
-                pass
+            await _reply_quietly(message, APOLOGY)
 
-    async def _answer_message(self, message: discord.Message, here: ThreadKey) -> None:
-        text = self.strip_mentions(message)
+    async def _answer_message(self, message: discord.Message, question: Question) -> None:
+        """Start a thread on the question where one can be started, then answer in it."""
         channel = message.channel
         note: str | None = None
         target: discord.abc.Messageable = channel
-        inline = ThreadKey("discord", here.workspace, str(channel.id), str(message.id))
-        key = here if is_thread(channel) or message.guild is None else inline
+        if not is_thread(channel) and message.guild is not None:  # inline until a thread
+            inline = ThreadKey(
+                "discord", question.thread.workspace, str(channel.id), str(message.id)
+            )
+            question = replace(question, thread=inline)
         if isinstance(channel, discord.TextChannel):
             try:
                 target = await message.create_thread(
-                    name=thread_name(text), auto_archive_duration=1440
+                    name=thread_name(question.text), auto_archive_duration=1440
                 )
                 key = conversation(message.guild.id if message.guild else None, target.id)
+                question = replace(question, thread=key)
             except discord.HTTPException as exc:
                 log.warning("no thread in channel %s: %s %s", channel.id, exc.status, exc.code)
                 note = self._no_thread_note(channel.id, exc)
+        first = RESEARCH_PLACEHOLDER if question.mode == "deep" else PLACEHOLDER
         if isinstance(target, discord.TextChannel):  # inline: reply so it is clear to whom
-            placeholder = await message.reply(PLACEHOLDER)
+            placeholder = await message.reply(first)
         else:
-            placeholder = await target.send(PLACEHOLDER)
-        question = Question(
-            text=text,
-            thread=key,
-            user=str(message.author.id),
-            kb=self.kb_for(message.guild.id if message.guild else None),
-            event_id=str(message.id),
-        )
+            placeholder = await target.send(first)
 
         async def more(
             content: str, embeds: Sequence[discord.Embed], view: discord.ui.View | None
@@ -278,7 +287,7 @@ class QuorumClient(discord.Client):
                 return await target.send(content, embeds=embeds)
             return await target.send(content, embeds=embeds, view=view)
 
-        await self.answer(question, placeholder, more, note)
+        await self.chat.answer(question, DiscordReply(placeholder, more, note))
 
     def mentioned_in(self, message: discord.Message) -> bool:
         """The bot itself, or its managed role, is mentioned (not @everyone)."""
@@ -299,24 +308,42 @@ class QuorumClient(discord.Client):
             text = text.replace(f"<@&{role_id}>", " ")
         return "\n".join(" ".join(line.split()) for line in text.strip().splitlines()).strip()
 
-    # answering
 
-    async def answer(
-        self, question: Question, placeholder: Any, more: Sender, note: str | None = None
-    ) -> None:
-        """Ask the core, showing progress in ``placeholder``; post the answer over it."""
-        live = LiveMessage(lambda text: placeholder.edit(content=text), EDIT_INTERVAL_S)
-        view: discord.ui.View | None = None
-        try:
-            answer = await self.core.ask(question, live.on_event)
-            parts = render_answer(answer, note)
-            view = feedback_view(answer)
-        except Exception:
-            log.exception("the core failed on a question in %s", question.thread)
-            parts = [Part(SORRY)]
-        finally:
-            await live.close()
-        await deliver(parts, placeholder, more, view)
+class DiscordReply:
+    """One answer in Discord: the placeholder already posted (a thread may be started on
+    it) shows progress, then the answer replaces it; buttons go on the last message."""
+
+    def __init__(self, placeholder: Any, more: Sender, note: str | None = None) -> None:
+        self.placeholder, self.more, self.note = placeholder, more, note
+        self.live = LiveEdits(
+            lambda text: placeholder.edit(content=text), progress_text, EDIT_INTERVAL_S
+        )
+
+    async def start(self, placeholder: str) -> None:
+        """The placeholder is posted before the thread is started, so nothing to do."""
+
+    async def on_event(self, event: Event) -> None:
+        """The core's event sink."""
+        await self.live.on_event(event)
+
+    async def finish(self, answer: Answer) -> None:
+        """Post the answer over the placeholder."""
+        await self.live.close()
+        await deliver(
+            render_answer(answer, self.note), self.placeholder, self.more, feedback_view(answer)
+        )
+
+    async def fail(self, text: str) -> None:
+        """One sentence over the placeholder; never raises."""
+        await self.live.close()
+        await deliver([Part(text)], self.placeholder, self.more, None)
+
+
+async def _reply_quietly(message: discord.Message, text: str) -> None:
+    try:
+        await message.reply(text)
+    except discord.HTTPException:
+        pass
 
 
 def conversation(guild_id: int | None, channel_id: int) -> ThreadKey:

@@ -27,8 +27,17 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.options import USAGE, parse_options
-from adapters.slack_render import (
+from adapters.chat.conversation import (
+    APOLOGY,
+    FEEDBACK_FAILED,
+    NOT_ALLOWED,
+    Conversation,
+    Incoming,
+    usage,
+)
+from adapters.chat.live import LiveEdits
+from adapters.chat.options import parse_options
+from adapters.slack.render import (
     ACTION_UP,
     SlackMessage,
     answer_messages,
@@ -40,7 +49,7 @@ from adapters.slack_render import (
     progress_message,
 )
 from bot.config import Settings
-from bot.models import Core, Event, Mode, ProgressEvent, Question, ThreadKey
+from bot.models import Answer, Core, Event, Mode, ProgressEvent, ThreadKey
 from retrieval.errors import ConfigError, InvalidInput
 
 log = logging.getLogger("quorum.slack")
@@ -51,15 +60,7 @@ UPDATE_INTERVAL_S = 1.0
 SHUTDOWN_GRACE_S = 5.0
 USER_SUBTYPES = (None, "thread_broadcast", "file_share")
 
-PLACEHOLDER = {"quick": "Searching the archive…", "deep": "Researching the archive…"}
-APOLOGY = "Sorry — something went wrong on my side while answering. Please try again."
-RESTARTED = "Sorry — Quorum restarted before it could finish. Please ask again."
-NOT_ALLOWED = (
-    "Sorry, I'm not enabled in this channel. Ask me in a channel where I am, "
-    "or in a direct message."
-)
 CANT_POST = "I can't post in this conversation. Invite me with `/invite @Quorum`, or DM me."
-FEEDBACK_FAILED = "Sorry — I couldn't record that feedback. Please try again."
 
 
 class Background:
@@ -99,9 +100,10 @@ class Background:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-class Reply:
-    """One answer delivered in a thread: a placeholder, throttled updates of that same
-    message, then the final answer (first part replacing the placeholder)."""
+class SlackReply:
+    """One answer delivered in a Slack thread: a placeholder, throttled updates of that
+    same message, then the final answer (first part replacing the placeholder, the rest
+    following in the thread)."""
 
     def __init__(
         self, client: AsyncWebClient, channel: str, thread_ts: str, interval_s: float
@@ -109,48 +111,33 @@ class Reply:
         self.client, self.channel, self.thread_ts = client, channel, thread_ts
         self.interval_s = interval_s
         self.ts: str | None = None
-        self._latest: SlackMessage | None = None
-        self._changed = asyncio.Event()
-        self._lock = asyncio.Lock()
-        self._pump: asyncio.Task[None] | None = None
+        self._live: LiveEdits[SlackMessage] | None = None
 
-    async def start(self, text: str) -> None:
+    async def start(self, placeholder: str) -> None:
         """Post the placeholder in the thread."""
-        resp = await self._post(notice(text))
+        resp = await self._post(notice(placeholder))
         self.ts = str(resp["ts"])
+        self._live = LiveEdits(self._update, _progress, self.interval_s)
 
     async def on_event(self, event: Event) -> None:
-        """The core's EventSink: remember the latest state; the pump sends it."""
-        if isinstance(event, ProgressEvent):
-            self._latest = progress_message(event.text)
-        else:
-            self._latest = partial_message(event.text)
-        self._changed.set()
-        if self._pump is None and self.ts is not None:
-            self._pump = asyncio.create_task(self._run_pump())
+        """The core's EventSink: shown in the placeholder, at most once an interval."""
+        if self._live is not None:
+            await self._live.on_event(event)
 
-    async def _run_pump(self) -> None:
-        while True:
-            await self._changed.wait()
-            self._changed.clear()
-            async with self._lock:
-                if self._latest is not None:
-                    try:
-                        await self._update(self._latest)
-                    except SlackApiError as exc:  # a lost progress update is not fatal
-                        log.warning("progress update failed: %s", exc.response.get("error"))
-            await asyncio.sleep(self.interval_s)
+    async def finish(self, answer: Answer) -> None:
+        """Replace the placeholder with the answer."""
+        await self._send(answer_messages(answer))
 
-    async def _stop(self) -> None:
-        if self._pump is not None:
-            async with self._lock:  # never cancel an update in flight: it could land last
-                self._pump.cancel()
-            await asyncio.gather(self._pump, return_exceptions=True)
-            self._pump = None
+    async def fail(self, text: str) -> None:
+        """Say one sentence in place of the answer; never raises."""
+        try:
+            await self._send([notice(text)])
+        except Exception:
+            log.exception("could not post the error message (channel %s)", self.channel)
 
-    async def finish(self, messages: list[SlackMessage]) -> None:
-        """Replace the placeholder with the answer; post any continuation in the thread."""
-        await self._stop()
+    async def _send(self, messages: list[SlackMessage]) -> None:
+        if self._live is not None:
+            await self._live.close()
         first, *rest = messages
         if self.ts is None:
             await self._post(first)
@@ -158,13 +145,6 @@ class Reply:
             await self._update(first)
         for message in rest:
             await self._post(message)
-
-    async def fail(self, text: str) -> None:
-        """Say one sentence in place of the answer; never raises."""
-        try:
-            await self.finish([notice(text)])
-        except Exception:
-            log.exception("could not post the error message (channel %s)", self.channel)
 
     async def _post(self, m: SlackMessage) -> Any:
         return await self.client.chat_postMessage(
@@ -179,6 +159,12 @@ class Reply:
         )
 
 
+def _progress(event: Event) -> SlackMessage:
+    if isinstance(event, ProgressEvent):
+        return progress_message(event.text)
+    return partial_message(event.text)
+
+
 class SlackAdapter:
     """The listeners' work: events and commands -> a Question -> the core -> messages."""
 
@@ -187,6 +173,7 @@ class SlackAdapter:
     ) -> None:
         self.core, self.settings, self.client, self.background = core, settings, client, background
         self.update_interval_s = UPDATE_INTERVAL_S
+        self.chat = Conversation(core, PLATFORM, self.kb)
 
     def allowed(self, channel: str) -> bool:
         """Channels on the allow-list (every channel when it is empty); DMs always."""
@@ -209,27 +196,38 @@ class SlackAdapter:
             return
         channel, ts, user = str(event["channel"]), str(event["ts"]), str(event["user"])
         raw, reply_to = str(event.get("text") or ""), event.get("thread_ts")
-        key = ThreadKey(PLATFORM, team_id, channel, str(reply_to or ts))
-        direct = event.get("channel_type") == "im" or channel.startswith("D")
-        mentioned = event.get("type") == "app_mention" or bool(
-            bot_user_id and re.search(rf"<@{re.escape(bot_user_id)}[|>]", raw)
+        msg = Incoming(
+            key=ThreadKey(PLATFORM, team_id, channel, str(reply_to or ts)),
+            message_id=f"{channel}:{ts}",
+            user=user,
+            text=plain_text(raw, bot_user_id),
+            direct=event.get("channel_type") == "im" or channel.startswith("D"),
+            mentioned=event.get("type") == "app_mention"
+            or bool(bot_user_id and re.search(rf"<@{re.escape(bot_user_id)}[|>]", raw)),
+            follow_up=reply_to not in (None, ts),
+            addressed_elsewhere=raw.startswith("<@"),
         )
-        if not (direct or mentioned):
-            for_someone = raw.startswith("<@")  # "@Bob what do you think?" is not for us
-            if for_someone or reply_to in (None, ts) or not await self.core.is_active_thread(key):
-                return
+        if not await self.chat.is_for_us(msg):
+            return
         try:
-            if not await self.core.claim_event(PLATFORM, f"{channel}:{ts}"):
+            if not await self.chat.claim(msg.message_id):
                 return
             if not self.allowed(channel):
                 await self._ephemeral(channel, user, NOT_ALLOWED, reply_to)
                 return
+            question = self.chat.question(msg)
+        except InvalidInput as exc:
+            await self._ephemeral(channel, user, str(exc), reply_to)
+            return
         except Exception:
             log.exception("could not take the question (channel %s, ts %s)", channel, ts)
-            await Reply(self.client, channel, key.thread, 0).fail(APOLOGY)
+            await self.reply(msg.key).fail(APOLOGY)
             return
-        text = plain_text(raw, bot_user_id)
-        await self.answer(key, user, text, "quick", f"{channel}:{ts}", ephemeral_thread=reply_to)
+        await self.chat.answer(question, self.reply(msg.key))
+
+    def reply(self, key: ThreadKey) -> SlackReply:
+        """A reply in ``key``'s thread."""
+        return SlackReply(self.client, key.channel, key.thread, self.update_interval_s)
 
     async def on_command(self, command: dict[str, Any], respond: AsyncRespond, mode: Mode) -> None:
         """``/ask`` or ``/research``: echo the question visibly, then answer in its thread."""
@@ -239,15 +237,12 @@ class SlackAdapter:
             await respond(NOT_ALLOWED, response_type="ephemeral")
             return
         try:
-            question, _ = parse_options(text)
+            question_text, _ = parse_options(text)
         except InvalidInput as exc:
             await respond(str(exc), response_type="ephemeral")
             return
-        if not question:
-            name = command.get("command", "/ask")
-            await respond(
-                f"Usage: `{name} QUESTION` with options {USAGE}", response_type="ephemeral"
-            )
+        if not question_text:
+            await respond(usage(command.get("command", "/ask")), response_type="ephemeral")
             return
         echo = asked_message(user, text, deep=mode == "deep")
         try:
@@ -263,60 +258,33 @@ class SlackAdapter:
             await respond(APOLOGY, response_type="ephemeral")
             return
         key = ThreadKey(PLATFORM, team, channel, str(posted["ts"]))
-        await self.answer(key, user, text, mode, f"{channel}:{posted['ts']}")
-
-    async def answer(
-        self,
-        key: ThreadKey,
-        user: str,
-        text: str,
-        mode: Mode,
-        event_id: str,
-        ephemeral_thread: str | None = None,
-    ) -> None:
-        """Parse options, ask the core, and deliver the answer in the thread."""
-        try:
-            question_text, filters = parse_options(text)
-        except InvalidInput as exc:
-            await self._ephemeral(key.channel, user, str(exc), ephemeral_thread)
-            return
-        question = Question(
-            text=question_text,
-            thread=key,
-            user=user,
-            kb=self.kb(key.workspace),
-            mode=mode,
-            filters=filters,
-            event_id=event_id,
-        )
-        reply = Reply(self.client, key.channel, key.thread, self.update_interval_s)
-        try:
-            await reply.start(PLACEHOLDER["deep" if mode == "deep" else "quick"])
-            answer = await self.core.ask(question, reply.on_event)
-            await reply.finish(answer_messages(answer))
-        except asyncio.CancelledError:
-            await reply.fail(RESTARTED)
-            raise
-        except Exception:
-            log.exception("answering failed (channel %s, thread %s)", key.channel, key.thread)
-            await reply.fail(APOLOGY)
+        msg = Incoming(key, f"{channel}:{posted['ts']}", user, text)
+        await self.chat.answer(self.chat.question(msg, mode), self.reply(key))
 
     async def on_feedback(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A 👍/👎 click: store it and swap the buttons for a thank-you."""
         channel, user = body["channel"]["id"], body["user"]["id"]
         value = 1 if action.get("action_id") == ACTION_UP else -1
         message = body.get("message") or {}
-        try:
-            await self.core.record_feedback(int(action["value"]), user, value)
+
+        async def recorded() -> None:
             await self.client.chat_update(
                 channel=channel,
                 ts=message["ts"],
                 text=message.get("text") or "Answer",
                 blocks=feedback_recorded(list(message.get("blocks") or []), value),
             )
-        except Exception:
-            log.exception("recording feedback failed (channel %s)", channel)
-            await self._ephemeral(channel, user, FEEDBACK_FAILED, message.get("thread_ts"))
+
+        async def say(text: str) -> None:
+            await self._ephemeral(channel, user, text, message.get("thread_ts"))
+
+        try:
+            exchange_id = int(action["value"])
+        except (KeyError, ValueError):
+            log.warning("feedback click without an exchange id (channel %s)", channel)
+            await say(FEEDBACK_FAILED)
+            return
+        await self.chat.feedback(exchange_id, user, value, recorded, say)
 
     async def _ephemeral(self, channel: str, user: str, text: str, thread_ts: Any) -> None:
         m = notice(text)
@@ -332,6 +300,24 @@ def _api_url(url: str) -> str:
     return url if url.endswith("/") else url + "/"
 
 
+def web_client(settings: Settings, session: aiohttp.ClientSession | None) -> AsyncWebClient:
+    """The Web API client with the bot token, or a ConfigError saying what to set."""
+    if settings.slack_bot_token is None:
+        raise ConfigError("SLACK_BOT_TOKEN is not set: copy the xoxb- token from the app's page.")
+    if settings.slack_app_token is None and settings.slack_signing_secret is None:
+        raise ConfigError(
+            "Set SLACK_APP_TOKEN (xapp-, Socket Mode) or SLACK_SIGNING_SECRET (HTTP events)."
+        )
+    client = AsyncWebClient(
+        token=settings.slack_bot_token.get_secret_value(),
+        base_url=_api_url(settings.slack_api_url),
+        session=session,
+    )
+    # Slack answers 429 with Retry-After when a workspace posts fast; wait and retry.
+    client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=3))
+    return client
+
+
 def build_slack_app(
     core: Core,
     settings: Settings,
@@ -344,20 +330,8 @@ def build_slack_app(
     events need SLACK_SIGNING_SECRET (requests are verified against it). ``background``
     holds the work started after each ack (pass one to await it); ``session`` is shared
     by every Web API call (kept-alive connections; without it, one session per call)."""
-    if settings.slack_bot_token is None:
-        raise ConfigError("SLACK_BOT_TOKEN is not set: copy the xoxb- token from the app's page.")
-    if settings.slack_app_token is None and settings.slack_signing_secret is None:
-        raise ConfigError(
-            "Set SLACK_APP_TOKEN (xapp-, Socket Mode) or SLACK_SIGNING_SECRET (HTTP events)."
-        )
+    client = web_client(settings, session)
     secret = settings.slack_signing_secret
-    client = AsyncWebClient(
-        token=settings.slack_bot_token.get_secret_value(),
-        base_url=_api_url(settings.slack_api_url),
-        session=session,
-    )
-    # Slack answers 429 with Retry-After when a workspace posts fast; wait and retry.
-    client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=3))
     app = AsyncApp(
         name="quorum",
         client=client,

@@ -1,4 +1,4 @@
-"""The session store (aiosqlite, one file, WAL): thread -> session, its exchanges (the
+"""The SQLite session store (aiosqlite, one file, WAL): thread -> session, its exchanges (the
 history follow-ups are rewritten from), feedback, the query log, and the processed event
 ids that give the adapters exactly-once handling of redelivered events.
 
@@ -14,8 +14,7 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Coroutine
 from functools import update_wrapper
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -24,130 +23,16 @@ import aiosqlite
 
 from bot.errors import ConfigError, InvalidInput
 from bot.models import ThreadKey
-
-EVENT_TTL_S = 24 * 3600.0
-HISTORY_KINDS = ("answer", "extractive", "nothing_found")
-
-M001_INITIAL = """
-CREATE TABLE sessions (
-    id INTEGER PRIMARY KEY,
-    platform TEXT NOT NULL,
-    workspace TEXT NOT NULL,
-    channel TEXT NOT NULL,
-    thread TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    UNIQUE (platform, workspace, channel, thread)
-);
-CREATE TABLE exchanges (
-    id INTEGER PRIMARY KEY,
-    session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-    user TEXT NOT NULL,
-    question TEXT NOT NULL,
-    standalone_query TEXT,
-    answer TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    mode TEXT NOT NULL,
-    sources_json TEXT NOT NULL DEFAULT '[]',
-    citations_json TEXT NOT NULL DEFAULT '[]',
-    timings_json TEXT NOT NULL DEFAULT '{}',
-    input_tokens INTEGER NOT NULL DEFAULT 0,
-    output_tokens INTEGER NOT NULL DEFAULT 0,
-    research_trace_json TEXT,
-    in_history INTEGER NOT NULL DEFAULT 1,
-    created_at REAL NOT NULL
-);
-CREATE INDEX exchanges_by_session ON exchanges (session_id, id);
-CREATE TABLE processed_events (
-    platform TEXT NOT NULL,
-    event_id TEXT NOT NULL,
-    seen_at REAL NOT NULL,
-    expires_at REAL NOT NULL,
-    PRIMARY KEY (platform, event_id)
-);
-CREATE INDEX processed_events_expiry ON processed_events (expires_at);
-CREATE TABLE feedback (
-    exchange_id INTEGER NOT NULL REFERENCES exchanges(id) ON DELETE CASCADE,
-    user TEXT NOT NULL,
-    value INTEGER NOT NULL CHECK (value IN (-1, 1)),
-    created_at REAL NOT NULL,
-    PRIMARY KEY (exchange_id, user)
-);
-"""
-
-M002_QUERY_LOG = """
-CREATE TABLE query_log (
-    id INTEGER PRIMARY KEY,
-    kb TEXT NOT NULL,
-    query TEXT NOT NULL,
-    filters_json TEXT NOT NULL DEFAULT '{}',
-    hits INTEGER NOT NULL,
-    hit_ids_json TEXT NOT NULL DEFAULT '[]',
-    retrieval_ms REAL NOT NULL,
-    exchange_id INTEGER REFERENCES exchanges(id) ON DELETE SET NULL,
-    created_at REAL NOT NULL
-);
-CREATE INDEX query_log_by_time ON query_log (created_at);
-"""
-
-MIGRATIONS: tuple[tuple[str, str], ...] = (
-    ("m001_initial", M001_INITIAL),
-    ("m002_query_log", M002_QUERY_LOG),
+from bot.sessions.migrations import MIGRATIONS
+from bot.sessions.records import (
+    HISTORY_KINDS,
+    Exchange,
+    ExchangeRecord,
+    QueryRecord,
+    as_json,
 )
 
-
-@dataclass(frozen=True)
-class Exchange:
-    """One question and its answer in a thread, as history."""
-
-    id: int
-    question: str
-    standalone_query: str | None
-    answer: str
-    kind: str
-    mode: str
-    created_at: float
-
-
-@dataclass(frozen=True)
-class ExchangeRecord:
-    """Everything stored about one answered question."""
-
-    user: str
-    question: str
-    answer: str
-    kind: str
-    mode: str
-    standalone_query: str | None = None
-    sources: Sequence[dict[str, Any]] = ()
-    citations: Sequence[dict[str, Any]] = ()
-    timings: dict[str, float] = field(default_factory=dict)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    research_trace: Any = None
-
-
-@dataclass(frozen=True)
-class QueryRecord:
-    """One search, for the query log."""
-
-    kb: str
-    query: str
-    filters: dict[str, Any]
-    hit_ids: Sequence[str]
-    retrieval_ms: float
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` if it fits ``limit``, else its start and how long it was: a rejected
-    over-long question is recorded, not stored in full."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... [{len(text):,} characters, cut to {limit:,}]"
+EVENT_TTL_S = 24 * 3600.0
 
 
 def unusable(path: Path, exc: BaseException) -> ConfigError:
@@ -289,12 +174,12 @@ class SessionStore:
                         record.answer,
                         record.kind,
                         record.mode,
-                        _json(list(record.sources)),
-                        _json(list(record.citations)),
-                        _json(record.timings),
+                        as_json(list(record.sources)),
+                        as_json(list(record.citations)),
+                        as_json(record.timings),
                         record.input_tokens,
                         record.output_tokens,
-                        None if record.research_trace is None else _json(record.research_trace),
+                        None if record.research_trace is None else as_json(record.research_trace),
                         time.time(),
                     ),
                 )
@@ -432,9 +317,9 @@ class SessionStore:
                 (
                     record.kb,
                     record.query,
-                    _json(record.filters),
+                    as_json(record.filters),
                     len(record.hit_ids),
-                    _json(list(record.hit_ids)),
+                    as_json(list(record.hit_ids)),
                     record.retrieval_ms,
                     exchange_id,
                     time.time(),

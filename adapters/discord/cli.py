@@ -1,6 +1,6 @@
 """``quorum discord sync [--global]``: register /ask and /research with Discord, once,
 rather than on every start (Discord rate-limits command updates). Registered by
-``adapters.cli`` as the ``discord`` sub-command group."""
+``adapters.cli.main`` as the ``discord`` sub-command group."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import discord
 import typer
 from discord import app_commands
 
-from adapters.discord import REJECTED, bot_token, configure_api
-from adapters.discord_commands import add_commands
-from bot.cli import fail, run
+from adapters.cli.commands import fail, run
+from adapters.discord.client import REJECTED, bot_token, configure_api
+from adapters.discord.commands import add_commands
 from bot.config import Settings
 from retrieval.errors import ConfigError
 

@@ -5,13 +5,10 @@ when a budget runs out."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-
-from anthropic.types import MessageParam
+from collections.abc import Iterable
 
 from bot.models import Question
-from bot.prompts import HISTORY_ANSWER_CHARS, strip_markers
-from bot.research_tools import Call, Catalog
+from bot.research.tools import Call, Catalog
 
 MAX_CATALOG_SOURCES = 40
 MAX_CATALOG_SPEAKERS = 40
@@ -80,19 +77,6 @@ def system_prompt(catalog: Catalog, max_iterations: int) -> str:
     """The research rules, then the archive summary."""
     rules = RESEARCH_PROMPT.format(turns=max_iterations)
     return f"{rules}\n<archive>\n{catalog_summary(catalog)}\n</archive>\n"
-
-
-def history_messages(history: Sequence[tuple[str, str]]) -> list[MessageParam]:
-    """Earlier (question, answer) pairs as turns, without their old citation numbers."""
-    out: list[MessageParam] = []
-    for question, answer in history:
-        text = strip_markers(answer).strip()
-        if len(text) > HISTORY_ANSWER_CHARS:
-            text = text[:HISTORY_ANSWER_CHARS].rsplit(" ", 1)[0] + " ..."
-        if question.strip() and text:
-            out.append({"role": "user", "content": question.strip()})
-            out.append({"role": "assistant", "content": text})
-    return out
 
 
 def question_message(question: Question) -> str:

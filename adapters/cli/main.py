@@ -1,15 +1,15 @@
-"""The ``quorum`` entry point: the core's commands plus the platform ones (chat, serve,
-demo), which live here because only adapters may import the platform SDKs."""
+"""The ``quorum`` entry point: the core's commands plus the platform ones (serve, chat,
+demo, discord)."""
 
 from __future__ import annotations
 
 import logging
 
-from adapters.console import chat_command, demo_command
-from adapters.discord_cli import discord_app
+from adapters.cli.commands import app
+from adapters.cli.transcript import transcript_cmd
+from adapters.console.app import chat_command, demo_command
+from adapters.discord.cli import discord_app
 from adapters.serve import serve
-from bot.cli import app
-from bot.transcript_cli import transcript_cmd
 
 app.command("transcript")(transcript_cmd)
 app.command("serve")(serve)

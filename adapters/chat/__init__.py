@@ -1,0 +1,1 @@
+"""The platform-neutral conversation every chat platform shares."""

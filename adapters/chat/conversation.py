@@ -1,0 +1,172 @@
+"""The conversation every chat platform has with Quorum, written once: whether a message
+is for Quorum, claiming it exactly once, the allow-list, typed options, the question,
+the live reply and the apology policy. A platform adapter only translates its events
+into an ``Incoming`` and implements ``Surface`` (how to refuse, how to reply); it never
+decides any of this itself. Free of SDK imports (``tests/test_architecture.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from adapters.chat.options import USAGE, parse_options
+from bot.models import Answer, Core, Event, Mode, Question, ThreadKey
+from retrieval.errors import InvalidInput
+from retrieval.models import SearchFilters
+
+log = logging.getLogger("quorum.chat")
+
+PLACEHOLDER: dict[Mode, str] = {
+    "quick": "Searching the archive…",
+    "deep": "Researching the archive…",
+}
+APOLOGY = "Sorry — something went wrong on my side while answering. Please try again."
+RESTARTED = "Sorry — Quorum restarted before it could finish. Please ask again."
+NOT_ALLOWED = (
+    "Sorry, I'm not enabled in this channel. Ask me in a channel where I am, "
+    "or in a direct message."
+)
+FEEDBACK_FAILED = "Sorry — I couldn't record that feedback. Please try again."
+THANKS = "Thanks, feedback recorded."
+
+
+def usage(command: str) -> str:
+    """How to write a question with options, for an empty command."""
+    return f"Usage: `{command} QUESTION` with options {USAGE}"
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """A message a platform received, in the terms the conversation decides on.
+
+    ``key`` is the conversation it belongs to (the thread it is in, or the one an answer
+    would start); ``follow_up`` says it was posted inside an existing thread or
+    conversation; ``addressed_elsewhere`` that it starts by mentioning someone else
+    ("@Bob what do you think?" is not for Quorum)."""
+
+    key: ThreadKey
+    message_id: str
+    user: str
+    text: str
+    direct: bool = False
+    mentioned: bool = False
+    follow_up: bool = False
+    addressed_elsewhere: bool = False
+
+
+class Reply(Protocol):
+    """One answer being delivered: a placeholder, live progress, the final answer."""
+
+    async def start(self, placeholder: str) -> None: ...
+
+    async def on_event(self, event: Event) -> None: ...
+
+    async def finish(self, answer: Answer) -> None: ...
+
+    async def fail(self, text: str) -> None:
+        """Say one sentence in place of the answer; must not raise."""
+        ...
+
+
+class Conversation:
+    """The rules of talking to Quorum on any platform, over one core."""
+
+    def __init__(self, core: Core, platform: str, kb_for: Callable[[str], str]) -> None:
+        self.core, self.platform, self.kb_for = core, platform, kb_for
+
+    async def is_for_us(self, msg: Incoming) -> bool:
+        """A DM, a mention, or a follow-up in a thread Quorum is answering in."""
+        if msg.direct or msg.mentioned:
+            return True
+        if not msg.follow_up or msg.addressed_elsewhere:
+            return False
+        return await self.core.is_active_thread(msg.key)
+
+    async def claim(self, event_id: str) -> bool:
+        """True once per event id, across retries, replicas and restarts."""
+        return await self.core.claim_event(self.platform, event_id)
+
+    def question(
+        self,
+        msg: Incoming,
+        mode: Mode = "quick",
+        filters: SearchFilters | None = None,
+    ) -> Question:
+        """The core's question for ``msg``: its typed options (``speaker:``, ``source:``
+        …) become filters unless ``filters`` come from the platform's own form.
+
+        Raises InvalidInput (one sentence) for a bad option."""
+        text = msg.text
+        if filters is None:
+            text, filters = parse_options(msg.text)
+        return Question(
+            text=text,
+            thread=msg.key,
+            user=msg.user,
+            kb=self.kb_for(msg.key.workspace),
+            mode=mode,
+            filters=filters,
+            event_id=msg.message_id,
+        )
+
+    async def answer(self, question: Question, reply: Reply) -> Answer | None:
+        """Ask the core and deliver the answer in ``reply``: the placeholder at once, live
+        progress, the answer. Any failure becomes one sentence in the thread (never
+        silence, never a traceback); a shutdown says Quorum restarted, then lets the
+        cancellation through. Returns the answer, or None when it failed."""
+        try:
+            await reply.start(PLACEHOLDER[question.mode])
+            answer = await self.core.ask(question, reply.on_event)
+            await reply.finish(answer)
+            return answer
+        except asyncio.CancelledError:
+            await reply.fail(RESTARTED)
+            raise
+        except Exception:
+            log.exception("answering failed (%s)", question.thread)
+            await reply.fail(APOLOGY)
+            return None
+
+    async def feedback(
+        self,
+        exchange_id: int,
+        user: str,
+        value: int,
+        recorded: Callable[[], Awaitable[object]],
+        say: Callable[[str], Awaitable[object]],
+    ) -> None:
+        """Store a 👍/👎, then ``recorded()`` (the platform's thank-you), or ``say`` that it
+        failed; never raises."""
+        try:
+            await self.core.record_feedback(exchange_id, user, value)
+        except Exception as exc:
+            # An unknown or stale id is a user's click, not a bug: one line, no traceback.
+            log.warning("recording feedback for exchange %s failed: %s", exchange_id, exc)
+            await _quietly(say(FEEDBACK_FAILED))
+            return
+        await _quietly(recorded())
+
+
+async def _quietly(sent: Awaitable[object]) -> None:
+    try:
+        await sent
+    except Exception as exc:
+        log.warning("could not tell the user about their feedback: %s", exc)
+
+
+__all__ = [
+    "APOLOGY",
+    "FEEDBACK_FAILED",
+    "NOT_ALLOWED",
+    "PLACEHOLDER",
+    "RESTARTED",
+    "THANKS",
+    "Conversation",
+    "Incoming",
+    "InvalidInput",
+    "Reply",
+    "usage",
+]

@@ -1,0 +1,1 @@
+"""Quorum in a terminal: ``quorum chat`` and ``quorum demo``."""

@@ -1,0 +1,66 @@
+"""What the session store keeps: exchanges as history, everything stored about an answer,
+and the query log's records."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+HISTORY_KINDS = ("answer", "extractive", "nothing_found")
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One question and its answer in a thread, as history."""
+
+    id: int
+    question: str
+    standalone_query: str | None
+    answer: str
+    kind: str
+    mode: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class ExchangeRecord:
+    """Everything stored about one answered question."""
+
+    user: str
+    question: str
+    answer: str
+    kind: str
+    mode: str
+    standalone_query: str | None = None
+    sources: Sequence[dict[str, Any]] = ()
+    citations: Sequence[dict[str, Any]] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    research_trace: Any = None
+
+
+@dataclass(frozen=True)
+class QueryRecord:
+    """One search, for the query log."""
+
+    kb: str
+    query: str
+    filters: dict[str, Any]
+    hit_ids: Sequence[str]
+    retrieval_ms: float
+
+
+def as_json(value: Any) -> str:
+    """Compact JSON for a column (dates and other objects as strings)."""
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` if it fits ``limit``, else its start and how long it was: a rejected
+    over-long question is recorded, not stored in full."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text):,} characters, cut to {limit:,}]"
