@@ -11,9 +11,10 @@ emulator in tests) by setting ``discord.http.Route.BASE`` before the client conn
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -347,8 +348,10 @@ def build_discord_client(core: Core, settings: Settings) -> QuorumClient:
     return QuorumClient(core, settings)
 
 
-async def run_discord(core: Core, settings: Settings) -> None:
-    """Connect to Discord and answer until cancelled."""
+async def run_discord(
+    core: Core, settings: Settings, on_ready: Callable[[], None] | None = None
+) -> None:
+    """Connect to Discord and answer until cancelled; ``on_ready`` once connected."""
     token = bot_token(settings)
     client = build_discord_client(core, settings)
     # discord.py's DEBUG lines carry request bodies, i.e. message text: keep them out.
@@ -356,7 +359,12 @@ async def run_discord(core: Core, settings: Settings) -> None:
         logging.getLogger(name).setLevel(max(logging.INFO, logging.getLogger(name).level))
     try:
         async with client:
-            await client.start(token)
+            ready = asyncio.create_task(_when_ready(client, on_ready)) if on_ready else None
+            try:
+                await client.start(token)
+            finally:
+                if ready is not None:
+                    ready.cancel()
     except discord.LoginFailure as exc:
         raise ConfigError(REJECTED) from exc
     except (aiohttp.ClientError, OSError, discord.GatewayNotFound) as exc:
@@ -370,3 +378,8 @@ async def run_discord(core: Core, settings: Settings) -> None:
             "Discord refused the Message Content intent: enable it under Developer Portal > "
             "Bot > Privileged Gateway Intents (see docs/discord.md)."
         ) from exc
+
+
+async def _when_ready(client: discord.Client, on_ready: Callable[[], None]) -> None:
+    await client.wait_until_ready()
+    on_ready()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import aiohttp
@@ -410,9 +410,12 @@ async def _forever() -> None:
     await asyncio.get_running_loop().create_future()
 
 
-async def run_slack(core: Core, settings: Settings) -> None:
+async def run_slack(
+    core: Core, settings: Settings, on_ready: Callable[[], None] | None = None
+) -> None:
     """Run Quorum on Slack until cancelled: Socket Mode when SLACK_APP_TOKEN is set,
-    else HTTP events on ``settings.slack_port`` at /slack/events."""
+    else HTTP events on ``settings.slack_port`` at /slack/events. On cancel it stops
+    taking events, then gives answers in flight half of QUORUM_SHUTDOWN_S."""
     background = Background()
     session = aiohttp.ClientSession()
     try:
@@ -421,6 +424,8 @@ async def run_slack(core: Core, settings: Settings) -> None:
             handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value())
             await handler.connect_async()  # type: ignore[no-untyped-call]
             log.warning("Quorum is connected to Slack (Socket Mode)")
+            if on_ready is not None:
+                on_ready()
             try:
                 await _forever()
             finally:
@@ -428,10 +433,12 @@ async def run_slack(core: Core, settings: Settings) -> None:
         else:
             runner = await start_http(app, settings.slack_port)
             log.warning("Quorum is listening for Slack events on port %d", settings.slack_port)
+            if on_ready is not None:
+                on_ready()
             try:
                 await _forever()
             finally:
                 await runner.cleanup()
     finally:
-        await background.close()
+        await background.close(settings.shutdown_s / 2)
         await session.close()
