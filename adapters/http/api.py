@@ -175,7 +175,7 @@ class Api:
         try:
             raw = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise _Reject(_problem(422, "The body is not JSON.", field="body")) from None
+            raise _Reject(_problem(422, "body: not JSON.", field="body")) from None
         try:
             return model.model_validate(raw)
         except ValidationError as exc:
