@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol
 import discord
 
 from adapters.discord_render import SORRY, Part, progress_text
+from bot.errors import InvalidInput
 from bot.models import Answer, Event
 
 log = logging.getLogger("quorum.discord")
@@ -113,6 +114,10 @@ class FeedbackButton(
             await interaction.client.core.record_feedback(
                 self.exchange_id, str(interaction.user.id), value
             )
+        except InvalidInput as exc:  # an answer the store no longer knows: no traceback
+            log.info("feedback for exchange %s not recorded: %s", self.exchange_id, exc)
+            await interaction.response.send_message(str(exc), ephemeral=True)
+            return
         except Exception:
             log.exception("recording feedback for exchange %s failed", self.exchange_id)
             await interaction.response.send_message(SORRY, ephemeral=True)

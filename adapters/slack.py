@@ -314,6 +314,9 @@ class SlackAdapter:
                 text=message.get("text") or "Answer",
                 blocks=feedback_recorded(list(message.get("blocks") or []), value),
             )
+        except InvalidInput as exc:  # an answer the store no longer knows: no traceback
+            log.info("feedback not recorded (channel %s): %s", channel, exc)
+            await self._ephemeral(channel, user, str(exc), message.get("thread_ts"))
         except Exception:
             log.exception("recording feedback failed (channel %s)", channel)
             await self._ephemeral(channel, user, FEEDBACK_FAILED, message.get("thread_ts"))
@@ -326,6 +329,14 @@ class SlackAdapter:
             )
         except SlackApiError as exc:
             log.warning("ephemeral note failed in %s: %s", channel, exc.response.get("error"))
+
+
+class _DropTokenUnused(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`token` will be unused" not in record.getMessage()
+
+
+_NO_TOKEN_NOTICE = _DropTokenUnused()
 
 
 def _api_url(url: str) -> str:
@@ -358,6 +369,8 @@ def build_slack_app(
     )
     # Slack answers 429 with Retry-After when a workspace posts fast; wait and retry.
     client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=3))
+    # Bolt reads SLACK_BOT_TOKEN itself and warns that the client we pass wins over it.
+    logging.getLogger("slack_bolt.AsyncApp").addFilter(_NO_TOKEN_NOTICE)
     app = AsyncApp(
         name="quorum",
         client=client,
