@@ -7,12 +7,14 @@ import logging
 
 from adapters.console import chat_command, demo_command
 from adapters.discord_cli import discord_app
+from adapters.doctor import doctor
 from adapters.serve import serve
 from bot.cli import app
 
 app.command("serve")(serve)
 app.command("chat")(chat_command)
 app.command("demo")(demo_command)
+app.command("doctor")(doctor)
 app.add_typer(discord_app)
 
 __all__ = ["app", "main"]
