@@ -59,10 +59,14 @@ def _ok(name: str, detail: str) -> Check:
     return Check(name, "ok", detail)
 
 
-def bot_scopes(manifest: Path = MANIFEST) -> set[str]:
-    """The bot scopes ``manifest.yml`` asks Slack for."""
-    data = yaml.safe_load(manifest.read_text())
-    return set(data["oauth_config"]["scopes"]["bot"])
+def bot_scopes(manifest: Path | None = None) -> set[str] | None:
+    """The bot scopes ``manifest.yml`` asks Slack for (the repo's, else the working
+    directory's, as in the Docker image); None when there is none."""
+    for path in (manifest,) if manifest else (MANIFEST, Path.cwd() / "manifest.yml"):
+        if path.is_file():
+            data = yaml.safe_load(path.read_text())
+            return set(data["oauth_config"]["scopes"]["bot"])
+    return None
 
 
 def check_front_ends(settings: Settings) -> Check:
@@ -239,7 +243,15 @@ async def check_slack(settings: Settings) -> Check | None:
             "slack", "FAIL", f"Cannot reach Slack ({type(exc).__name__}).", "Check the network."
         )
     granted = {s.strip() for s in auth.headers.get("x-oauth-scopes", "").split(",") if s.strip()}
-    missing = sorted(bot_scopes() - granted)
+    wanted = bot_scopes()
+    if wanted is None:
+        return Check(
+            "slack",
+            "warn",
+            f"{auth.get('team')} as {auth.get('user')}; no manifest.yml to compare scopes with.",
+            "Run doctor from the repository (or a folder holding manifest.yml).",
+        )
+    missing = sorted(wanted - granted)
     if missing:
         return Check(
             "slack",
