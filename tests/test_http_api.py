@@ -216,6 +216,7 @@ async def test_a_missing_or_unknown_token_is_401(
 ) -> None:
     for method, path, body in (
         ("POST", "/api/ask", {"question": QUESTION}),
+        ("POST", "/api/ask", {"mode": "a bad body"}),
         ("GET", "/api/sources", None),
         ("GET", "/api/sessions/abc", None),
     ):

@@ -155,8 +155,8 @@ class Api:
         self.server = server
         self.tokens = tokens
 
-    def kb_for(self, request: web.Request, asked: str | None) -> str:
-        """The knowledge base the token may use; 401/403 otherwise."""
+    def token_kb(self, request: web.Request) -> str:
+        """The knowledge base of the request's bearer token; 401 without a known one."""
         header = request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
@@ -166,9 +166,18 @@ class Api:
         )
         if own is None:
             raise _Reject(_problem(401, "Unknown API token."))
+        return own
+
+    @staticmethod
+    def allowed(own: str, asked: str | None) -> str:
+        """The knowledge base to use: the token's, or 403 for another one."""
         if asked is not None and asked != own:
             raise _Reject(_problem(403, f"This token may not use knowledge base {asked!r}."))
         return own
+
+    def kb_for(self, request: web.Request, asked: str | None) -> str:
+        """The knowledge base the token may use; 401/403 otherwise."""
+        return self.allowed(self.token_kb(request), asked)
 
     async def body(self, request: web.Request, model: type[Body]) -> Body:
         """The JSON body, validated; 422 naming the first bad field."""
@@ -191,8 +200,9 @@ class Api:
 
     async def ask(self, request: web.Request) -> web.StreamResponse:
         """POST /api/ask."""
+        own = self.token_kb(request)  # a stranger learns nothing, not even about bodies
         body = await self.body(request, AskBody)
-        kb = self.kb_for(request, body.kb)
+        kb = self.allowed(own, body.kb)
         self.services()
         core = self.server.core
         assert core is not None
@@ -234,8 +244,9 @@ class Api:
 
     async def search(self, request: web.Request) -> web.StreamResponse:
         """POST /api/search."""
+        own = self.token_kb(request)  # a stranger learns nothing, not even about bodies
         body = await self.body(request, SearchBody)
-        kb = self.kb_for(request, body.kb)
+        kb = self.allowed(own, body.kb)
         hits = await self.services().retrieval.search.search(
             kb, body.query, body.filters.to_filters(), body.k
         )
@@ -272,8 +283,9 @@ class Api:
 
     async def feedback(self, request: web.Request) -> web.StreamResponse:
         """POST /api/feedback."""
+        own = self.token_kb(request)  # a stranger learns nothing, not even about bodies
         body = await self.body(request, FeedbackBody)
-        kb = self.kb_for(request, body.kb)
+        kb = self.allowed(own, body.kb)
         services = self.services()
         thread = ThreadKey(PLATFORM, kb, PLATFORM, body.session_id)
         history = await services.sessions.history(thread, 1000)
