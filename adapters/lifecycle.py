@@ -91,8 +91,10 @@ async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Run
         finally:
             for task in tasks:
                 task.cancel()
+            # API requests in flight finish beside the platforms' answers, while the
+            # core they need is still open.
             with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.gather(*tasks, return_exceptions=True)
+                await asyncio.gather(server.stop(), *tasks, return_exceptions=True)
 
 
 async def _forever() -> None:

@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
+from adapters.http.api import STOPPING
 from adapters.http.server import OpsServer
 from bot.config import load_settings
 from bot.metrics import MeteredCore, Metrics
@@ -142,6 +143,11 @@ async def test_readyz_and_metrics_move_after_a_question(running: Running) -> Non
     running.server.readiness.stopping = True  # what SIGTERM does first
     async with running.http.get(f"{running.url}/readyz") as r:
         assert r.status == 503 and (await r.json())["status"] == "stopping"
+    async with running.http.post(
+        f"{running.url}/api/ask", json={"question": QUESTION}, headers=running.auth()
+    ) as r:
+        assert r.status == 503 and (await r.json())["error"] == STOPPING
+    assert (await running.metrics())[asked] == after[asked]  # no new question was taken
 
 
 async def test_ask_as_one_json_then_a_follow_up_in_the_session(running: Running) -> None:

@@ -18,6 +18,8 @@ knowledge base), so one knowledge base's token never reads another's sessions.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import json
 import logging
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("quorum.api")
 
 PLATFORM = "api"
+STOPPING = "Quorum is restarting; please ask again shortly."
 SESSION_ID = r"^[A-Za-z0-9._:-]{1,128}$"
 Body = TypeVar("Body", bound=BaseModel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -196,6 +199,8 @@ class Api:
         """The running core's services; 503 while Quorum starts."""
         if self.server.services is None or self.server.core is None:
             raise _Reject(_problem(503, "Quorum is starting; try again shortly."))
+        if self.server.readiness.stopping:
+            raise _Reject(_problem(503, STOPPING))
         return self.server.services
 
     async def ask(self, request: web.Request) -> web.StreamResponse:
@@ -234,7 +239,12 @@ class Api:
             elif isinstance(event, PartialAnswer):
                 await send("partial", {"text": event.text})
 
-        answer = await core.ask(question, on_event)
+        try:
+            answer = await core.ask(question, on_event)
+        except asyncio.CancelledError:  # shutting down: say so rather than just hang up
+            with contextlib.suppress(ConnectionError):
+                await send("error", {"error": STOPPING})
+            raise
         try:
             await send("answer", {"session_id": session, **answer_json(answer)})
             await stream.write_eof()

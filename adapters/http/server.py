@@ -77,7 +77,9 @@ class OpsServer:
 
     async def start(self, port: int | None = None, host: str | None = None) -> int:
         """Listen (port 0: a free one); returns the port."""
-        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=2.0)
+        self._runner = web.AppRunner(
+            self.app, access_log=None, shutdown_timeout=self.settings.shutdown_s / 2
+        )
         await self._runner.setup()
         port = self.settings.http_port if port is None else port
         site = web.TCPSite(self._runner, host or self.settings.http_host, port)
@@ -86,7 +88,7 @@ class OpsServer:
         return self.port
 
     async def stop(self) -> None:
-        """Stop listening (requests in flight get a short grace)."""
+        """Stop listening; requests in flight get half of QUORUM_SHUTDOWN_S (idempotent)."""
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
