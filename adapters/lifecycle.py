@@ -25,7 +25,8 @@ from adapters.http.server import OpsServer
 from bot.config import Settings
 from bot.metrics import MeteredCore, Metrics
 from bot.models import Core
-from bot.wiring import open_core
+from bot.wiring import CoreServices, open_core
+from retrieval.errors import QuorumError
 
 log = logging.getLogger("quorum.serve")
 
@@ -72,9 +73,7 @@ async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Run
         metrics = Metrics(services.llm)
         core = MeteredCore(services.engine, metrics)
         server.attach(services, core, metrics)
-        embedder = services.retrieval.embedder
-        await embedder.get()
-        await embedder.embed_query(WARM_UP_QUERY)  # the first real query pays nothing
+        await _warm_up(services)
         server.readiness.set("model", None)
 
         def connected(name: str) -> Callable[[], None]:
@@ -95,6 +94,17 @@ async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Run
             # core they need is still open.
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(server.stop(), *tasks, return_exceptions=True)
+
+
+async def _warm_up(services: CoreServices) -> None:
+    """Load the model and run each path a question takes once (a query, a batch of
+    sentences, a hybrid search over gRPC), so the first question pays nothing extra."""
+    embedder = services.retrieval.embedder
+    await embedder.get()
+    await embedder.embed_query(WARM_UP_QUERY)
+    await embedder.embed_documents([WARM_UP_QUERY] * 8)
+    with contextlib.suppress(QuorumError):  # an empty knowledge base is fine
+        await services.retrieval.search.search(services.settings.default_kb, WARM_UP_QUERY, k=1)
 
 
 async def _forever() -> None:
