@@ -27,6 +27,7 @@ from adapters.discord_commands import add_commands, slash_filters
 from adapters.discord_render import (
     PLACEHOLDER,
     RESEARCH_PLACEHOLDER,
+    RESTARTED,
     SORRY,
     Part,
     render_answer,
@@ -113,6 +114,7 @@ class QuorumClient(discord.Client):
         self.tree = QuorumTree(self)
         add_commands(self.tree)
         self._told_no_thread: set[int] = set()
+        self.answering: set[asyncio.Task[Any]] = set()  # answers in flight (drained on stop)
 
     async def setup_hook(self) -> None:
         """Make feedback buttons on old answers clickable again (no command sync here)."""
@@ -308,16 +310,34 @@ class QuorumClient(discord.Client):
         """Ask the core, showing progress in ``placeholder``; post the answer over it."""
         live = LiveMessage(lambda text: placeholder.edit(content=text), EDIT_INTERVAL_S)
         view: discord.ui.View | None = None
+        task = asyncio.current_task()
+        if task is not None:
+            self.answering.add(task)
         try:
             answer = await self.core.ask(question, live.on_event)
             parts = render_answer(answer, note)
             view = feedback_view(answer)
+        except asyncio.CancelledError:  # shutting down: one line, never silence
+            await live.close()
+            await deliver([Part(RESTARTED)], placeholder, more, None)
+            raise
         except Exception:
             log.exception("the core failed on a question in %s", question.thread)
             parts = [Part(SORRY)]
         finally:
             await live.close()
+            if task is not None:
+                self.answering.discard(task)
         await deliver(parts, placeholder, more, view)
+
+    async def drain(self, grace_s: float) -> None:
+        """Give answers in flight ``grace_s`` to finish, then end the rest with a line."""
+        pending = set(self.answering)
+        if pending:
+            await asyncio.wait(pending, timeout=grace_s)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 def conversation(guild_id: int | None, channel_id: int) -> ThreadKey:
@@ -365,6 +385,7 @@ async def run_discord(
             finally:
                 if ready is not None:
                     ready.cancel()
+                await client.drain(settings.shutdown_s / 2)  # before the HTTP session closes
     except discord.LoginFailure as exc:
         raise ConfigError(REJECTED) from exc
     except (aiohttp.ClientError, OSError, discord.GatewayNotFound) as exc:

@@ -30,6 +30,7 @@ SOURCES_COLOUR = discord.Colour(0x5865F2)
 PLACEHOLDER = "-# Searching the archive…"
 RESEARCH_PLACEHOLDER = "-# Researching the archive…"
 SORRY = "Sorry, something went wrong on my side while answering. Please try again in a minute."
+RESTARTED = "Sorry, Quorum restarted before it could finish. Please ask again."
 
 _MARKER = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\](?!\()")
 # A masked link, whose text may hold one level of brackets ("[[2]](<url>)"), or a bare URL.
