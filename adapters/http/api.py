@@ -7,7 +7,7 @@
     GET  /api/sources        what is in the knowledge base
     GET  /api/sessions/{id}  a session's questions and answers
     POST /api/feedback       +1 / -1 on an answer
-    GET  /api/openapi.json   this API, described
+    GET  /api/openapi.json   this API, described (``adapters.http.openapi``)
 
 Every request carries ``Authorization: Bearer TOKEN``; ``QUORUM_API_TOKENS`` maps each
 token to one knowledge base (``tok1:kb1,tok2:kb2``). A body may name its ``kb``
@@ -306,10 +306,6 @@ class Api:
         await core.record_feedback(body.exchange_id, body.user, body.value)
         return web.json_response({"exchange_id": body.exchange_id, "value": body.value})
 
-    async def openapi(self, request: web.Request) -> web.StreamResponse:
-        """GET /api/openapi.json (no token needed: it describes, it reveals nothing)."""
-        return web.json_response(openapi_document())
-
 
 def source_info_json(info: SourceInfo) -> dict[str, Any]:
     """A source as the API lists it (the shape of ``quorum sources --json``)."""
@@ -351,56 +347,3 @@ def add_routes(app: web.Application, server: OpsServer, tokens: dict[str, str]) 
     app.router.add_get("/api/sources", _guarded(api.sources))
     app.router.add_get("/api/sessions/{id}", _guarded(api.session))
     app.router.add_post("/api/feedback", _guarded(api.feedback))
-    app.router.add_get("/api/openapi.json", _guarded(api.openapi))
-
-
-def _op(summary: str, body: type[BaseModel] | None = None, **extra: Any) -> dict[str, Any]:
-    op: dict[str, Any] = {
-        "summary": summary,
-        "security": [{"bearer": []}],
-        "responses": {
-            "200": {"description": "OK", "content": {"application/json": {}}},
-            "401": {"description": "Missing or unknown token."},
-            "403": {"description": "The token belongs to another knowledge base."},
-            "422": {"description": "A bad body; `field` names the field."},
-            "503": {"description": "Quorum is starting, or the archive is unreachable."},
-        },
-        **extra,
-    }
-    if body is not None:
-        ref = {"$ref": f"#/components/schemas/{body.__name__}"}
-        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref}}}
-    return op
-
-
-def openapi_document() -> dict[str, Any]:
-    """The API as OpenAPI 3.1 (request schemas from the pydantic models)."""
-    schemas: dict[str, Any] = {}
-    for model in (AskBody, SearchBody, FeedbackBody):
-        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-        schemas.update(schema.pop("$defs", {}))
-        schemas[model.__name__] = schema
-    id_param = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
-    kb_param = {"name": "kb", "in": "query", "required": False, "schema": {"type": "string"}}
-    ask = _op("Ask a question; SSE (progress, partial, answer) when streaming.", AskBody)
-    ask["responses"]["200"]["content"]["text/event-stream"] = {}
-    return {
-        "openapi": "3.1.0",
-        "info": {"title": "Quorum", "version": "1"},
-        "components": {
-            "schemas": schemas,
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        },
-        "paths": {
-            "/api/ask": {"post": ask},
-            "/api/search": {"post": _op("Hybrid search in a knowledge base.", SearchBody)},
-            "/api/sources": {"get": _op("The knowledge base's sources.", parameters=[kb_param])},
-            "/api/sessions/{id}": {
-                "get": _op(
-                    "A session's questions and answers.",
-                    parameters=[id_param, kb_param],
-                )
-            },
-            "/api/feedback": {"post": _op("Rate an answer +1 or -1.", FeedbackBody)},
-        },
-    }

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from adapters.http import api
+from adapters.http.openapi import openapi_document
 from bot.config import Settings
 from bot.metrics import Metrics
 from bot.models import Core
@@ -65,6 +66,7 @@ class OpsServer:
         self.app.router.add_get("/healthz", self._healthz)
         self.app.router.add_get("/readyz", self._readyz)
         self.app.router.add_get("/metrics", self._metrics)
+        self.app.router.add_get("/api/openapi.json", self._openapi)  # no token: it reveals nothing
         api.add_routes(self.app, self, api.parse_tokens(settings.api_tokens))
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -115,6 +117,9 @@ class OpsServer:
         except Exception:
             up = False
         return None if up else "not reachable"
+
+    async def _openapi(self, request: web.Request) -> web.Response:
+        return web.json_response(openapi_document())
 
     async def _metrics(self, request: web.Request) -> web.Response:
         if self.metrics is None:
