@@ -9,7 +9,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 COPY requirements.lock .
 RUN pip install --no-cache-dir --no-deps -r requirements.lock
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md manifest.yml ./
 COPY bot bot
 COPY adapters adapters
 COPY retrieval retrieval
@@ -17,6 +17,6 @@ COPY examples examples
 RUN pip install --no-cache-dir --no-deps .
 
 VOLUME ["/data"]
-EXPOSE 3000
+EXPOSE 3000 8088
 ENTRYPOINT ["quorum"]
 CMD ["serve"]

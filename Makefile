@@ -27,6 +27,7 @@ bench: install
 	.venv/bin/python bench/research.py
 	.venv/bin/python bench/slack_load.py
 	.venv/bin/python bench/soak.py
+	.venv/bin/python bench/serve_start.py
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache

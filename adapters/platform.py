@@ -14,7 +14,8 @@ from typing import Any, cast
 from bot.config import Settings
 from bot.models import Core
 
-Runner = Callable[[Core, Settings], Coroutine[Any, Any, None]]
+# Answers until cancelled, calling ``on_ready`` once connected.
+Runner = Callable[[Core, Settings, Callable[[], None]], Coroutine[Any, Any, None]]
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,10 @@ class Platform:
     needs: str  # what to set, said when nothing is configured
     runner: str  # "module:function", imported only when served (SDKs load slowly)
 
-    def run(self, core: Core, settings: Settings) -> Coroutine[Any, Any, None]:
-        """Connect and answer until cancelled."""
+    def run(
+        self, core: Core, settings: Settings, on_ready: Callable[[], None]
+    ) -> Coroutine[Any, Any, None]:
+        """Connect and answer until cancelled; ``on_ready()`` once connected."""
         module, function = self.runner.split(":")
-        return cast(Runner, getattr(importlib.import_module(module), function))(core, settings)
+        runner = cast(Runner, getattr(importlib.import_module(module), function))
+        return runner(core, settings, on_ready)

@@ -132,6 +132,18 @@ class Settings(BaseSettings):
         None, description="Knowledge base for every Discord guild (default: the guild id)."
     )
 
+    # --- running (quorum serve)
+    http_host: str = Field("0.0.0.0", description="Address of the ops and API HTTP server.")
+    http_port: int = Field(
+        8088, ge=0, le=65535, description="Port of /healthz, /readyz, /metrics and /api."
+    )
+    shutdown_s: float = Field(
+        20.0, gt=0, description="SIGTERM/SIGINT: seconds to finish answers and exit."
+    )
+    api_tokens: SecretStr | None = Field(
+        None, description="JSON API bearer tokens, token:kb pairs: tok1:kb1,tok2:kb2."
+    )
+
     @field_validator("slack_channels", "discord_guilds", "discord_channels", mode="before")
     @classmethod
     def _split_csv(cls, value: object) -> object:

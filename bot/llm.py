@@ -204,6 +204,7 @@ class ClaudeLLM:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.usage = Usage()
+        self.retries = 0  # requests sent again after a 429/5xx/overload/connection error
         self.client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0
         )
@@ -288,6 +289,7 @@ class ClaudeLLM:
                 self.max_retries,
                 wait,
             )
+            self.retries += 1
             await asyncio.sleep(wait)
 
     def _record(self, message: Message, started: float, attempts: int, kind: str) -> Usage:

@@ -80,7 +80,14 @@ async def _endpoint(config: RetrievalConfig, stack: contextlib.AsyncExitStack) -
         if binary is None:
             return await _client_embedded(config, stack)
         server = EmbeddedServer(config.data_dir / "weaviate-server", binary)
-        endpoint = await asyncio.to_thread(server.start)
+        starting = asyncio.ensure_future(asyncio.to_thread(server.start))
+        try:
+            endpoint = await asyncio.shield(starting)
+        except asyncio.CancelledError:  # stopped while starting: the thread still starts it
+            with contextlib.suppress(Exception):
+                await starting
+                await asyncio.to_thread(server.stop)
+            raise
         stack.push_async_callback(asyncio.to_thread, server.stop)
         # If the server dies under a running bot or chat, it comes back on the same ports.
         watchdog = asyncio.create_task(server.watch(), name="quorum-weaviate-watchdog")

@@ -33,7 +33,7 @@ from adapters.discord.client import (
     intents,
     run_discord,
 )
-from adapters.discord.render import PLACEHOLDER, SORRY
+from adapters.discord.render import PLACEHOLDER, RESTARTED, SORRY
 from bot.config import Settings, load_settings
 from bot.models import (
     Answer,
@@ -171,6 +171,23 @@ def final_edit(emu: DiscordEmulator, path: str) -> dict[str, Any]:
 
 
 # --- /ask and /research
+
+
+async def test_stopping_mid_answer_ends_it_with_one_line(bot: Harness, core: FakeCore) -> None:
+    emu = bot.emu
+    core.enqueue(answer(), events=[ProgressEvent("Searching the archive…")], delay_s=30)
+    bot.client._connection.parsers["INTERACTION_CREATE"](  # type: ignore[union-attr]
+        emu.slash("ask", CHANNEL, ALICE, question="Why Cognito?")
+    )
+    for _ in range(1000):  # until the answer is under way (its events take 30 s)
+        if bot.client is not None and bot.client.answering:
+            break
+        await asyncio.sleep(0.01)
+    assert bot.client is not None and bot.client.answering, "no answer started"
+    await bot.client.drain(0.2)  # what SIGTERM does before the client closes
+    assert not bot.client.answering
+    assert emu.find("POST", WEBHOOK)[0].body["content"] == PLACEHOLDER
+    assert final_edit(emu, WEBHOOK + r"/messages/\d+")["content"] == RESTARTED
 
 
 async def test_ask_defers_posts_answer_and_starts_thread(bot: Harness, core: FakeCore) -> None:

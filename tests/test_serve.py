@@ -1,4 +1,4 @@
-"""`quorum serve` says what to configure instead of starting nothing."""
+"""`quorum serve` says what to configure for a platform it cannot serve."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from bot.config import load_settings
 runner = CliRunner()
 
 
-def test_serve_with_nothing_configured_names_the_variables() -> None:
-    result = runner.invoke(app, ["serve"])
-    assert result.exit_code == 1
-    text = " ".join(result.stderr.split())
-    assert "SLACK_BOT_TOKEN" in text and "DISCORD_TOKEN" in text
-    assert "Traceback" not in result.output
+def test_serving_an_unconfigured_platform_names_its_variable() -> None:
+    for platform, variable in (("slack", "SLACK_BOT_TOKEN"), ("discord", "DISCORD_TOKEN")):
+        result = runner.invoke(app, ["serve", platform])
+        assert result.exit_code == 1
+        said = " ".join(result.stderr.split())
+        assert f"Set {variable}" in said and f"to serve {platform}." in said
+        assert "Traceback" not in result.output
 
 
 def test_serve_rejects_an_unknown_platform() -> None:

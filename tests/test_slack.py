@@ -32,7 +32,7 @@ from adapters.slack.render import ACTION_UP, plain_text
 from bot.config import Settings, load_settings
 from bot.models import Answer, Citation, PartialAnswer, ProgressEvent, ThreadKey
 from bot.research.loop import STOPPED_EARLY
-from retrieval.errors import ConfigError
+from retrieval.errors import ConfigError, InvalidInput
 from retrieval.models import SearchFilters
 from tests.emulators.slack import (
     ALICE,
@@ -385,6 +385,35 @@ async def test_feedback_click_is_stored_and_shown(
     assert not has_buttons(reply)
     assert "Thanks — feedback recorded 👍" in reply.all_text()
     assert f"<{LINK_IN_MRKDWN}|1>" in reply.all_text()  # the answer itself is untouched
+
+
+async def test_feedback_on_a_forgotten_answer_says_so_without_a_traceback(
+    slack: SlackEmulator, core: FakeCore, bot: Bot, caplog: pytest.LogCaptureFixture
+) -> None:
+    gone = "That answer is no longer known, so it can't be rated."
+
+    async def forgotten(exchange_id: int, user: str, value: int) -> None:
+        raise InvalidInput(gone)
+
+    msg = await mention(slack, bot, "who chose Cognito?")
+    [reply] = bot_replies(slack, GENERAL, msg.ts)
+    core.record_feedback = forgotten  # type: ignore[method-assign]
+    await slack.deliver_action(slack.block_action(reply, ACTION_UP))
+    await bot.settle()
+    [note] = slack.ephemerals
+    assert (note["user"], note["text"]) == (ALICE, gone)
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+
+
+def test_start_up_has_no_token_will_be_unused_notice(
+    slack: SlackEmulator,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)  # how operators set it; Bolt reads it too
+    build_slack_app(FakeCore(tmp_path / "claims"), make_settings(slack))
+    assert not [r for r in caplog.records if "will be unused" in r.getMessage()]
 
 
 async def test_disallowed_channel_gets_an_ephemeral_note_only(

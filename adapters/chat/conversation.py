@@ -142,8 +142,11 @@ class Conversation:
         failed; never raises."""
         try:
             await self.core.record_feedback(exchange_id, user, value)
+        except InvalidInput as exc:  # an answer the store no longer knows: said, no traceback
+            log.info("feedback for exchange %s not recorded: %s", exchange_id, exc)
+            await _quietly(say(str(exc)))
+            return
         except Exception as exc:
-            # An unknown or stale id is a user's click, not a bug: one line, no traceback.
             log.warning("recording feedback for exchange %s failed: %s", exchange_id, exc)
             await _quietly(say(FEEDBACK_FAILED))
             return

@@ -9,12 +9,14 @@ from adapters.cli.commands import app
 from adapters.cli.transcript import transcript_cmd
 from adapters.console.app import chat_command, demo_command
 from adapters.discord.cli import discord_app
+from adapters.doctor import doctor
 from adapters.serve import serve
 
 app.command("transcript")(transcript_cmd)
 app.command("serve")(serve)
 app.command("chat")(chat_command)
 app.command("demo")(demo_command)
+app.command("doctor")(doctor)
 app.add_typer(discord_app)
 
 __all__ = ["app", "main"]

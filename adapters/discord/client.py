@@ -11,9 +11,10 @@ emulator in tests) by setting ``discord.http.Route.BASE`` before the client conn
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -117,6 +118,7 @@ class QuorumClient(discord.Client):
         self.tree = QuorumTree(self)
         add_commands(self.tree)
         self._told_no_thread: set[int] = set()
+        self.answering: set[asyncio.Task[Any]] = set()  # answers in flight (drained on stop)
 
     async def setup_hook(self) -> None:
         """Make feedback buttons on old answers clickable again (no command sync here)."""
@@ -185,7 +187,7 @@ class QuorumClient(discord.Client):
                 return await interaction.followup.send(content, embeds=embeds, wait=True)
             return await interaction.followup.send(content, embeds=embeds, view=view, wait=True)
 
-        await self.chat.answer(question, DiscordReply(placeholder, more, note))
+        await self._answer(question, DiscordReply(placeholder, more, note))
 
     async def _thread_for(
         self, channel: object, guild_id: int | None, message: discord.abc.Snowflake, text: str
@@ -287,7 +289,7 @@ class QuorumClient(discord.Client):
                 return await target.send(content, embeds=embeds)
             return await target.send(content, embeds=embeds, view=view)
 
-        await self.chat.answer(question, DiscordReply(placeholder, more, note))
+        await self._answer(question, DiscordReply(placeholder, more, note))
 
     def mentioned_in(self, message: discord.Message) -> bool:
         """The bot itself, or its managed role, is mentioned (not @everyone)."""
@@ -307,6 +309,26 @@ class QuorumClient(discord.Client):
         for role_id in self._my_roles(message):
             text = text.replace(f"<@&{role_id}>", " ")
         return "\n".join(" ".join(line.split()) for line in text.strip().splitlines()).strip()
+
+    async def _answer(self, question: Question, reply: DiscordReply) -> None:
+        """The conversation's answer, known to ``drain`` while it runs."""
+        task = asyncio.current_task()
+        if task is not None:
+            self.answering.add(task)
+        try:
+            await self.chat.answer(question, reply)
+        finally:
+            if task is not None:
+                self.answering.discard(task)
+
+    async def drain(self, grace_s: float) -> None:
+        """Give answers in flight ``grace_s`` to finish, then end the rest with a line."""
+        pending = set(self.answering)
+        if pending:
+            await asyncio.wait(pending, timeout=grace_s)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 class DiscordReply:
@@ -374,8 +396,10 @@ def build_discord_client(core: Core, settings: Settings) -> QuorumClient:
     return QuorumClient(core, settings)
 
 
-async def run_discord(core: Core, settings: Settings) -> None:
-    """Connect to Discord and answer until cancelled."""
+async def run_discord(
+    core: Core, settings: Settings, on_ready: Callable[[], None] | None = None
+) -> None:
+    """Connect to Discord and answer until cancelled; ``on_ready`` once connected."""
     token = bot_token(settings)
     client = build_discord_client(core, settings)
     # discord.py's DEBUG lines carry request bodies, i.e. message text: keep them out.
@@ -383,7 +407,13 @@ async def run_discord(core: Core, settings: Settings) -> None:
         logging.getLogger(name).setLevel(max(logging.INFO, logging.getLogger(name).level))
     try:
         async with client:
-            await client.start(token)
+            ready = asyncio.create_task(_when_ready(client, on_ready)) if on_ready else None
+            try:
+                await client.start(token)
+            finally:
+                if ready is not None:
+                    ready.cancel()
+                await client.drain(settings.shutdown_s / 2)  # before the HTTP session closes
     except discord.LoginFailure as exc:
         raise ConfigError(REJECTED) from exc
     except (aiohttp.ClientError, OSError, discord.GatewayNotFound) as exc:
@@ -397,3 +427,8 @@ async def run_discord(core: Core, settings: Settings) -> None:
             "Discord refused the Message Content intent: enable it under Developer Portal > "
             "Bot > Privileged Gateway Intents (see docs/discord.md)."
         ) from exc
+
+
+async def _when_ready(client: discord.Client, on_ready: Callable[[], None]) -> None:
+    await client.wait_until_ready()
+    on_ready()

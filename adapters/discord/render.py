@@ -32,6 +32,7 @@ SOURCES_COLOUR = discord.Colour(0x5865F2)
 PLACEHOLDER = f"-# {chat.PLACEHOLDER['quick']}"
 RESEARCH_PLACEHOLDER = f"-# {chat.PLACEHOLDER['deep']}"
 SORRY = chat.APOLOGY
+RESTARTED = chat.RESTARTED
 
 # A masked link, whose text may hold one level of brackets ("[[2]](<url>)"), or a bare URL.
 _LINK = re.compile(r"\[(?:[^\[\]\n]|\[[^\[\]\n]*\])*\]\(<?[^()\s<>]*>?\)|<?https?://[^\s<>]+>?")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import aiohttp
@@ -296,6 +296,14 @@ class SlackAdapter:
             log.warning("ephemeral note failed in %s: %s", channel, exc.response.get("error"))
 
 
+class _DropTokenUnused(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`token` will be unused" not in record.getMessage()
+
+
+_NO_TOKEN_NOTICE = _DropTokenUnused()
+
+
 def _api_url(url: str) -> str:
     return url if url.endswith("/") else url + "/"
 
@@ -332,6 +340,8 @@ def build_slack_app(
     by every Web API call (kept-alive connections; without it, one session per call)."""
     client = web_client(settings, session)
     secret = settings.slack_signing_secret
+    # Bolt reads SLACK_BOT_TOKEN itself and warns that the client we pass wins over it.
+    logging.getLogger("slack_bolt.AsyncApp").addFilter(_NO_TOKEN_NOTICE)
     app = AsyncApp(
         name="quorum",
         client=client,
@@ -384,9 +394,12 @@ async def _forever() -> None:
     await asyncio.get_running_loop().create_future()
 
 
-async def run_slack(core: Core, settings: Settings) -> None:
+async def run_slack(
+    core: Core, settings: Settings, on_ready: Callable[[], None] | None = None
+) -> None:
     """Run Quorum on Slack until cancelled: Socket Mode when SLACK_APP_TOKEN is set,
-    else HTTP events on ``settings.slack_port`` at /slack/events."""
+    else HTTP events on ``settings.slack_port`` at /slack/events. On cancel it stops
+    taking events, then gives answers in flight half of QUORUM_SHUTDOWN_S."""
     background = Background()
     session = aiohttp.ClientSession()
     try:
@@ -395,6 +408,8 @@ async def run_slack(core: Core, settings: Settings) -> None:
             handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value())
             await handler.connect_async()  # type: ignore[no-untyped-call]
             log.warning("Quorum is connected to Slack (Socket Mode)")
+            if on_ready is not None:
+                on_ready()
             try:
                 await _forever()
             finally:
@@ -402,10 +417,12 @@ async def run_slack(core: Core, settings: Settings) -> None:
         else:
             runner = await start_http(app, settings.slack_port)
             log.warning("Quorum is listening for Slack events on port %d", settings.slack_port)
+            if on_ready is not None:
+                on_ready()
             try:
                 await _forever()
             finally:
                 await runner.cleanup()
     finally:
-        await background.close()
+        await background.close(settings.shutdown_s / 2)
         await session.close()

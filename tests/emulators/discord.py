@@ -758,6 +758,8 @@ class DiscordEmulator:
             ("GET", r"/users/@me", True, lambda c: (200, self.bot)),
             ("GET", r"/gateway/bot", True, self._gateway_bot),
             ("GET", r"/oauth2/applications/@me", True, self._app_info),
+            ("GET", r"/applications/(\d+)/commands", True, self._get_commands),
+            ("GET", r"/applications/(\d+)/guilds/(\d+)/commands", True, self._get_commands),
             ("PUT", r"/applications/(\d+)/commands", True, self._put_commands),
             ("PUT", r"/applications/(\d+)/guilds/(\d+)/commands", True, self._put_commands),
             ("POST", r"/interactions/(\d+)/([^/]+)/callback", False, self._callback),
@@ -790,10 +792,18 @@ class DiscordEmulator:
             "bot_require_code_grant": False,
             "owner": self.user(1, "owner"),
             "verify_key": "0" * 64,
-            "flags": 1 << 19,  # GATEWAY_MESSAGE_CONTENT_LIMITED: the intent is enabled
+            # GATEWAY_MESSAGE_CONTENT_LIMITED: the portal's Message Content switch is on.
+            "flags": 1 << 19 if self.message_content_enabled else 0,
             "team": None,
             "summary": "",
         }
+
+    def _get_commands(
+        self, call: Call, app_id: str, guild_id: str | None = None
+    ) -> tuple[int, Any]:
+        if int(app_id) != self.app_id:
+            raise DiscordError(403, 50001, "Missing Access")
+        return 200, self.commands.get(int(guild_id) if guild_id else None, [])
 
     def _put_commands(
         self, call: Call, app_id: str, guild_id: str | None = None

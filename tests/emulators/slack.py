@@ -42,6 +42,16 @@ ALICE = "U0ALICE"
 BOT_TOKEN = "xoxb-emulator-bot-token"
 APP_TOKEN = "xapp-emulator-app-token"
 SIGNING_SECRET = "emulator-signing-secret"
+BOT_SCOPES = (
+    "app_mentions:read",
+    "channels:history",
+    "chat:write",
+    "commands",
+    "groups:history",
+    "im:history",
+    "im:write",
+    "mpim:history",
+)
 CHANNELS = {"C0GENERAL": "channel", "C0RANDOM": "channel", "G0PRIVATE": "group", "D0ALICE": "im"}
 
 MAX_BLOCKS = 50
@@ -213,6 +223,7 @@ class SlackEmulator:
         self.responses: list[dict[str, Any]] = []  # posts to response_url
         self.socket_acks: list[dict[str, Any]] = []
         self.target: str | None = None  # the app's /slack/events URL
+        self.scopes = list(BOT_SCOPES)  # granted to the bot token (x-oauth-scopes)
         self.rate_limited: dict[str, int] = {}  # method -> how many more calls get a 429
         self._clock = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -286,7 +297,9 @@ class SlackEmulator:
             if exc.detail:
                 body["response_metadata"] = {"messages": [f"[ERROR] {exc.detail}"]}
             return web.json_response(body)
-        return web.json_response({"ok": True, **call.result})
+        # Slack names the token's scopes on every Web API response.
+        headers = {"x-oauth-scopes": ",".join(self.scopes)}
+        return web.json_response({"ok": True, **call.result}, headers=headers)
 
     async def _args(self, request: web.Request) -> dict[str, Any]:
         raw = await request.text()

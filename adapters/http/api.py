@@ -1,0 +1,349 @@
+"""Quorum's JSON API, for programs rather than people in a chat:
+
+    POST /api/ask            a question (optionally in a session) -> an answer, as one JSON
+                             or, with ``"stream": true`` / ``Accept: text/event-stream``, as
+                             server-sent events: progress, partial, then answer
+    POST /api/search         hybrid search -> hits
+    GET  /api/sources        what is in the knowledge base
+    GET  /api/sessions/{id}  a session's questions and answers
+    POST /api/feedback       +1 / -1 on an answer
+    GET  /api/openapi.json   this API, described (``adapters.http.openapi``)
+
+Every request carries ``Authorization: Bearer TOKEN``; ``QUORUM_API_TOKENS`` maps each
+token to one knowledge base (``tok1:kb1,tok2:kb2``). A body may name its ``kb``
+(default: the token's). Unknown token 401, another knowledge base 403, a bad body 422
+naming the field. API sessions are threads of their own (platform ``api``, workspace =
+knowledge base), so one knowledge base's token never reads another's sessions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import date
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from adapters.cli.commands import hit_json
+from adapters.cli.terminal import answer_json
+from bot.errors import InvalidInput, QuorumError, SearchUnavailable
+from bot.models import Event, PartialAnswer, ProgressEvent, Question, ThreadKey
+from bot.wiring import CoreServices
+from retrieval.errors import ConfigError
+from retrieval.models import SearchFilters, SourceInfo
+from retrieval.schema import check_kb
+from retrieval.search import MAX_K
+
+if TYPE_CHECKING:
+    from adapters.http.server import OpsServer
+
+log = logging.getLogger("quorum.api")
+
+PLATFORM = "api"
+STOPPING = "Quorum is restarting; please ask again shortly."
+SESSION_ID = r"^[A-Za-z0-9._:-]{1,128}$"
+Body = TypeVar("Body", bound=BaseModel)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def parse_tokens(raw: SecretStr | None) -> dict[str, str]:
+    """``tok1:kb1,tok2:kb2`` -> {token: kb}; a malformed pair is a ConfigError."""
+    tokens: dict[str, str] = {}
+    if raw is None:
+        return tokens
+    for pair in raw.get_secret_value().split(","):
+        if not pair.strip():
+            continue
+        token, sep, kb = pair.strip().partition(":")
+        if not sep or not token or not kb:
+            raise ConfigError("QUORUM_API_TOKENS must look like token1:kb1,token2:kb2.")
+        try:
+            tokens[token] = check_kb(kb)
+        except InvalidInput as exc:
+            raise ConfigError(f"QUORUM_API_TOKENS: {exc}") from None
+    return tokens
+
+
+# ---------------------------------------------------------------- request bodies
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Filters(_Body):
+    """Narrowing a search or an answer; empty fields do not filter."""
+
+    speaker: str | None = None
+    source: str | None = Field(default=None, description="Title (or part of it) of one source.")
+    source_ids: list[str] = Field(default_factory=list)
+    lesson: int | None = Field(default=None, ge=0)
+    kind: Literal["video", "audio", "document", "course"] | None = None
+    after: date | None = None
+    before: date | None = None
+
+    def to_filters(self) -> SearchFilters:
+        """Quorum's own filters."""
+        return SearchFilters(
+            speaker=self.speaker,
+            source=self.source,
+            source_ids=tuple(self.source_ids),
+            lesson=self.lesson,
+            kind=self.kind,
+            after=self.after,
+            before=self.before,
+        )
+
+
+class AskBody(_Body):
+    """POST /api/ask."""
+
+    question: str = Field(min_length=1, max_length=20000)
+    session_id: str | None = Field(
+        default=None, pattern=SESSION_ID, description="Continue this session (default: a new one)."
+    )
+    kb: str | None = Field(default=None, description="Knowledge base (default: the token's).")
+    mode: Literal["quick", "deep", "auto"] = "quick"
+    filters: Filters = Field(default_factory=lambda: Filters())
+    user: str = Field(default="api", min_length=1, max_length=200)
+    stream: bool = Field(default=False, description="Answer as server-sent events.")
+
+
+class SearchBody(_Body):
+    """POST /api/search."""
+
+    query: str = Field(min_length=1, max_length=2000)
+    kb: str | None = None
+    filters: Filters = Field(default_factory=lambda: Filters())
+    k: int = Field(default=8, ge=1, le=MAX_K)
+
+
+class FeedbackBody(_Body):
+    """POST /api/feedback."""
+
+    session_id: str = Field(pattern=SESSION_ID)
+    exchange_id: int = Field(ge=1)
+    value: Literal[1, -1]
+    user: str = Field(default="api", min_length=1, max_length=200)
+    kb: str | None = None
+
+
+def _problem(status: int, message: str, **extra: Any) -> web.Response:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return web.json_response({"error": message, **extra}, status=status, headers=headers)
+
+
+class _Reject(Exception):
+    """An HTTP error answer, raised from deep inside a handler."""
+
+    def __init__(self, response: web.Response) -> None:
+        self.response = response
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "body"
+
+
+class Api:
+    """The API's handlers, on the core the ops server holds."""
+
+    def __init__(self, server: OpsServer, tokens: dict[str, str]) -> None:
+        self.server = server
+        self.tokens = tokens
+
+    def token_kb(self, request: web.Request) -> str:
+        """The knowledge base of the request's bearer token; 401 without a known one."""
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise _Reject(_problem(401, "Send Authorization: Bearer TOKEN (QUORUM_API_TOKENS)."))
+        own = next(
+            (kb for t, kb in self.tokens.items() if hmac.compare_digest(t, token.strip())), None
+        )
+        if own is None:
+            raise _Reject(_problem(401, "Unknown API token."))
+        return own
+
+    @staticmethod
+    def allowed(own: str, asked: str | None) -> str:
+        """The knowledge base to use: the token's, or 403 for another one."""
+        if asked is not None and asked != own:
+            raise _Reject(_problem(403, f"This token may not use knowledge base {asked!r}."))
+        return own
+
+    def kb_for(self, request: web.Request, asked: str | None) -> str:
+        """The knowledge base the token may use; 401/403 otherwise."""
+        return self.allowed(self.token_kb(request), asked)
+
+    async def body(self, request: web.Request, model: type[Body]) -> Body:
+        """The JSON body, validated; 422 naming the first bad field."""
+        try:
+            raw = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise _Reject(_problem(422, "body: not JSON.", field="body")) from None
+        try:
+            return model.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = _field(first["loc"])
+            raise _Reject(_problem(422, f"{where}: {first['msg']}.", field=where)) from None
+
+    def services(self) -> CoreServices:
+        """The running core's services; 503 while Quorum starts."""
+        if self.server.services is None or self.server.core is None:
+            raise _Reject(_problem(503, "Quorum is starting; try again shortly."))
+        if self.server.readiness.stopping:
+            raise _Reject(_problem(503, STOPPING))
+        return self.server.services
+
+    async def ask(self, request: web.Request) -> web.StreamResponse:
+        """POST /api/ask."""
+        own = self.token_kb(request)  # a stranger learns nothing, not even about bodies
+        body = await self.body(request, AskBody)
+        kb = self.allowed(own, body.kb)
+        self.services()
+        core = self.server.core
+        assert core is not None
+        session = body.session_id or uuid.uuid4().hex
+        question = Question(
+            text=body.question,
+            thread=ThreadKey(PLATFORM, kb, PLATFORM, session),
+            user=body.user,
+            kb=kb,
+            mode=body.mode,
+            filters=body.filters.to_filters(),
+        )
+        wants_stream = body.stream or "text/event-stream" in request.headers.get("Accept", "")
+        if not wants_stream:
+            answer = await core.ask(question)
+            return web.json_response({"session_id": session, **answer_json(answer)})
+
+        stream = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await stream.prepare(request)
+
+        async def send(event: str, data: dict[str, Any]) -> None:
+            await stream.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+
+        async def on_event(event: Event) -> None:
+            if isinstance(event, ProgressEvent):
+                await send("progress", {"text": event.text})
+            elif isinstance(event, PartialAnswer):
+                await send("partial", {"text": event.text})
+
+        try:
+            answer = await core.ask(question, on_event)
+        except asyncio.CancelledError:  # shutting down: say so rather than just hang up
+            with contextlib.suppress(ConnectionError):
+                await send("error", {"error": STOPPING})
+            raise
+        try:
+            await send("answer", {"session_id": session, **answer_json(answer)})
+            await stream.write_eof()
+        except ConnectionResetError:
+            log.info("API client left before its answer (exchange %s)", answer.exchange_id)
+        return stream
+
+    async def search(self, request: web.Request) -> web.StreamResponse:
+        """POST /api/search."""
+        own = self.token_kb(request)  # a stranger learns nothing, not even about bodies
+        body = await self.body(request, SearchBody)
+        kb = self.allowed(own, body.kb)
+        hits = await self.services().retrieval.search.search(
+            kb, body.query, body.filters.to_filters(), body.k
+        )
+        return web.json_response({"kb": kb, "hits": [hit_json(h) for h in hits]})
+
+    async def sources(self, request: web.Request) -> web.StreamResponse:
+        """GET /api/sources[?kb=]."""
+        kb = self.kb_for(request, request.query.get("kb"))
+        infos = await self.services().engine.sources(kb)
+        return web.json_response({"kb": kb, "sources": [source_info_json(i) for i in infos]})
+
+    async def session(self, request: web.Request) -> web.StreamResponse:
+        """GET /api/sessions/{id}[?kb=]."""
+        kb = self.kb_for(request, request.query.get("kb"))
+        session = request.match_info["id"]
+        services = self.services()
+        thread = ThreadKey(PLATFORM, kb, PLATFORM, session)
+        history = await services.sessions.history(thread, 1000)
+        if not history:
+            return _problem(404, f"No session {session!r} in knowledge base {kb!r}.")
+        exchanges = [
+            {
+                "exchange_id": e.id,
+                "question": e.question,
+                "answer": e.answer,
+                "kind": e.kind,
+                "mode": e.mode,
+                "standalone_query": e.standalone_query,
+                "created_at": e.created_at,
+            }
+            for e in history
+        ]
+        return web.json_response({"session_id": session, "kb": kb, "exchanges": exchanges})
+
+    async def feedback(self, request: web.Request) -> web.StreamResponse:
+        """POST /api/feedback."""
+        own = self.token_kb(request)  # a stranger learns nothing, not even about bodies
+        body = await self.body(request, FeedbackBody)
+        kb = self.allowed(own, body.kb)
+        services = self.services()
+        thread = ThreadKey(PLATFORM, kb, PLATFORM, body.session_id)
+        history = await services.sessions.history(thread, 1000)
+        if body.exchange_id not in {e.id for e in history}:
+            return _problem(404, f"No answer {body.exchange_id} in session {body.session_id!r}.")
+        core = self.server.core
+        assert core is not None
+        await core.record_feedback(body.exchange_id, body.user, body.value)
+        return web.json_response({"exchange_id": body.exchange_id, "value": body.value})
+
+
+def source_info_json(info: SourceInfo) -> dict[str, Any]:
+    """A source as the API lists it (the shape of ``quorum sources --json``)."""
+    s = info.source
+    return {
+        "id": s.id,
+        "title": s.title,
+        "kind": s.kind,
+        "url": s.url,
+        "recorded_at": s.recorded_at.isoformat() if s.recorded_at else None,
+        "speakers": list(s.speakers),
+        "segments": info.segments,
+    }
+
+
+def _guarded(handler: Handler) -> Handler:
+    async def run(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except _Reject as exc:
+            return exc.response
+        except SearchUnavailable:
+            log.error("API request failed: search unavailable", exc_info=True)
+            return _problem(503, "The archive is unreachable right now; try again shortly.")
+        except InvalidInput as exc:
+            return _problem(422, str(exc))
+        except QuorumError:
+            log.error("API request failed", exc_info=True)
+            return _problem(500, "Something went wrong on Quorum's side.")
+
+    return run
+
+
+def add_routes(app: web.Application, server: OpsServer, tokens: dict[str, str]) -> None:
+    """Mount the API on ``app``."""
+    api = Api(server, tokens)
+    app.router.add_post("/api/ask", _guarded(api.ask))
+    app.router.add_post("/api/search", _guarded(api.search))
+    app.router.add_get("/api/sources", _guarded(api.sources))
+    app.router.add_get("/api/sessions/{id}", _guarded(api.session))
+    app.router.add_post("/api/feedback", _guarded(api.feedback))

@@ -1,0 +1,129 @@
+"""The one HTTP port of a running Quorum (``QUORUM_HTTP_PORT``, default 8088):
+
+    /healthz   200 while the process is alive
+    /readyz    200 once the model, Weaviate, the database and every platform are ready,
+               else 503 with what is still missing
+    /metrics   Prometheus text (``bot.metrics``)
+    /api/...   the JSON API (``adapters.http.api``), answered once the core is up
+
+The server starts before the core, so an orchestrator sees the process alive (and not
+yet ready) while Weaviate starts and the model loads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from adapters.http import api
+from adapters.http.openapi import openapi_document
+from bot.config import Settings
+from bot.metrics import Metrics
+from bot.models import Core
+from bot.wiring import CoreServices
+
+log = logging.getLogger("quorum.http")
+
+READY_CHECK_S = 2.0  # how long /readyz waits for Weaviate before calling it down
+
+
+@dataclass
+class Readiness:
+    """Each part that must be ready, with what is wrong with it (None: ready)."""
+
+    parts: dict[str, str | None] = field(
+        default_factory=lambda: {
+            "weaviate": "starting",
+            "database": "opening",
+            "model": "loading",
+        }
+    )
+    stopping: bool = False
+
+    def set(self, part: str, problem: str | None) -> None:
+        """Record a part's state (None: ready)."""
+        self.parts[part] = problem
+
+    @property
+    def ready(self) -> bool:
+        """True when every part is ready and the process is not shutting down."""
+        return not self.stopping and all(p is None for p in self.parts.values())
+
+
+class OpsServer:
+    """Health, readiness, metrics and the JSON API on one aiohttp server."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.readiness = Readiness()
+        self.metrics: Metrics | None = None
+        self.core: Core | None = None
+        self.services: CoreServices | None = None
+        self.app = web.Application(client_max_size=256 * 1024)
+        self.app.router.add_get("/healthz", self._healthz)
+        self.app.router.add_get("/readyz", self._readyz)
+        self.app.router.add_get("/metrics", self._metrics)
+        self.app.router.add_get("/api/openapi.json", self._openapi)  # no token: it reveals nothing
+        api.add_routes(self.app, self, api.parse_tokens(settings.api_tokens))
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    def attach(self, services: CoreServices, core: Core, metrics: Metrics) -> None:
+        """The core is up: serve the API and metrics from it."""
+        self.services, self.core, self.metrics = services, core, metrics
+        self.readiness.set("weaviate", None)
+        self.readiness.set("database", None)
+
+    async def start(self, port: int | None = None, host: str | None = None) -> int:
+        """Listen (port 0: a free one); returns the port."""
+        self._runner = web.AppRunner(
+            self.app, access_log=None, shutdown_timeout=self.settings.shutdown_s / 2
+        )
+        await self._runner.setup()
+        port = self.settings.http_port if port is None else port
+        site = web.TCPSite(self._runner, host or self.settings.http_host, port)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        return self.port
+
+    async def stop(self) -> None:
+        """Stop listening; requests in flight get half of QUORUM_SHUTDOWN_S (idempotent)."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "alive"})
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        parts = dict(self.readiness.parts)
+        if self.services is not None:
+            parts["weaviate"] = parts["weaviate"] or await self._weaviate_problem()
+        ready = not self.readiness.stopping and all(p is None for p in parts.values())
+        body = {
+            "status": "ready" if ready else ("stopping" if self.readiness.stopping else "waiting"),
+            "checks": {k: "ok" if v is None else v for k, v in parts.items()},
+        }
+        return web.json_response(body, status=200 if ready else 503)
+
+    async def _weaviate_problem(self) -> str | None:
+        assert self.services is not None
+        try:
+            async with asyncio.timeout(READY_CHECK_S):
+                up = await self.services.retrieval.store.client.is_ready()
+        except Exception:
+            up = False
+        return None if up else "not reachable"
+
+    async def _openapi(self, request: web.Request) -> web.Response:
+        return web.json_response(openapi_document())
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        if self.metrics is None:
+            return web.Response(status=503, text="starting\n")
+        body, content_type = self.metrics.render()
+        # aiohttp wants the charset apart from the content type.
+        return web.Response(body=body, headers={"Content-Type": content_type})

@@ -1,0 +1,111 @@
+"""How ``quorum serve`` starts and stops.
+
+Start: the HTTP server first (``/healthz`` alive, ``/readyz`` 503), then the core
+(Weaviate ready, the database migrated), then the embedding model loaded and warmed,
+and only then the platforms connect, so the first question is answered as fast as any
+later one. ``/readyz`` turns green when every platform is connected.
+
+Stop (SIGTERM or SIGINT, also when started in the background where SIGINT is ignored):
+``/readyz`` turns 503, each platform stops taking events, answers in flight get half of
+``QUORUM_SHUTDOWN_S`` to finish and are then ended with one line in their thread, the
+clients close, an embedded Weaviate this process started is stopped unless another
+process still uses it, and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from adapters.http.server import OpsServer
+from bot.config import Settings
+from bot.metrics import MeteredCore, Metrics
+from bot.models import Core
+from bot.wiring import CoreServices, open_core
+from retrieval.errors import QuorumError
+
+log = logging.getLogger("quorum.serve")
+
+WARM_UP_QUERY = "warm up"
+# A platform's runner: answers until cancelled, calling ``on_ready`` once connected.
+Runner = Callable[[Core, Settings, Callable[[], None]], Coroutine[Any, Any, None]]
+
+
+async def serve_until_stopped(settings: Settings, platforms: dict[str, Runner]) -> None:
+    """Run the HTTP server and ``platforms`` until SIGTERM/SIGINT; returns after a clean
+    stop. A platform that fails (a rejected token) stops everything and raises."""
+    loop = asyncio.get_running_loop()
+    server = OpsServer(settings)
+    main = asyncio.create_task(_serve(settings, server, platforms), name="quorum-serve")
+    signals = (signal.SIGTERM, signal.SIGINT)
+
+    def stop(name: str) -> None:
+        if server.readiness.stopping:
+            return
+        log.warning("%s: finishing answers in flight, then stopping", name)
+        server.readiness.stopping = True
+        main.cancel()
+
+    for sig in signals:
+        loop.add_signal_handler(sig, stop, sig.name)
+    try:
+        await main
+    except asyncio.CancelledError:
+        if not server.readiness.stopping:
+            raise
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+        await server.stop()
+    log.warning("Quorum stopped")
+
+
+async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Runner]) -> None:
+    port = await server.start()
+    log.warning("Quorum's HTTP server is on port %d (/healthz, /readyz, /metrics, /api)", port)
+    for name in platforms:
+        server.readiness.set(name, "not connected")
+    async with open_core(settings) as services:
+        metrics = Metrics(services.llm)
+        core = MeteredCore(services.engine, metrics)
+        server.attach(services, core, metrics)
+        await _warm_up(services)
+        server.readiness.set("model", None)
+
+        def connected(name: str) -> Callable[[], None]:
+            return lambda: server.readiness.set(name, None)
+
+        tasks = [
+            asyncio.create_task(run(core, settings, connected(name)), name=f"quorum-{name}")
+            for name, run in platforms.items()
+        ]
+        if not tasks:
+            log.warning("Quorum is ready: no platform is configured, serving the API alone")
+        try:
+            await asyncio.gather(*tasks) if tasks else await _forever()
+        finally:
+            for task in tasks:
+                task.cancel()
+            # API requests in flight finish beside the platforms' answers, while the
+            # core they need is still open.
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(server.stop(), *tasks, return_exceptions=True)
+
+
+async def _warm_up(services: CoreServices) -> None:
+    """Load the model and run each path a question takes once (a query, a batch of
+    sentences, a hybrid search over gRPC), so the first question pays nothing extra."""
+    embedder = services.retrieval.embedder
+    await embedder.get()
+    await embedder.embed_query(WARM_UP_QUERY)
+    await embedder.embed_documents([WARM_UP_QUERY] * 8)
+    with contextlib.suppress(QuorumError):  # an empty knowledge base is fine
+        await services.retrieval.search.search(services.settings.default_kb, WARM_UP_QUERY, k=1)
+
+
+async def _forever() -> None:
+    await asyncio.get_running_loop().create_future()

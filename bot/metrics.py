@@ -1,0 +1,180 @@
+"""What ``/metrics`` shows: Prometheus counters and histograms about questions, answers,
+Claude and errors, kept in one registry per running core (no module-level state).
+
+``MeteredCore`` wraps the engine behind the ``Core`` protocol, so every front end (Slack,
+Discord, the JSON API) is counted the same way without knowing about metrics:
+
+    adapter --Question--> MeteredCore --> Engine
+                              |
+                              +--> questions{platform,mode,outcome}, answer_seconds{stage},
+                                   dedupe hits, errors{kind}, in flight, active sessions
+
+Claude's tokens and retries are read from the ``ClaudeLLM`` at scrape time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from bot.engine import BROKEN, SEARCH_DOWN
+from bot.llm import ClaudeLLM
+from bot.models import Answer, Core, EventSink, Question, ThreadKey
+
+ACTIVE_WINDOW_S = 15 * 60.0  # a session is active while it had a question this recently
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
+# Timing keys of an Answer (ms) per stage; deep research reports its archive time.
+STAGES = {"search": ("search", "archive"), "claude": ("llm",), "total": ("total",)}
+
+
+def error_kind(answer: Answer) -> str:
+    """Why an answer of kind "error" failed, from the sentence the engine chose."""
+    if answer.text == SEARCH_DOWN:
+        return "search_unavailable"
+    if answer.text == BROKEN:
+        return "internal"
+    return "invalid_input"
+
+
+class _ClaudeCollector(Collector):
+    """Claude's cumulative tokens and retries, read from the client when scraped."""
+
+    def __init__(self, llm: ClaudeLLM) -> None:
+        self.llm = llm
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        tokens = CounterMetricFamily(
+            "quorum_claude_tokens", "Claude tokens spent, by kind.", labels=["kind"]
+        )
+        u = self.llm.usage
+        tokens.add_metric(["input"], u.input_tokens)
+        tokens.add_metric(["output"], u.output_tokens)
+        tokens.add_metric(["cache_read"], u.cache_read_input_tokens)
+        tokens.add_metric(["cache_write"], u.cache_creation_input_tokens)
+        yield tokens
+        yield CounterMetricFamily(
+            "quorum_claude_retries", "Claude requests sent again.", value=self.llm.retries
+        )
+
+
+class Metrics:
+    """Every metric a running Quorum exposes, in its own registry."""
+
+    def __init__(self, llm: ClaudeLLM | None = None) -> None:
+        self.registry = r = CollectorRegistry()
+        self.questions = Counter(
+            "quorum_questions",
+            "Questions answered, by platform, mode and outcome (the answer's kind).",
+            ["platform", "mode", "outcome"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "quorum_answer_seconds",
+            "Answer latency by stage: search, claude, total.",
+            ["stage"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.dedupe_hits = Counter(
+            "quorum_dedupe_hits", "Redelivered events dropped.", ["platform"], registry=r
+        )
+        self.errors = Counter("quorum_errors", "Errors, by kind.", ["kind"], registry=r)
+        self.in_flight = Gauge(
+            "quorum_questions_in_flight", "Questions being answered.", registry=r
+        )
+        self._seen: dict[ThreadKey, float] = {}
+        Gauge(
+            "quorum_active_sessions",
+            f"Threads with a question in the last {ACTIVE_WINDOW_S / 60:.0f} minutes.",
+            registry=r,
+        ).set_function(self._active_sessions)
+        self.claude = llm is not None
+        if llm is not None:
+            r.register(_ClaudeCollector(llm))
+
+    def _active_sessions(self) -> float:
+        cutoff = time.monotonic() - ACTIVE_WINDOW_S
+        for key in [k for k, t in self._seen.items() if t < cutoff]:
+            del self._seen[key]
+        return float(len(self._seen))
+
+    def answered(self, question: Question, answer: Answer) -> None:
+        """Count an answer and observe its timings."""
+        self._seen[question.thread] = time.monotonic()
+        self.questions.labels(question.thread.platform, answer.mode, answer.kind).inc()
+        for stage, keys in STAGES.items():
+            ms = next((answer.timings[k] for k in keys if k in answer.timings), None)
+            if ms is not None:
+                self.latency.labels(stage).observe(ms / 1000)
+        if answer.kind == "error":
+            self.errors.labels(error_kind(answer)).inc()
+        elif answer.kind == "extractive" and self.claude:
+            self.errors.labels("claude").inc()  # Claude failed: the answer fell back
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition text and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class MeteredCore:
+    """A ``Core`` that counts what passes through it; everything else is the engine's."""
+
+    def __init__(self, core: Core, metrics: Metrics) -> None:
+        self.core = core
+        self.metrics = metrics
+
+    async def ask(self, question: Question, on_event: EventSink | None = None) -> Answer:
+        """The engine's answer, counted."""
+        m = self.metrics
+        m.in_flight.inc()
+        try:
+            answer = await self.core.ask(question, on_event)
+        except asyncio.CancelledError:
+            m.questions.labels(question.thread.platform, question.mode, "cancelled").inc()
+            raise
+        except Exception:
+            m.errors.labels("exception").inc()
+            raise
+        finally:
+            m.in_flight.dec()
+        m.answered(question, answer)
+        return answer
+
+    async def claim_event(self, platform: str, event_id: str) -> bool:
+        """The engine's claim; a redelivery counts as a dedupe hit."""
+        first = await self.core.claim_event(platform, event_id)
+        if not first:
+            self.metrics.dedupe_hits.labels(platform).inc()
+        return first
+
+    async def is_active_thread(self, thread: ThreadKey) -> bool:
+        """The engine's answer."""
+        return await self.core.is_active_thread(thread)
+
+    async def record_feedback(self, exchange_id: int, user: str, value: int) -> None:
+        """The engine's feedback store."""
+        await self.core.record_feedback(exchange_id, user, value)
+
+    async def reset(self, thread: ThreadKey) -> None:
+        """The engine's reset."""
+        await self.core.reset(thread)
+
+    async def speakers(self, kb: str) -> list[str]:
+        """The engine's speakers."""
+        return await self.core.speakers(kb)
+
+    async def source_titles(self, kb: str) -> list[str]:
+        """The engine's source titles."""
+        return await self.core.source_titles(kb)

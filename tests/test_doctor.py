@@ -1,0 +1,131 @@
+"""``quorum doctor``: on a fresh clone it says what to set and exits 1; against the
+emulators it checks what the real services would (Slack's token and scopes, Discord's
+token, intent and commands, Claude's key) and names the fix for each failure."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import discord
+import pytest
+from discord.gateway import DiscordWebSocket
+from typer.testing import CliRunner
+
+from adapters.cli.main import app
+from adapters.discord.cli import sync_commands
+from adapters.doctor import Check, bot_scopes, run_checks
+from bot.config import Settings, load_settings
+from retrieval.weaviate_server import Endpoint
+from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
+from tests.emulators.discord import DiscordEmulator
+from tests.emulators.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, SlackEmulator
+
+GUILD = 1300000000000000001
+
+
+def test_a_fresh_clone_is_told_what_to_set_and_exits_1() -> None:
+    result = CliRunner().invoke(app, ["doctor"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    for variable in ("SLACK_BOT_TOKEN", "DISCORD_TOKEN", "QUORUM_API_TOKENS", "ANTHROPIC_API_KEY"):
+        assert variable in text
+    assert "1 check(s) failed: serves." in text
+    assert "embedded, version 1.39.0" in text  # the rest of a fresh clone works
+    assert "Traceback" not in result.output
+
+
+@pytest.fixture
+async def emulators() -> AsyncIterator[tuple[SlackEmulator, DiscordEmulator, AnthropicEmulator]]:
+    old, old_gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
+    async with (
+        SlackEmulator() as slack,
+        DiscordEmulator() as disc,
+        AnthropicEmulator(default=Reply(text="pong")) as claude,
+    ):
+        yield slack, disc, claude
+        assert disc.unexpected == []
+    discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = old, old_gateway
+
+
+def configured(
+    slack: SlackEmulator,
+    disc: DiscordEmulator,
+    claude: AnthropicEmulator,
+    tmp_path: Path,
+    **overrides: Any,
+) -> Settings:
+    values: dict[str, Any] = {
+        "data_dir": tmp_path / "data",
+        "http_port": 0,
+        "slack_bot_token": BOT_TOKEN,
+        "slack_app_token": APP_TOKEN,
+        "slack_signing_secret": SIGNING_SECRET,
+        "slack_api_url": slack.api_url,
+        "discord_token": disc.token,
+        "discord_api_url": disc.url,
+        "discord_guild_id": GUILD,
+        "anthropic_api_key": API_KEY,
+        "anthropic_base_url": claude.url,
+        "api_tokens": "tok:team",
+    }
+    return load_settings(**(values | overrides))
+
+
+def by_name(checks: list[Check]) -> dict[str, Check]:
+    return {c.name: c for c in checks}
+
+
+async def test_everything_configured_passes_against_the_emulators(
+    emulators: tuple[SlackEmulator, DiscordEmulator, AnthropicEmulator],
+    weaviate_env: Endpoint,
+    tmp_path: Path,
+) -> None:
+    slack, disc, claude = emulators
+    settings = configured(slack, disc, claude, tmp_path)
+    await sync_commands(settings, globally=False)
+    checks = by_name(await run_checks(settings))
+    assert {n: c.status for n, c in checks.items() if c.status != "ok"} == {}
+    assert checks["serves"].detail == "slack, discord, the JSON API"
+    assert "scopes match manifest.yml" in checks["slack"].detail
+    assert weaviate_env.url in checks["weaviate"].detail
+    [ping] = claude.requests
+    assert ping.body["max_tokens"] == 1  # one cheap request
+    assert slack.called("apps.connections.open", ok=True)
+
+
+async def test_each_failure_names_its_fix(
+    emulators: tuple[SlackEmulator, DiscordEmulator, AnthropicEmulator],
+    weaviate_env: Endpoint,
+    tmp_path: Path,
+) -> None:
+    slack, disc, claude = emulators
+    slack.scopes.remove("chat:write")
+    disc.message_content_enabled = False
+    settings = configured(
+        slack, disc, claude, tmp_path, anthropic_api_key="sk-ant-wrong", slack_app_token=None
+    )
+    checks = by_name(await run_checks(settings))
+    assert checks["slack"].status == "FAIL"
+    assert checks["slack"].detail == "The bot token lacks scopes: chat:write."
+    assert "manifest.yml" in checks["slack"].fix
+    assert checks["discord"].status == "FAIL" and "Message Content" in checks["discord"].fix
+    assert checks["claude"].status == "FAIL" and "ANTHROPIC_API_KEY" in checks["claude"].detail
+
+    disc.message_content_enabled = True
+    settings = configured(slack, disc, claude, tmp_path, slack_bot_token="xoxb-revoked")
+    checks = by_name(await run_checks(settings))
+    assert checks["slack"].detail == "Slack rejected SLACK_BOT_TOKEN (invalid_auth)."
+    assert checks["discord"].detail == "Slash commands not registered: /ask, /research."
+    assert checks["discord"].fix == "Run `quorum discord sync`."
+
+    settings = configured(slack, disc, claude, tmp_path, discord_token="not-the-token")
+    assert by_name(await run_checks(settings))["discord"].detail == (
+        "Discord rejected DISCORD_TOKEN."
+    )
+
+
+def test_the_emulated_scopes_are_the_manifests() -> None:
+    """The emulator grants what manifest.yml asks for, so a missing scope is the test's."""
+    assert set(SlackEmulator().scopes) == bot_scopes()

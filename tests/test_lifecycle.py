@@ -1,0 +1,138 @@
+"""A real ``quorum serve`` process, stopped the way Docker, systemd and Kubernetes stop it:
+SIGTERM while an answer is being written. The thread gets one closing line, the process
+exits 0 within QUORUM_SHUTDOWN_S, and the embedded weaviate-server it started is gone."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from adapters.chat.conversation import RESTARTED
+from retrieval.weaviate_server import Endpoint, _is_our_server
+from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
+from tests.emulators.slack import BOT_TOKEN, SIGNING_SECRET, SlackEmulator
+from tests.test_slack import GENERAL, bot_replies
+
+QUORUM = Path(sys.executable).parent / "quorum"
+SHUTDOWN_S = 6.0
+START_TIMEOUT_S = 180.0  # cold imports, Weaviate and the model on a busy 2-core runner
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Served:
+    """A ``quorum serve`` child process and where to reach it."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, http: str, data_dir: Path) -> None:
+        self.proc, self.http, self.data_dir = proc, http, data_dir
+
+    async def ready(self) -> dict[str, Any]:
+        """Wait for /readyz to turn green; its last body."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        body: dict[str, Any] = {}
+        async with aiohttp.ClientSession() as http:
+            while time.monotonic() < deadline:
+                assert self.proc.returncode is None, "quorum serve exited while starting"
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with http.get(f"{self.http}/readyz") as r:
+                        body = await r.json()
+                        if r.status == 200:
+                            return body
+                await asyncio.sleep(0.5)
+        raise AssertionError(f"/readyz never turned green: {body}")
+
+    def weaviate(self) -> tuple[int, Endpoint]:
+        """The embedded server's pid and endpoint, from its shared state file."""
+        state = json.loads((self.data_dir / "weaviate-server" / "server.json").read_text())
+        return state["pid"], Endpoint("127.0.0.1", state["port"], "127.0.0.1", state["grpc_port"])
+
+
+@contextlib.asynccontextmanager
+async def quorum_serve(env: dict[str, str], tmp_path: Path) -> AsyncIterator[Served]:
+    """Start ``quorum serve`` with ``env``; kill it if a test leaves it running."""
+    data_dir = tmp_path / "served"
+    http_port = free_port()
+    full = {
+        **os.environ,
+        **env,
+        "QUORUM_DATA_DIR": str(data_dir),
+        "QUORUM_HTTP_PORT": str(http_port),
+        "QUORUM_HTTP_HOST": "127.0.0.1",
+    }
+    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115, ASYNC230 (closed below)
+    proc = await asyncio.create_subprocess_exec(
+        str(QUORUM), "serve", env=full, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL
+    )
+    try:
+        yield Served(proc, f"http://127.0.0.1:{http_port}", data_dir)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        log.close()
+
+
+async def test_sigterm_mid_answer_ends_the_thread_politely_and_stops_weaviate(
+    tmp_path: Path, kb: str
+) -> None:
+    slow = Reply(text="This answer never arrives in time.", delay_s=60)
+    async with SlackEmulator() as slack, AnthropicEmulator(default=slow) as claude:
+        slack_port = free_port()
+        slack.target = f"http://127.0.0.1:{slack_port}/slack/events"
+        env = {
+            "SLACK_BOT_TOKEN": BOT_TOKEN,
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "QUORUM_SLACK_API_URL": slack.api_url,
+            "QUORUM_SLACK_PORT": str(slack_port),
+            "QUORUM_SLACK_KB": kb,
+            "ANTHROPIC_API_KEY": API_KEY,
+            "ANTHROPIC_BASE_URL": claude.url,
+            "QUORUM_LLM_MAX_RETRIES": "0",
+            "QUORUM_SHUTDOWN_S": str(SHUTDOWN_S),
+        }
+        async with quorum_serve(env, tmp_path) as served:
+            t0 = time.monotonic()
+            ready = await served.ready()
+            print(f"ready after {time.monotonic() - t0:.1f}s")
+            assert ready["checks"] == {
+                "weaviate": "ok",
+                "database": "ok",
+                "model": "ok",
+                "slack": "ok",
+            }
+            pid, _ = served.weaviate()
+            # Deep research asks Claude before it searches: the answer is in flight at once.
+            command = slack.command("/research", "Why did we leave Auth0?")
+            assert (await slack.deliver_command(command)).status == 200
+            await slack.wait_for(lambda: claude.requests, within_s=60)
+
+            t0 = time.monotonic()
+            served.proc.send_signal(signal.SIGTERM)
+            code = await asyncio.wait_for(served.proc.wait(), SHUTDOWN_S + 25)
+            took = time.monotonic() - t0
+            log = (tmp_path / "serve.log").read_text()
+            assert code == 0, log
+            assert took < SHUTDOWN_S + 20, f"{took:.1f}s"  # Weaviate's own flush is the rest
+            assert "Traceback" not in log and "still running" not in log, log
+
+        [echo] = slack.top_level(GENERAL)
+        [reply] = bot_replies(slack, GENERAL, echo.ts)
+        assert reply.versions[0]["text"] == "Researching the archive…"
+        assert RESTARTED in reply.all_text()  # the thread's last word, not silence
+        assert not _is_our_server(pid, served.data_dir / "weaviate-server")
+        assert not (served.data_dir / "weaviate-server" / "server.json").exists()
