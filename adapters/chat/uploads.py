@@ -89,6 +89,11 @@ def safe_name(name: str) -> str:
     return stem + suffix
 
 
+def segments(n: int) -> str:
+    """``1 segment``, ``4 segments``."""
+    return f"{n} segment{'' if n == 1 else 's'}"
+
+
 def clock(seconds: float) -> str:
     """``m:ss`` or ``h:mm:ss``."""
     s = int(seconds)
@@ -103,7 +108,7 @@ def result_text(name: str, added: Added) -> str:
         return f"I couldn't add {name}: {added.reason}"
     what = f"*{added.title}* (`{added.source_id}`)"
     length = f", {clock(added.duration_s)} of recording" if added.duration_s else ""
-    facts = f"{added.segments} segments{length}"
+    facts = f"{segments(added.segments)}{length}"
     if added.status == "unchanged":
         line = f"{what} is already in the knowledge base, unchanged ({facts})."
     else:
@@ -124,7 +129,7 @@ def sources_text(infos: list[SourceInfo]) -> str:
         when = f", {i.source.recorded_at.isoformat()}" if i.source.recorded_at else ""
         lines.append(
             f"• `{i.source.id}` {one_line(i.source.title, 60)} "
-            f"({i.source.kind}{when}, {i.segments} segments)"
+            f"({i.source.kind}{when}, {segments(i.segments)})"
         )
     if len(infos) > LISTED:
         lines.append(f"…and {len(infos) - LISTED} more.")
@@ -148,8 +153,8 @@ def not_found(wanted: str) -> str:
 def confirm_text(info: SourceInfo) -> str:
     """The question under ``/forget``'s confirm button."""
     return (
-        f"Remove *{one_line(info.source.title, 80)}* (`{info.source.id}`, {info.segments} "
-        "segments) from this knowledge base? Answers will no longer cite it."
+        f"Remove *{one_line(info.source.title, 80)}* (`{info.source.id}`, "
+        f"{segments(info.segments)}) from this knowledge base? Answers will no longer cite it."
     )
 
 
