@@ -135,6 +135,12 @@ class Settings(BaseSettings):
     discord_kb: str | None = Field(
         None, description="Knowledge base for every Discord guild (default: the guild id)."
     )
+    discord_admin_role: str | None = Field(
+        None,
+        description="Role (id or name) whose members may add and forget sources; members "
+        "with the Manage Server permission always may.",
+    )
+
     # --- chat uploads
     upload_max_mb: int = Field(
         200, ge=1, description="Largest file accepted from a chat upload, in megabytes."
