@@ -246,7 +246,7 @@ class QuorumClient(discord.Client):
             return
         if not await self.chat.claim(msg.message_id):
             return
-        if message.attachments:
+        if message.attachments and (msg.direct or msg.mentioned):
             await self.add_attachments(message)
             return
         try:

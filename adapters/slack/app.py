@@ -223,7 +223,7 @@ class SlackAdapter:
             if not self.allowed(channel):
                 await self._ephemeral(channel, user, NOT_ALLOWED, reply_to)
                 return
-            if event.get("files"):
+            if event.get("files") and (msg.direct or msg.mentioned):
                 await self.add_files(msg, event, reply_to)
                 return
             question = self.chat.question(msg)
