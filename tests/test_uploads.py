@@ -5,6 +5,7 @@ test_uploads_discord.py."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from adapters.chat.uploads import MB, Upload, Uploads, may_manage, refusal, safe_name
@@ -73,7 +74,7 @@ async def test_a_download_larger_than_announced_is_dropped_unread(
     library = KbLibrary(store=store, embedder=embedder, search=search, uploads_dir=tmp_path)
 
     async def lying(to: Path) -> None:
-        to.write_bytes(b"WEBVTT\n\n" + b"x" * (2 * MB))
+        await asyncio.to_thread(to.write_bytes, b"WEBVTT\n\n" + b"x" * (2 * MB))
 
     said = Said()
     await Uploads(library, 1).add(kb, Upload("notes.vtt", 100, lying), said)
