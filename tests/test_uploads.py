@@ -82,3 +82,34 @@ async def test_a_download_larger_than_announced_is_dropped_unread(
     assert said.lines[-1] == "Sorry — I couldn't download notes.vtt. Please share it again."
     assert await library.sources(kb) == []
     assert list(library.inbox(kb).iterdir()) == []
+
+
+async def test_the_reply_quotes_a_summary_when_a_summarizer_is_wired_in(
+    store: Store,
+    embedder: SentenceTransformerEmbedder,
+    search: SearchService,
+    kb: str,
+    tmp_path: Path,
+) -> None:
+    asked: list[tuple[str, str]] = []
+
+    async def summarize(kb: str, source_id: str) -> str | None:
+        asked.append((kb, source_id))
+        return "Topics: the June rollout\n\nDecision: ship in week two\nAction: Marco\nMore"
+
+    library = KbLibrary(
+        store=store, embedder=embedder, search=search, uploads_dir=tmp_path, summarize=summarize
+    )
+    vtt = b"WEBVTT\n\n00:00:03.000 --> 00:00:08.000\nThe rollout moves to June.\n"
+
+    async def fetch(to: Path) -> None:
+        await asyncio.to_thread(to.write_bytes, vtt)
+
+    said = Said()
+    await Uploads(library, 1).add(kb, Upload("rollout.vtt", len(vtt), fetch), said)
+
+    assert asked == [(kb, "rollout")]
+    assert said.lines[-1] == (
+        "Added *Rollout* (`rollout`): 1 segment. Ask me about it.\n"
+        "> Topics: the June rollout\n> Decision: ship in week two\n> Action: Marco"
+    )
