@@ -115,6 +115,10 @@ class Settings(BaseSettings):
     slack_kb: str | None = Field(
         None, description="Knowledge base for every Slack workspace (default: the team id)."
     )
+    slack_admins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="User ids who may add files in chat and /forget sources (empty: nobody).",
+    )
 
     # --- Discord
     discord_token: SecretStr | None = Field(
@@ -131,6 +135,11 @@ class Settings(BaseSettings):
     discord_kb: str | None = Field(
         None, description="Knowledge base for every Discord guild (default: the guild id)."
     )
+    discord_admin_role: str | None = Field(
+        None,
+        description="Role (id or name) whose members may add and forget sources; members "
+        "with the Manage Server permission always may.",
+    )
 
     # --- running (quorum serve)
     http_host: str = Field("0.0.0.0", description="Address of the ops and API HTTP server.")
@@ -144,7 +153,14 @@ class Settings(BaseSettings):
         None, description="JSON API bearer tokens, token:kb pairs: tok1:kb1,tok2:kb2."
     )
 
-    @field_validator("slack_channels", "discord_guilds", "discord_channels", mode="before")
+    # --- chat uploads
+    upload_max_mb: int = Field(
+        200, ge=1, description="Largest file accepted from a chat upload, in megabytes."
+    )
+
+    @field_validator(
+        "slack_channels", "slack_admins", "discord_guilds", "discord_channels", mode="before"
+    )
     @classmethod
     def _split_csv(cls, value: object) -> object:
         if isinstance(value, str):

@@ -25,7 +25,7 @@ from bot.citations import citation_json, resolve, source_json
 from bot.config import Settings
 from bot.errors import InvalidInput, LLMError, QuorumError, SearchUnavailable
 from bot.llm import LLM
-from bot.models import Answer, EventSink, Question, ThreadKey, guarded_sink
+from bot.models import Answer, EventSink, Library, Question, ThreadKey, guarded_sink
 from bot.research.loop import Researcher
 from bot.router import ResearchRouter
 from bot.sessions import Exchange, ExchangeRecord, QueryRecord, SessionStore, clip
@@ -81,8 +81,10 @@ class Engine:
         history_turns: int = 5,
         research: ResearchHook | None = None,
         embedder: Embedder | None = None,
+        library: Library | None = None,
     ) -> None:
         self.archives = archives
+        self.library = library
         self.sessions = sessions
         self.llm = llm
         self.config = config or AnswerConfig()
@@ -106,6 +108,7 @@ class Engine:
         llm: LLM | None,
         research: ResearchHook | None = None,
         embedder: Embedder | None = None,
+        library: Library | None = None,
     ) -> Engine:
         """An engine configured by ``settings``."""
         return cls(
@@ -116,6 +119,7 @@ class Engine:
             history_turns=settings.history_turns,
             research=research,
             embedder=embedder,
+            library=library,
         )
 
     async def ask(self, question: Question, on_event: EventSink | None = None) -> Answer:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -31,7 +32,8 @@ from prometheus_client.registry import Collector
 
 from bot.engine import BROKEN, SEARCH_DOWN
 from bot.llm import ClaudeLLM
-from bot.models import Answer, Core, EventSink, Question, ThreadKey
+from bot.models import Added, Answer, Core, EventSink, Heard, Library, Question, ThreadKey
+from retrieval.models import SourceInfo
 
 ACTIVE_WINDOW_S = 15 * 60.0  # a session is active while it had a question this recently
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
@@ -91,6 +93,12 @@ class Metrics:
             "quorum_dedupe_hits", "Redelivered events dropped.", ["platform"], registry=r
         )
         self.errors = Counter("quorum_errors", "Errors, by kind.", ["kind"], registry=r)
+        self.ingest_segments = Counter(
+            "quorum_ingest_segments", "Segments ingested from chat uploads.", registry=r
+        )
+        self.ingest_files = Counter(
+            "quorum_ingest_files", "Files uploaded in chat, by outcome.", ["status"], registry=r
+        )
         self.in_flight = Gauge(
             "quorum_questions_in_flight", "Questions being answered.", registry=r
         )
@@ -134,6 +142,9 @@ class MeteredCore:
     def __init__(self, core: Core, metrics: Metrics) -> None:
         self.core = core
         self.metrics = metrics
+        self.library: Library | None = (
+            None if core.library is None else MeteredLibrary(core.library, metrics)
+        )
 
     async def ask(self, question: Question, on_event: EventSink | None = None) -> Answer:
         """The engine's answer, counted."""
@@ -178,3 +189,29 @@ class MeteredCore:
     async def source_titles(self, kb: str) -> list[str]:
         """The engine's source titles."""
         return await self.core.source_titles(kb)
+
+
+class MeteredLibrary:
+    """A ``Library`` whose uploads are counted (files by outcome, segments ingested)."""
+
+    def __init__(self, library: Library, metrics: Metrics) -> None:
+        self.inner, self.metrics = library, metrics
+
+    def inbox(self, kb: str) -> Path:
+        """The inner library's inbox."""
+        return self.inner.inbox(kb)
+
+    async def add(self, kb: str, path: Path, heard: Heard | None = None) -> Added:
+        """The inner library's add, counted."""
+        added = await self.inner.add(kb, path, heard)
+        self.metrics.ingest_files.labels(added.status).inc()
+        self.metrics.ingest_segments.inc(added.segments)
+        return added
+
+    async def sources(self, kb: str) -> list[SourceInfo]:
+        """The inner library's sources."""
+        return await self.inner.sources(kb)
+
+    async def forget(self, kb: str, source_id: str) -> int:
+        """The inner library's forget."""
+        return await self.inner.forget(kb, source_id)

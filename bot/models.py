@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Protocol
 
-from retrieval.models import Hit, SearchFilters
+from retrieval.models import Hit, SearchFilters, SourceInfo
 
 Mode = Literal["quick", "deep", "auto"]
 AnswerKind = Literal["answer", "extractive", "help", "nothing_found", "error"]
@@ -123,8 +124,48 @@ async def _ignore(event: Event) -> None:
     return None
 
 
+AddStatus = Literal["added", "updated", "unchanged", "failed"]
+Heard = Callable[[float, float], None]  # (audio seconds transcribed, of total), on the loop
+
+
+@dataclass(frozen=True)
+class Added:
+    """What adding one file to a knowledge base did (``Library.add``)."""
+
+    status: AddStatus
+    title: str
+    source_id: str | None = None
+    segments: int = 0
+    duration_s: float | None = None  # recordings only
+    summary: str | None = None  # when a summarizer is wired in
+    reason: str | None = None  # why it failed, one line
+
+
+class Library(Protocol):
+    """A knowledge base's sources, as chat uploads manage them. Implemented by
+    ``bot.library.KbLibrary``."""
+
+    def inbox(self, kb: str) -> Path:
+        """The folder uploads to ``kb`` are kept in (re-uploading a name updates it)."""
+        ...
+
+    async def add(self, kb: str, path: Path, heard: Heard | None = None) -> Added:
+        """Ingest one file (recordings are transcribed); never raises for a bad file."""
+        ...
+
+    async def sources(self, kb: str) -> list[SourceInfo]:
+        """What ``kb`` holds."""
+        ...
+
+    async def forget(self, kb: str, source_id: str) -> int:
+        """Remove a source; how many passages went (0: there was no such source)."""
+        ...
+
+
 class Core(Protocol):
     """What the adapters call. Implemented by ``bot.engine.Engine``."""
+
+    library: Library | None  # adding and removing sources; None where uploads are off
 
     async def ask(self, question: Question, on_event: EventSink | None = None) -> Answer:
         """Answer a question in its thread's context. Never raises for user-facing

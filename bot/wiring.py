@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from bot.align import SentenceVectors
 from bot.config import Settings
 from bot.engine import Engine, ResearchHook
+from bot.library import KbLibrary
 from bot.llm import ClaudeLLM
 from bot.router import ResearchRouter
 from bot.sessions import SessionStore
@@ -92,5 +93,7 @@ async def open_core(
             llm=llm,
             research=research or ResearchRouter.from_settings(settings, llm, vectors),
             embedder=vectors,
+            # Per-recording summaries (issue 11) go in as KbLibrary.of(..., summarize=).
+            library=KbLibrary.of(retrieval),
         )
         yield CoreServices(settings, retrieval, sessions, llm, engine)

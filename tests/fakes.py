@@ -23,7 +23,7 @@ from anthropic.types import Message
 
 from bot.errors import LLMError, SearchUnavailable
 from bot.llm import Completion, TextSink, Usage
-from bot.models import Answer, Citation, Event, EventSink, Question, ThreadKey
+from bot.models import Answer, Citation, Event, EventSink, Library, Question, ThreadKey
 from retrieval.links import segment_link
 from retrieval.models import Hit, SearchFilters, Segment, Source, SourceInfo
 
@@ -69,7 +69,9 @@ class FakeCore:
         claims_path: Path | None = None,
         delay_s: float = 0.0,
         default_answer: Answer | None = None,
+        library: Library | None = None,
     ) -> None:
+        self.library = library  # a real KbLibrary in upload tests
         self.claims_path = claims_path
         self.delay_s = delay_s
         self.default_answer = default_answer  # when nothing is scripted

@@ -26,6 +26,7 @@ from discord.gateway import DiscordWebSocket
 
 from adapters.chat.conversation import APOLOGY, Conversation, Incoming
 from adapters.chat.live import LiveEdits
+from adapters.chat.uploads import NOT_ADMIN, Uploads
 from adapters.discord.commands import add_commands, slash_filters
 from adapters.discord.render import (
     PLACEHOLDER,
@@ -37,6 +38,7 @@ from adapters.discord.render import (
     thread_name,
 )
 from adapters.discord.ui import FeedbackButton, Sender, deliver, feedback_view
+from adapters.discord.uploads import ForgetButton, MessageReply, as_upload, is_admin
 from bot.config import Settings
 from bot.models import Answer, Core, Event, Mode, Question, ThreadKey
 from retrieval.errors import ConfigError, InvalidInput, QuorumError
@@ -115,6 +117,7 @@ class QuorumClient(discord.Client):
         self.core = core
         self.settings = settings
         self.chat = Conversation(core, "discord", self._kb_of_workspace)
+        self.uploads = Uploads(core.library, settings.upload_max_mb)
         self.tree = QuorumTree(self)
         add_commands(self.tree)
         self._told_no_thread: set[int] = set()
@@ -122,7 +125,7 @@ class QuorumClient(discord.Client):
 
     async def setup_hook(self) -> None:
         """Make feedback buttons on old answers clickable again (no command sync here)."""
-        self.add_dynamic_items(FeedbackButton)
+        self.add_dynamic_items(FeedbackButton, ForgetButton)
         if self.settings.discord_api_url:
             # discord.py's Client dials a fixed gateway; behind another API base, ask it
             # which gateway to use (Discord's documented GET /gateway/bot).
@@ -245,6 +248,9 @@ class QuorumClient(discord.Client):
             return
         if not await self.chat.claim(msg.message_id):
             return
+        if message.attachments and (msg.direct or msg.mentioned):
+            await self.add_attachments(message)
+            return
         try:
             question = self.chat.question(msg)
         except InvalidInput as exc:
@@ -255,6 +261,15 @@ class QuorumClient(discord.Client):
         except Exception:
             log.exception("answering message %s failed", message.id)
             await _reply_quietly(message, APOLOGY)
+
+    async def add_attachments(self, message: discord.Message) -> None:
+        """Files shared with a mention: an admin's are ingested, each reported in a reply."""
+        if not is_admin(message.author, self.settings.discord_admin_role):
+            await _reply_quietly(message, NOT_ADMIN)
+            return
+        kb = self.kb_for(message.guild.id if message.guild else None)
+        for attachment in message.attachments:
+            await self.uploads.add(kb, as_upload(attachment), MessageReply(message.reply))
 
     async def _answer_message(self, message: discord.Message, question: Question) -> None:
         """Start a thread on the question where one can be started, then answer in it."""

@@ -13,6 +13,7 @@ import discord
 from discord import app_commands
 
 from adapters.cli.commands import parse_date
+from adapters.discord.uploads import add_upload_commands
 from bot.models import Core, Mode
 from retrieval.errors import InvalidInput
 from retrieval.models import SearchFilters
@@ -128,6 +129,7 @@ async def research_command(interaction: discord.Interaction[Any], question: Text
 
 
 def add_commands(tree: app_commands.CommandTree[Any]) -> None:
-    """Register /ask and /research on a tree."""
+    """Register /ask, /research, and /ingest, /sources, /forget on a tree."""
     tree.add_command(ask_command)
     tree.add_command(research_command)
+    add_upload_commands(tree)

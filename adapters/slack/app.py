@@ -37,6 +37,7 @@ from adapters.chat.conversation import (
 )
 from adapters.chat.live import LiveEdits
 from adapters.chat.options import parse_options
+from adapters.chat.uploads import NOT_ADMIN, Uploads
 from adapters.slack.render import (
     ACTION_UP,
     SlackMessage,
@@ -48,6 +49,7 @@ from adapters.slack.render import (
     plain_text,
     progress_message,
 )
+from adapters.slack.uploads import ACTION_FORGET, ACTION_KEEP, SlackSources, uploads_in
 from bot.config import Settings
 from bot.models import Answer, Core, Event, Mode, ProgressEvent, ThreadKey
 from retrieval.errors import ConfigError, InvalidInput
@@ -135,6 +137,10 @@ class SlackReply:
         except Exception:
             log.exception("could not post the error message (channel %s)", self.channel)
 
+    async def done(self, text: str) -> None:
+        """An upload's result in place of its progress; never raises."""
+        await self.fail(text)
+
     async def _send(self, messages: list[SlackMessage]) -> None:
         if self._live is not None:
             await self._live.close()
@@ -174,6 +180,8 @@ class SlackAdapter:
         self.core, self.settings, self.client, self.background = core, settings, client, background
         self.update_interval_s = UPDATE_INTERVAL_S
         self.chat = Conversation(core, PLATFORM, self.kb)
+        self.uploads = Uploads(core.library, settings.upload_max_mb)
+        self.sources = SlackSources(self.uploads, settings.slack_admins, self.kb)
 
     def allowed(self, channel: str) -> bool:
         """Channels on the allow-list (every channel when it is empty); DMs always."""
@@ -215,6 +223,9 @@ class SlackAdapter:
             if not self.allowed(channel):
                 await self._ephemeral(channel, user, NOT_ALLOWED, reply_to)
                 return
+            if event.get("files") and (msg.direct or msg.mentioned):
+                await self.add_files(msg, event, reply_to)
+                return
             question = self.chat.question(msg)
         except InvalidInput as exc:
             await self._ephemeral(channel, user, str(exc), reply_to)
@@ -224,6 +235,15 @@ class SlackAdapter:
             await self.reply(msg.key).fail(APOLOGY)
             return
         await self.chat.answer(question, self.reply(msg.key))
+
+    async def add_files(self, msg: Incoming, event: dict[str, Any], reply_to: Any) -> None:
+        """Files shared with Quorum: an admin's are ingested, each reported in the thread."""
+        if not self.sources.may_manage(msg.user):
+            await self._ephemeral(msg.key.channel, msg.user, NOT_ADMIN, reply_to)
+            return
+        token = self.settings.slack_bot_token
+        for upload in uploads_in(event, token.get_secret_value() if token else ""):
+            await self.uploads.add(self.kb(msg.key.workspace), upload, self.reply(msg.key))
 
     def reply(self, key: ThreadKey) -> SlackReply:
         """A reply in ``key``'s thread."""
@@ -372,11 +392,29 @@ def build_slack_app(
         await ack()
         spawn(adapter.on_feedback(body, action))
 
+    async def on_sources(ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        spawn(adapter.sources.on_sources(command, respond))
+
+    async def on_forget(ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        spawn(adapter.sources.on_forget(command, respond))
+
+    async def on_forget_click(
+        ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
+    ) -> None:
+        await ack()
+        spawn(adapter.sources.on_click(body, action, respond))
+
     app.event("app_mention")(on_event)
     app.event("message")(on_event)
     app.command("/ask")(on_ask)
     app.command("/research")(on_research)
     app.action(re.compile(r"^quorum_feedback_(up|down)$"))(on_feedback)
+    app.command("/sources")(on_sources)
+    app.command("/forget")(on_forget)
+    app.action(ACTION_FORGET)(on_forget_click)
+    app.action(ACTION_KEEP)(on_forget_click)
     return app
 
 

@@ -15,6 +15,9 @@ It checks what Discord checks and answers in Discord's error shape:
   <= 25 fields (name <= 256, value <= 1024), footer <= 2048, <= 6000 characters across
   all embeds, action rows of <= 5 well-formed buttons with unique custom ids <= 100
   characters, and never an empty message (400 50035 Invalid Form Body / 50006);
+- attachments on the CDN only by their signed URL (``ex``/``is``/``hm``: an unsigned,
+  tampered or expired link is 404 "This content is no longer available."), as Discord's
+  CDN serves them; every download is recorded in ``emulator.downloads``;
 - thread names of 1-100 characters, one thread per message (160004), channels and
   messages that exist (10003, 10008); scripted failures such as 403 50013 Missing
   Permissions (``emulator.fail(...)``).
@@ -26,6 +29,8 @@ Every request is recorded in ``emulator.calls``; routes it does not know land in
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import itertools
 import json
 import re
@@ -302,6 +307,10 @@ class DiscordEmulator:
         self.commands: dict[int | None, list[Json]] = {}  # guild id (None: global)
         self.interactions: dict[int, Interaction] = {}
         self.bot_roles: dict[int, int] = {}  # guild -> the bot's managed role
+        self.roles_of: dict[int, list[int]] = {}  # user -> their guild roles
+        self.files: dict[int, bytes] = {}  # attachment id -> its bytes
+        self.downloads: list[tuple[int, bool]] = []  # (attachment id, signed right) per GET
+        self._cdn_key = f"cdn-{time.time_ns()}".encode()
         self.guilds: dict[int, Json] = {}  # GUILD_CREATE payloads, sent after READY
         self.message_content_enabled = True  # the portal's Message Content switch
         self.identified: list[Json] = []  # IDENTIFY payloads received on the gateway
@@ -323,6 +332,7 @@ class DiscordEmulator:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/attachments/{cid}/{aid}/{name}", self._cdn)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -429,6 +439,56 @@ class DiscordEmulator:
         }
         return payload
 
+    def add_role(self, guild_id: int, name: str, members: list[Json]) -> int:
+        """A plain role (no permissions) in a guild, given to ``members``."""
+        rid = self.snowflake()
+        role: Json = {"id": str(rid), "name": name, "permissions": "0", "managed": False}
+        role.update(position=1, color=0, hoist=False, mentionable=False, flags=0)
+        self.guilds[guild_id]["roles"].append(role)
+        for user in members:
+            self.roles_of.setdefault(int(user["id"]), []).append(rid)
+        return rid
+
+    def attachment(
+        self, channel_id: int, filename: str, data: bytes, size: int | None = None
+    ) -> Json:
+        """A file a user attaches: the attachment object, with a signed CDN URL.
+        ``size`` overrides the reported size (a file too large to send in a test)."""
+        aid = self.snowflake()
+        self.files[aid] = data
+        path = f"/attachments/{channel_id}/{aid}/{filename}"
+        url = f"http://127.0.0.1:{self.port}{path}?{self._signature(path, time.time() + 86400)}"
+        return {
+            "id": str(aid),
+            "filename": filename,
+            "size": len(data) if size is None else size,
+            "url": url,
+            "proxy_url": url,
+            "content_type": "application/octet-stream",
+        }
+
+    def _signature(self, path: str, expires: float) -> str:
+        ex, issued = f"{int(expires):x}", f"{int(time.time()):x}"
+        hm = hmac.new(self._cdn_key, f"{path}{ex}{issued}".encode(), hashlib.sha256).hexdigest()
+        return f"ex={ex}&is={issued}&hm={hm}"
+
+    async def _cdn(self, request: web.Request) -> web.Response:
+        """Discord's CDN: the file to a link it signed and that has not expired."""
+        aid = int(request.match_info["aid"])
+        q = request.query
+        want = hmac.new(
+            self._cdn_key,
+            f"{request.path}{q.get('ex', '')}{q.get('is', '')}".encode(),
+            hashlib.sha256,
+        ).hexdigest()
+        signed = (
+            hmac.compare_digest(want, q.get("hm", "")) and int(q.get("ex", "0"), 16) > time.time()
+        )
+        self.downloads.append((aid, signed))
+        if not signed or aid not in self.files:
+            return web.Response(status=404, text="This content is no longer available.")
+        return web.Response(body=self.files[aid], content_type="application/octet-stream")
+
     def join(self, guild_id: int, user: Json) -> None:
         """Make a user a member of a guild."""
         self.members.setdefault(guild_id, set()).add(int(user["id"]))
@@ -444,11 +504,10 @@ class DiscordEmulator:
         }
         return cid
 
-    @staticmethod
-    def _member(user: Json, roles: list[int]) -> Json:
+    def _member(self, user: Json, roles: list[int]) -> Json:
         return {
             "user": user,
-            "roles": [str(r) for r in roles],
+            "roles": [str(r) for r in roles + self.roles_of.get(int(user["id"]), [])],
             "joined_at": _now(),
             "deaf": False,
             "mute": False,
@@ -466,8 +525,10 @@ class DiscordEmulator:
         *,
         mention_bot: bool = False,
         mention_role: bool = False,
+        attachments: list[Json] | None = None,
     ) -> Json:
-        """A user posts a message; the MESSAGE_CREATE payload the gateway delivers."""
+        """A user posts a message (with ``attachments``); the MESSAGE_CREATE payload the
+        gateway delivers."""
         chan = self.channels[channel_id]
         guild_id = int(chan["guild_id"]) if chan.get("guild_id") else None
         mentions: list[Json] = []
@@ -478,12 +539,34 @@ class DiscordEmulator:
         if mention_role and guild_id:
             content = f"<@&{self.bot_roles[guild_id]}> {content}"
             roles.append(str(self.bot_roles[guild_id]))
-        msg = self._message(channel_id, author, content, mentions=mentions, mention_roles=roles)
+        msg = self._message(
+            channel_id,
+            author,
+            content,
+            mentions=mentions,
+            mention_roles=roles,
+            attachments=list(attachments or []),
+        )
         return self._gateway_message(msg)
 
-    def slash(self, name: str, channel_id: int, user: Json, **options: str) -> Json:
-        """A user runs a slash command; the INTERACTION_CREATE payload."""
-        return self._command_interaction(2, name, channel_id, user, options, None)
+    def slash(
+        self,
+        name: str,
+        channel_id: int,
+        user: Json,
+        files: dict[str, Json] | None = None,
+        **options: str,
+    ) -> Json:
+        """A user runs a slash command (``files``: attachment options); the
+        INTERACTION_CREATE payload."""
+        payload = self._command_interaction(2, name, channel_id, user, options, None)
+        for option, attachment in (files or {}).items():
+            payload["data"]["options"].append(
+                {"name": option, "type": 11, "value": attachment["id"]}
+            )
+            resolved = payload["data"].setdefault("resolved", {}).setdefault("attachments", {})
+            resolved[attachment["id"]] = attachment
+        return payload
 
     def autocomplete(
         self, name: str, channel_id: int, user: Json, focused: str, **options: str
@@ -497,6 +580,10 @@ class DiscordEmulator:
         ids = [c.get("custom_id") for row in msg.get("components", []) for c in row["components"]]
         assert custom_id in ids, f"no button {custom_id!r} on message {message_id}: {ids}"
         payload = self._interaction(3, int(msg["channel_id"]), user)
+        # A component's interaction answers on the message it is on (@original is it).
+        inter = self.interactions[int(payload["id"])]
+        inter.original_id = message_id
+        inter.message_ids.add(message_id)
         payload["data"] = {"custom_id": custom_id, "component_type": 2}
         payload["message"] = msg
         return payload
@@ -892,6 +979,8 @@ class DiscordEmulator:
                 self._bot_posted(message)
         elif kind == 7:
             validate_message(data, create=False)
+            if inter.original_id in self.messages:  # UPDATE_MESSAGE: the clicked message
+                self._apply(self.messages[inter.original_id], data)
         inter.response = kind
         if call.query.get("with_response") not in ("1", "true", "True"):
             return 204, None

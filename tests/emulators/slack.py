@@ -225,6 +225,8 @@ class SlackEmulator:
         self.target: str | None = None  # the app's /slack/events URL
         self.scopes = list(BOT_SCOPES)  # granted to the bot token (x-oauth-scopes)
         self.rate_limited: dict[str, int] = {}  # method -> how many more calls get a 429
+        self.files: dict[str, bytes] = {}  # file id -> its bytes
+        self.downloads: list[tuple[str, bool]] = []  # (file id, authorized) per request
         self._clock = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -249,6 +251,8 @@ class SlackEmulator:
         app.router.add_post("/api/{method}", self._api)
         app.router.add_post("/respond/{id}", self._respond)
         app.router.add_get("/socket", self._socket)
+        app.router.add_get("/files-pri/{id}/{name}", self._download)
+        app.router.add_get("/signin", self._signin)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -400,6 +404,40 @@ class SlackEmulator:
         body = await request.json()
         self.responses.append({"id": request.match_info["id"], **body})
         return web.Response(text="ok")
+
+    # ------------------------------------------------------------ files
+
+    def share_file(self, name: str, data: bytes, size: int | None = None) -> dict[str, Any]:
+        """A file a user uploads: the file object Slack puts on the message event.
+        ``size`` overrides the reported size (a file too large to send in a test)."""
+        file_id = f"F{uuid.uuid4().hex[:10].upper()}"
+        self.files[file_id] = data
+        url = f"{self.url}/files-pri/{TEAM}-{file_id}/{name}"
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "size": len(data) if size is None else size,
+            "mode": "hosted",
+            "url_private": url,
+            "url_private_download": url + "?download=1",
+        }
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        """``url_private_download``: the file to its team's bot token (``Authorization:
+        Bearer``), else Slack's redirect to the sign-in page."""
+        file_id = request.match_info["id"].removeprefix(f"{TEAM}-")
+        header = request.headers.get("Authorization", "")
+        authorized = header == f"Bearer {self.bot_token}"
+        self.downloads.append((file_id, authorized))
+        if not authorized:
+            raise web.HTTPFound("/signin")
+        if file_id not in self.files:
+            raise web.HTTPNotFound()
+        return web.Response(body=self.files[file_id], content_type="application/octet-stream")
+
+    async def _signin(self, request: web.Request) -> web.Response:
+        return web.Response(text="<html>Sign in to Slack</html>", content_type="text/html")
 
     # ------------------------------------------------------------ what happened
 

@@ -1,0 +1,263 @@
+"""Files added and sources removed in chat, written once for every platform: who may,
+what is refused before any byte is downloaded (type, size), the download into the
+knowledge base's inbox, the ingest with its progress, and every message said about it.
+A platform only says who the user is, how to download the file, and how to reply.
+Free of SDK imports (``tests/test_architecture.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from adapters.chat.view import one_line
+from bot.models import Added, Event, Library, ProgressEvent
+from retrieval.errors import QuorumError
+from retrieval.ingest import SUPPORTED_SUFFIXES
+from retrieval.models import SourceInfo
+
+log = logging.getLogger("quorum.chat")
+
+MB = 1024 * 1024
+NOT_ADMIN = "Sorry — only Quorum's admins can add or remove sources here."
+NO_LIBRARY = "Sorry — adding and removing sources is not switched on for this bot."
+FAILED = "Sorry — something went wrong on my side while adding {name}. Please try again."
+LISTED = (
+    15  # sources named in one /sources reply (within every platform's limits); the rest counted
+)
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file shared in chat: its name and size as the platform reports them, and the
+    platform's authenticated download of it to a path."""
+
+    name: str
+    size: int
+    fetch: Callable[[Path], Awaitable[None]]
+
+
+class UploadReply(Protocol):
+    """Where an upload's progress and result are shown: one message, edited."""
+
+    async def start(self, placeholder: str) -> None: ...
+
+    async def on_event(self, event: Event) -> None: ...
+
+    async def done(self, text: str) -> None:
+        """Replace the progress with ``text``; must not raise."""
+        ...
+
+
+def may_manage(
+    user: str,
+    admins: Collection[str] = (),
+    *,
+    roles: Collection[str] = (),
+    admin_role: str | None = None,
+    manages_server: bool = False,
+) -> bool:
+    """May ``user`` add and remove sources: a listed admin, a member of the admin role
+    (by id or name), or someone who manages the server."""
+    return user in admins or manages_server or (admin_role is not None and admin_role in roles)
+
+
+def refusal(name: str, size: int, max_mb: int) -> str | None:
+    """Why a file is refused before it is downloaded, or None to accept it."""
+    suffix = Path(name).suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        kinds = " ".join(sorted(SUPPORTED_SUFFIXES))
+        what = f"*{suffix}* files" if suffix else "files without an extension"
+        return f"Sorry — I can't read {what} like {name}. I take {kinds}."
+    if size > max_mb * MB:
+        return f"Sorry — {name} is {size / MB:.0f} MB; the limit here is {max_mb} MB."
+    if size <= 0:
+        return f"Sorry — {name} is empty."
+    return None
+
+
+def safe_name(name: str) -> str:
+    """The upload's file name with no folders and no characters a file system minds."""
+    base = Path(name.replace("\\", "/")).name
+    stem, suffix = Path(base).stem, Path(base).suffix.lower()
+    stem = re.sub(r"[^\w.-]+", "-", stem).strip(".-")[:100] or "upload"
+    return stem + suffix
+
+
+def segments(n: int) -> str:
+    """``1 segment``, ``4 segments``."""
+    return f"{n} segment{'' if n == 1 else 's'}"
+
+
+def clock(seconds: float) -> str:
+    """``m:ss`` or ``h:mm:ss``."""
+    s = int(seconds)
+    return (
+        f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    )
+
+
+def result_text(name: str, added: Added) -> str:
+    """What the thread is told once an upload is ingested (or could not be)."""
+    if added.status == "failed":
+        return f"I couldn't add {name}: {added.reason}"
+    what = f"*{added.title}* (`{added.source_id}`)"
+    length = f", {clock(added.duration_s)} of recording" if added.duration_s else ""
+    facts = f"{segments(added.segments)}{length}"
+    if added.status == "unchanged":
+        line = f"{what} is already in the knowledge base, unchanged ({facts})."
+    else:
+        verb = "Added" if added.status == "added" else "Updated"
+        line = f"{verb} {what}: {facts}. Ask me about it."
+    if added.summary:
+        first = [one_line(x, 300) for x in added.summary.strip().splitlines() if x.strip()]
+        line += "\n" + "\n".join(f"> {x}" for x in first[:3])
+    return line
+
+
+def sources_text(infos: list[SourceInfo]) -> str:
+    """``/sources``: what a knowledge base holds, one line a source."""
+    if not infos:
+        return "This knowledge base is empty. Share a recording or document with me to add one."
+    lines = [f"This knowledge base holds {len(infos)} source{'s' if len(infos) != 1 else ''}:"]
+    for i in infos[:LISTED]:
+        when = f", {i.source.recorded_at.isoformat()}" if i.source.recorded_at else ""
+        lines.append(
+            f"• `{i.source.id}` {one_line(i.source.title, 60)} "
+            f"({i.source.kind}{when}, {segments(i.segments)})"
+        )
+    if len(infos) > LISTED:
+        lines.append(f"…and {len(infos) - LISTED} more.")
+    return "\n".join(lines)
+
+
+def find(infos: list[SourceInfo], wanted: str) -> SourceInfo | None:
+    """The source ``/forget`` names, by id or by title (case-insensitive)."""
+    w = wanted.strip().strip("`").lower()
+    return next(
+        (i for i in infos if i.source.id.lower() == w),
+        next((i for i in infos if i.source.title.lower() == w), None),
+    )
+
+
+def not_found(wanted: str) -> str:
+    """``/forget`` of a name the knowledge base does not hold."""
+    return f"There's no source `{one_line(wanted, 80)}` here; /sources lists them."
+
+
+def confirm_text(info: SourceInfo) -> str:
+    """The question under ``/forget``'s confirm button."""
+    return (
+        f"Remove *{one_line(info.source.title, 80)}* (`{info.source.id}`, "
+        f"{segments(info.segments)}) from this knowledge base? Answers will no longer cite it."
+    )
+
+
+class Uploads:
+    """Adds files shared in chat to a knowledge base and removes sources, over the core's
+    ``Library``."""
+
+    def __init__(self, library: Library | None, max_mb: int) -> None:
+        self.library, self.max_mb = library, max_mb
+
+    async def add(self, kb: str, upload: Upload, reply: UploadReply) -> Added | None:
+        """Check, download, ingest and report one file in ``reply``; never raises. A
+        refused file is never downloaded; a failed one is not kept."""
+        name = one_line(Path(upload.name).name, 100)
+        if self.library is None:
+            await reply.done(NO_LIBRARY)
+            return None
+        if refused := refusal(name, upload.size, self.max_mb):
+            await reply.done(refused)
+            return None
+        library = self.library
+        pending: set[asyncio.Task[None]] = set()
+
+        def heard(done_s: float, total_s: float) -> None:
+            text = f"Transcribing {name}: {clock(done_s)} of {clock(total_s)}…"
+            task = asyncio.ensure_future(reply.on_event(ProgressEvent(text)))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+        try:
+            await reply.start(f"Downloading {name}…")
+            path = await self._download(library.inbox(kb), upload)
+            if path is None:
+                await reply.done(f"Sorry — I couldn't download {name}. Please share it again.")
+                return None
+            await reply.on_event(ProgressEvent(f"Reading {name}…"))
+            added = await library.add(kb, path, heard)
+            if added.status == "failed":
+                path.unlink(missing_ok=True)
+            await asyncio.gather(*pending, return_exceptions=True)
+        except QuorumError as exc:
+            log.warning("adding an upload to %s failed: %s", kb, exc)
+            await reply.done(f"I couldn't add {name}: {exc}")
+            return None
+        except Exception:
+            log.exception("adding an upload to %s failed", kb)
+            await reply.done(FAILED.format(name=name))
+            return None
+        await reply.done(result_text(name, added))
+        return added
+
+    async def _download(self, inbox: Path, upload: Upload) -> Path | None:
+        """The file, downloaded beside its final name then moved there whole; None when
+        the platform would not give it (or gave more than it announced)."""
+        path = inbox / safe_name(upload.name)
+        part = path.with_name(f".{path.name}.part")
+        try:
+            await upload.fetch(part)
+            size = part.stat().st_size
+            if size > self.max_mb * MB:
+                raise ValueError(f"{size} bytes, more than the limit")
+            part.replace(path)
+        except Exception as exc:
+            log.warning("download of an upload failed: %s", exc)
+            with contextlib.suppress(OSError):
+                part.unlink()
+            return None
+        return path
+
+    async def sources(self, kb: str) -> str:
+        """``/sources``, as one message."""
+        if self.library is None:
+            return NO_LIBRARY
+        return sources_text(await self.library.sources(kb))
+
+    async def to_forget(self, kb: str, wanted: str) -> tuple[SourceInfo | None, str]:
+        """The source ``/forget`` names and the question to confirm, or None and why not."""
+        if self.library is None:
+            return None, NO_LIBRARY
+        info = find(await self.library.sources(kb), wanted)
+        return (info, confirm_text(info)) if info else (None, not_found(wanted))
+
+    async def forget(self, kb: str, source_id: str) -> str:
+        """Remove a confirmed source; what to say about it."""
+        if self.library is None:
+            return NO_LIBRARY
+        try:
+            removed = await self.library.forget(kb, source_id)
+        except QuorumError as exc:
+            return f"I couldn't remove `{source_id}`: {exc}"
+        if not removed:
+            return not_found(source_id)
+        return f"Removed `{source_id}` ({removed} passages). Answers no longer cite it."
+
+
+__all__ = [
+    "NOT_ADMIN",
+    "UploadReply",
+    "Upload",
+    "Uploads",
+    "may_manage",
+    "refusal",
+    "result_text",
+    "safe_name",
+    "sources_text",
+]

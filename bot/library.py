@@ -1,0 +1,143 @@
+"""``KbLibrary``: the ``Library`` chat uploads use. Adds one file with the same ingest
+``quorum ingest`` runs (recordings transcribed), lists and removes sources, and keeps
+uploaded files under ``data_dir/uploads/<kb>/`` so a re-upload of the same name updates
+its source instead of clashing with it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from bot.models import Added, Heard
+from retrieval.chunking import ChunkConfig
+from retrieval.embed import Embedder
+from retrieval.indexer import FileResult, ingest
+from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
+from retrieval.models import SourceInfo
+from retrieval.search import SearchService
+from retrieval.service import Retrieval
+from retrieval.store import Store
+from retrieval.transcribe import Transcriber
+
+log = logging.getLogger("quorum.library")
+
+# Per-recording summaries (issue 11) plug in here: (kb, source id) -> the summary, or None.
+Summarizer = Callable[[str, str], Awaitable[str | None]]
+
+
+class _Heard:
+    """An ingest ``MediaProgress`` that passes transcription progress on."""
+
+    def __init__(self, heard: Heard | None) -> None:
+        self.heard = heard
+
+    def started(self, files: int) -> None:
+        pass
+
+    def file_done(self, result: FileResult) -> None:
+        pass
+
+    def transcribing(self, path: str, done_s: float, total_s: float) -> None:
+        if self.heard is not None:
+            self.heard(done_s, total_s)
+
+
+class KbLibrary:
+    """Implements ``bot.models.Library`` over the retrieval layer."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        embedder: Embedder,
+        search: SearchService,
+        uploads_dir: Path,
+        chunking: ChunkConfig | None = None,
+        transcriber: Transcriber | None = None,
+        summarize: Summarizer | None = None,
+    ) -> None:
+        self.store, self.embedder, self.search = store, embedder, search
+        self.uploads_dir, self.chunking, self.transcriber = uploads_dir, chunking, transcriber
+        self.summarize = summarize
+
+    @classmethod
+    def of(cls, retrieval: Retrieval, summarize: Summarizer | None = None) -> KbLibrary:
+        """The library over a running retrieval layer."""
+        return cls(
+            store=retrieval.store,
+            embedder=retrieval.embedder,
+            search=retrieval.search,
+            uploads_dir=retrieval.config.data_dir / "uploads",
+            chunking=retrieval.chunking,
+            transcriber=retrieval.transcriber,
+            summarize=summarize,
+        )
+
+    def inbox(self, kb: str) -> Path:
+        """``uploads/<kb>/``, made on first use."""
+        folder = self.uploads_dir / kb
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    async def add(self, kb: str, path: Path, heard: Heard | None = None) -> Added:
+        """Ingest ``path`` into ``kb``; a file that cannot be read comes back "failed"."""
+        report = await ingest(
+            self.store,
+            self.embedder,
+            kb,
+            [path],
+            chunking=self.chunking,
+            progress=_Heard(heard),
+            transcriber=self.transcriber,
+        )
+        self.search.forget_sources(kb)
+        result = report.results[0]
+        if result.status == "failed" or result.source_id is None:
+            return Added("failed", path.name, reason=result.reason or "it could not be read")
+        info = next(
+            (i for i in await self.store.list_sources(kb) if i.source.id == result.source_id),
+            None,
+        )
+        summary = None
+        if self.summarize is not None:
+            try:
+                summary = await self.summarize(kb, result.source_id)
+            except Exception:  # a summary is a bonus: the source is in either way
+                log.exception("summarizing %s failed", result.source_id)
+        return Added(
+            "unchanged" if result.status == "skipped" else result.status,
+            info.source.title if info else path.stem,
+            result.source_id,
+            info.segments if info else result.segments,
+            await asyncio.to_thread(self._duration, path),
+            summary,
+        )
+
+    def _duration(self, path: Path) -> float | None:
+        """A recording's length, from the transcript ingest kept."""
+        if self.transcriber is None or path.suffix.lower() not in MEDIA_SUFFIXES:
+            return None
+        kept = self.transcriber.cached(file_digest(path))
+        return kept.duration_s if kept else None
+
+    async def sources(self, kb: str) -> list[SourceInfo]:
+        """Every source in ``kb``."""
+        return await self.store.list_sources(kb)
+
+    async def forget(self, kb: str, source_id: str) -> int:
+        """Remove a source and, when it was uploaded in chat, its kept file."""
+        kept = [
+            i.source.path for i in await self.store.list_sources(kb) if i.source.id == source_id
+        ]
+        removed = await self.store.delete_source(kb, source_id)
+        self.search.forget_sources(kb)
+        await asyncio.to_thread(self._drop_kept, kb, kept)
+        return removed
+
+    def _drop_kept(self, kb: str, paths: list[str]) -> None:
+        inbox = (self.uploads_dir / kb).resolve()
+        for p in paths:
+            if p and Path(p).resolve().parent == inbox:
+                Path(p).unlink(missing_ok=True)

@@ -1,0 +1,138 @@
+"""The platform-neutral upload rules (``adapters.chat.uploads``): who may, what is refused
+before downloading, file names that cannot escape the inbox, and a download that turns
+out larger than announced is not kept. Platform round trips: test_uploads_slack.py and
+test_uploads_discord.py."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from adapters.chat.uploads import MB, Upload, Uploads, may_manage, refusal, safe_name
+from bot.library import KbLibrary
+from bot.metrics import MeteredLibrary, Metrics
+from bot.models import Event
+from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.ingest import SUPPORTED_SUFFIXES
+from retrieval.search import SearchService
+from retrieval.store import Store
+
+
+class Said:
+    """An UploadReply that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    async def start(self, placeholder: str) -> None:
+        self.lines.append(placeholder)
+
+    async def on_event(self, event: Event) -> None:
+        self.lines.append(event.text)
+
+    async def done(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def test_admins_are_listed_users_the_admin_role_or_server_managers() -> None:
+    assert may_manage("U1", ["U1", "U2"])
+    assert not may_manage("U3", ["U1"])
+    assert not may_manage("U3", [])  # nobody is an admin until one is configured
+    assert may_manage("42", roles=["7", "Archivists"], admin_role="Archivists")
+    assert not may_manage("42", roles=["7"], admin_role="Archivists")
+    assert may_manage("42", manages_server=True)
+
+
+def test_type_and_size_are_checked_from_what_the_platform_reports() -> None:
+    assert refusal("standup.M4A", 10 * MB, 200) is None
+    assert refusal("deck.key", 10, 200) == (
+        "Sorry — I can't read *.key* files like deck.key. I take "
+        + " ".join(sorted(SUPPORTED_SUFFIXES))
+        + "."
+    )
+    assert refusal("README", 10, 200) is not None
+    assert refusal("big.mp4", 201 * MB, 200) == (
+        "Sorry — big.mp4 is 201 MB; the limit here is 200 MB."
+    )
+    assert refusal("empty.vtt", 0, 200) == "Sorry — empty.vtt is empty."
+
+
+def test_a_file_name_cannot_leave_the_inbox() -> None:
+    assert safe_name("../../etc/cron.d/job.md") == "job.md"
+    assert safe_name("..\\..\\evil.VTT") == "evil.vtt"
+    assert safe_name("Team sync (May).mp4") == "Team-sync-May.mp4"
+    assert safe_name(".vtt") == "vtt"
+    assert safe_name("...").startswith("upload")
+
+
+async def test_a_download_larger_than_announced_is_dropped_unread(
+    store: Store,
+    embedder: SentenceTransformerEmbedder,
+    search: SearchService,
+    kb: str,
+    tmp_path: Path,
+) -> None:
+    library = KbLibrary(store=store, embedder=embedder, search=search, uploads_dir=tmp_path)
+
+    async def lying(to: Path) -> None:
+        await asyncio.to_thread(to.write_bytes, b"WEBVTT\n\n" + b"x" * (2 * MB))
+
+    said = Said()
+    await Uploads(library, 1).add(kb, Upload("notes.vtt", 100, lying), said)
+
+    assert said.lines[-1] == "Sorry — I couldn't download notes.vtt. Please share it again."
+    assert await library.sources(kb) == []
+    assert list(library.inbox(kb).iterdir()) == []
+
+
+async def test_the_reply_quotes_a_summary_when_a_summarizer_is_wired_in(
+    store: Store,
+    embedder: SentenceTransformerEmbedder,
+    search: SearchService,
+    kb: str,
+    tmp_path: Path,
+) -> None:
+    asked: list[tuple[str, str]] = []
+
+    async def summarize(kb: str, source_id: str) -> str | None:
+        asked.append((kb, source_id))
+        return "Topics: the June rollout\n\nDecision: ship in week two\nAction: Marco\nMore"
+
+    library = KbLibrary(
+        store=store, embedder=embedder, search=search, uploads_dir=tmp_path, summarize=summarize
+    )
+    vtt = b"WEBVTT\n\n00:00:03.000 --> 00:00:08.000\nThe rollout moves to June.\n"
+
+    async def fetch(to: Path) -> None:
+        await asyncio.to_thread(to.write_bytes, vtt)
+
+    said = Said()
+    await Uploads(library, 1).add(kb, Upload("rollout.vtt", len(vtt), fetch), said)
+
+    assert asked == [(kb, "rollout")]
+    assert said.lines[-1] == (
+        "Added *Rollout* (`rollout`): 1 segment. Ask me about it.\n"
+        "> Topics: the June rollout\n> Decision: ship in week two\n> Action: Marco"
+    )
+
+
+async def test_uploads_are_counted_in_the_metrics(
+    store: Store,
+    embedder: SentenceTransformerEmbedder,
+    search: SearchService,
+    kb: str,
+    tmp_path: Path,
+) -> None:
+    metrics = Metrics()
+    library = MeteredLibrary(
+        KbLibrary(store=store, embedder=embedder, search=search, uploads_dir=tmp_path), metrics
+    )
+    vtt = b"WEBVTT\n\n00:00:03.000 --> 00:00:08.000\nThe rollout moves to June.\n"
+
+    async def fetch(to: Path) -> None:
+        await asyncio.to_thread(to.write_bytes, vtt)
+
+    await Uploads(library, 1).add(kb, Upload("metered.vtt", len(vtt), fetch), Said())
+    scraped = metrics.render()[0].decode()
+    assert 'quorum_ingest_files_total{status="added"} 1.0' in scraped
+    assert "quorum_ingest_segments_total 1.0" in scraped

@@ -1,0 +1,193 @@
+"""Files shared with Quorum on Slack, end to end: Bolt and AsyncWebClient against the Slack
+emulator (which serves ``url_private_download`` only to the bot token), the real
+``KbLibrary`` over the session Weaviate server and MiniLM, Whisper for a recording."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.chat.uploads import NOT_ADMIN, Upload, Uploads
+from adapters.slack.uploads import ACTION_FORGET, fetcher
+from bot.library import KbLibrary
+from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.search import SearchService
+from retrieval.store import Store
+from retrieval.transcribe import Transcriber
+from tests.emulators.slack import ALICE, BOT_USER, Message, SlackEmulator
+from tests.fakes import FakeCore
+from tests.media_fixtures import speak
+from tests.test_slack import GENERAL, Bot, bot_replies, make_settings, running
+
+BOB = "U0BOB"
+VTT = b"""WEBVTT
+
+00:00:03.000 --> 00:00:08.000
+<v Priya>The zanzibar rollout moves to the second week of June.
+
+00:00:09.000 --> 00:00:14.000
+<v Priya>Marco owns the billing migration checklist.
+"""
+
+
+@pytest.fixture
+async def library(
+    store: Store, embedder: SentenceTransformerEmbedder, search: SearchService, tmp_path: Path
+) -> KbLibrary:
+    return KbLibrary(
+        store=store,
+        embedder=embedder,
+        search=search,
+        uploads_dir=tmp_path / "uploads",
+        transcriber=Transcriber(cache_dir=tmp_path / "transcripts"),
+    )
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[SlackEmulator]:
+    async with SlackEmulator() as emulator:
+        yield emulator
+
+
+@pytest.fixture
+async def bot(
+    library: KbLibrary, slack: SlackEmulator, kb: str, tmp_path: Path
+) -> AsyncIterator[Bot]:
+    core = FakeCore(library=library)
+    settings = make_settings(slack, slack_kb=kb, slack_admins=ALICE, upload_max_mb=5)
+    async with running(core, settings, slack) as b:
+        yield b
+
+
+async def share(
+    slack: SlackEmulator,
+    bot: Bot,
+    files: list[dict[str, Any]],
+    user: str = ALICE,
+    channel: str = GENERAL,
+    text: str = f"<@{BOT_USER}> add this",
+) -> Message:
+    msg = slack.user_posts(channel, text, user=user)
+    event = slack.event(msg, "app_mention", files=files)
+    assert (await slack.deliver_event(event)).status == 200
+    await bot.settle()
+    return msg
+
+
+async def test_an_admins_upload_is_ingested_searchable_and_reported_in_the_thread(
+    slack: SlackEmulator, bot: Bot, search: SearchService, kb: str
+) -> None:
+    msg = await share(slack, bot, [slack.share_file("june-planning.vtt", VTT)])
+
+    [reply] = bot_replies(slack, GENERAL, msg.ts)
+    shown = [v["text"] for v in reply.versions]
+    assert shown[0] == "Downloading june-planning.vtt…"
+    assert shown[-1] == "Added *June planning* (`june-planning`): 1 segment. Ask me about it."
+    assert slack.downloads and all(ok for _, ok in slack.downloads)
+    hits = await search.search(kb, "when does the zanzibar rollout happen")
+    assert hits and "zanzibar" in hits[0].segment.text
+    assert hits[0].segment.start_s == pytest.approx(3.0)
+
+
+async def test_a_recording_is_transcribed_with_progress_and_its_length(
+    slack: SlackEmulator, bot: Bot, search: SearchService, kb: str, tmp_path: Path
+) -> None:
+    wav = speak(tmp_path / "standup.wav", ["The quarterly budget review is on Friday."])
+    file = slack.share_file("standup.wav", wav.path.read_bytes())
+    msg = await share(slack, bot, [file], channel="D0ALICE", text="here's today's standup")
+
+    [reply] = bot_replies(slack, "D0ALICE", msg.ts)
+    final = reply.versions[-1]["text"]
+    assert final.startswith("Added *Standup* (`standup`): ")
+    assert f"0:{int(wav.duration_s):02d} of recording" in final
+    shown = "\n".join(v["text"] for v in reply.versions[:-1])
+    assert f"Transcribing standup.wav: 0:00 of 0:{int(wav.duration_s):02d}" in shown
+    hits = await search.search(kb, "budget review Friday")
+    assert hits and "budget" in hits[0].segment.text.lower()
+
+
+async def test_a_non_admin_is_refused_and_nothing_is_downloaded_or_ingested(
+    slack: SlackEmulator, bot: Bot, library: KbLibrary, kb: str
+) -> None:
+    msg = await share(slack, bot, [slack.share_file("notes.vtt", VTT)], user=BOB)
+
+    assert [e["text"] for e in slack.ephemerals if e["user"] == BOB] == [NOT_ADMIN]
+    assert bot_replies(slack, GENERAL, msg.ts) == []
+    assert slack.downloads == []
+    assert await library.sources(kb) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "size", "said"),
+    [
+        ("board-meeting.mp4", 300 * 1024 * 1024, "is 300 MB; the limit here is 5 MB"),
+        ("setup.exe", 1000, "I can't read *.exe* files"),
+    ],
+)
+async def test_oversized_or_unreadable_files_are_refused_before_download(
+    slack: SlackEmulator, bot: Bot, library: KbLibrary, kb: str, name: str, size: int, said: str
+) -> None:
+    msg = await share(slack, bot, [slack.share_file(name, b"x" * 100, size=size)])
+
+    [reply] = bot_replies(slack, GENERAL, msg.ts)
+    assert said in reply.text and len(reply.versions) == 1
+    assert slack.downloads == []
+    assert await library.sources(kb) == []
+
+
+async def test_a_download_without_the_right_token_is_refused_by_slack_and_not_kept(
+    slack: SlackEmulator, library: KbLibrary, kb: str
+) -> None:
+    file = slack.share_file("notes.vtt", VTT)
+    said: list[str] = []
+
+    class Reply:
+        async def start(self, placeholder: str) -> None:
+            said.append(placeholder)
+
+        async def on_event(self, event: object) -> None:
+            pass
+
+        async def done(self, text: str) -> None:
+            said.append(text)
+
+    upload = Upload("notes.vtt", len(VTT), fetcher(file["url_private_download"], "xoxb-wrong"))
+    await Uploads(library, 5).add(kb, upload, Reply())
+
+    assert said[-1] == "Sorry — I couldn't download notes.vtt. Please share it again."
+    assert slack.downloads == [(file["id"], False)]
+    assert await library.sources(kb) == []
+    assert list(library.inbox(kb).iterdir()) == []
+
+
+async def test_sources_lists_and_forget_asks_then_removes(
+    slack: SlackEmulator, bot: Bot, library: KbLibrary, search: SearchService, kb: str
+) -> None:
+    await share(slack, bot, [slack.share_file("june-planning.vtt", VTT)])
+
+    assert (await slack.deliver_command(slack.command("/sources", ""))).status == 200
+    await bot.settle()
+    listed = slack.responses[-1]["text"]
+    assert "1 source:" in listed and "`june-planning` June planning (video, 1 segment)" in listed
+
+    await slack.deliver_command(slack.command("/forget", "june-planning", user=BOB))
+    await bot.settle()
+    assert slack.responses[-1]["text"] == NOT_ADMIN
+
+    await slack.deliver_command(slack.command("/forget", "june-planning"))
+    await bot.settle()
+    confirm = slack.responses[-1]
+    assert confirm["text"].startswith("Remove *June planning* (`june-planning`, 1 segment)")
+    assert await library.sources(kb)  # nothing removed before the click
+
+    prompt = Message(GENERAL, "1.000001", confirm["text"], confirm["blocks"])
+    await slack.deliver_action(slack.block_action(prompt, ACTION_FORGET))
+    await bot.settle()
+    done = slack.responses[-1]
+    assert done["replace_original"] is True
+    assert done["text"].startswith("Removed `june-planning`")
+    assert await library.sources(kb) == []
+    assert await search.search(kb, "zanzibar rollout") == []
