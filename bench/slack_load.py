@@ -31,7 +31,8 @@ import aiohttp
 from rich.console import Console
 from rich.table import Table
 
-from adapters.slack.app import Background, build_slack_app, start_http
+from adapters.slack.app import build_slack_app, start_http
+from adapters.slack.reply import Background
 from bench.common import percentile
 from bot.config import load_settings
 from bot.models import Core, PartialAnswer, ProgressEvent

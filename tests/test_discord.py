@@ -23,13 +23,13 @@ from discord.gateway import DiscordWebSocket
 from typer.testing import CliRunner
 
 from adapters.chat.conversation import THANKS
+from adapters.discord.channels import conversation
 from adapters.discord.cli import discord_app, sync_commands
 from adapters.discord.client import (
     NO_THREAD,
     NOT_HERE,
     QuorumClient,
     build_discord_client,
-    conversation,
     intents,
     run_discord,
 )

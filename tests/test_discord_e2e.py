@@ -16,8 +16,8 @@ import discord
 import pytest
 from discord.gateway import DiscordWebSocket
 
+from adapters.discord.channels import conversation
 from adapters.discord.cli import sync_commands
-from adapters.discord.client import conversation
 from adapters.discord.render import RESEARCH_PLACEHOLDER
 from bot.config import Settings, load_settings
 from bot.engine import Engine

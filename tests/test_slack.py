@@ -22,13 +22,9 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from adapters.chat.conversation import APOLOGY, NOT_ALLOWED
-from adapters.slack.app import (
-    Background,
-    build_slack_app,
-    run_slack,
-    start_http,
-)
+from adapters.slack.app import build_slack_app, run_slack, start_http
 from adapters.slack.render import ACTION_UP, plain_text
+from adapters.slack.reply import Background
 from bot.config import Settings, load_settings
 from bot.models import Answer, Citation, PartialAnswer, ProgressEvent, ThreadKey
 from bot.research.loop import STOPPED_EARLY

@@ -25,38 +25,29 @@ from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
 from adapters.chat.conversation import APOLOGY, Conversation, Incoming
-from adapters.chat.live import LiveEdits
 from adapters.chat.uploads import NOT_ADMIN, Uploads
+from adapters.discord.channels import conversation, home_channel_id, is_thread
 from adapters.discord.commands import add_commands, slash_filters
 from adapters.discord.render import (
     PLACEHOLDER,
     RESEARCH_PLACEHOLDER,
     SORRY,
-    Part,
-    progress_text,
-    render_answer,
     thread_name,
 )
-from adapters.discord.ui import FeedbackButton, Sender, deliver, feedback_view
+from adapters.discord.ui import DiscordReply, FeedbackButton
 from adapters.discord.uploads import ForgetButton, MessageReply, as_upload, is_admin
 from bot.config import Settings
-from bot.models import Answer, Core, Event, Mode, Question, ThreadKey
+from bot.models import Core, Mode, Question, ThreadKey
 from retrieval.errors import ConfigError, InvalidInput, QuorumError
 
 log = logging.getLogger("quorum.discord")
 
-EDIT_INTERVAL_S = 1.0  # Discord allows ~5 edits per 5 s per channel; one a second is safe
 NOT_HERE = "Quorum isn't enabled in this channel. Ask an admin, or try one where it is."
 NO_THREAD = (
     "I couldn't start a thread here (I need the Create Public Threads permission), "
     "so I'm answering inline; follow-ups need a new mention."
 )
 REJECTED = "Discord rejected DISCORD_TOKEN: reset it in the Developer Portal (Bot > Reset Token)."
-_THREAD_TYPES = (
-    discord.ChannelType.public_thread,
-    discord.ChannelType.private_thread,
-    discord.ChannelType.news_thread,
-)
 
 
 def intents() -> discord.Intents:
@@ -346,63 +337,11 @@ class QuorumClient(discord.Client):
         await asyncio.gather(*pending, return_exceptions=True)
 
 
-class DiscordReply:
-    """One answer in Discord: the placeholder already posted (a thread may be started on
-    it) shows progress, then the answer replaces it; buttons go on the last message."""
-
-    def __init__(self, placeholder: Any, more: Sender, note: str | None = None) -> None:
-        self.placeholder, self.more, self.note = placeholder, more, note
-        self.live = LiveEdits(
-            lambda text: placeholder.edit(content=text), progress_text, EDIT_INTERVAL_S
-        )
-
-    async def start(self, placeholder: str) -> None:
-        """The placeholder is posted before the thread is started, so nothing to do."""
-
-    async def on_event(self, event: Event) -> None:
-        """The core's event sink."""
-        await self.live.on_event(event)
-
-    async def finish(self, answer: Answer) -> None:
-        """Post the answer over the placeholder."""
-        await self.live.close()
-        await deliver(
-            render_answer(answer, self.note), self.placeholder, self.more, feedback_view(answer)
-        )
-
-    async def fail(self, text: str) -> None:
-        """One sentence over the placeholder; never raises."""
-        await self.live.close()
-        await deliver([Part(text)], self.placeholder, self.more, None)
-
-
 async def _reply_quietly(message: discord.Message, text: str) -> None:
     try:
         await message.reply(text)
     except discord.HTTPException:
         pass
-
-
-def conversation(guild_id: int | None, channel_id: int) -> ThreadKey:
-    """The session of a channel that is itself the conversation (a thread or a DM)."""
-    workspace = str(guild_id) if guild_id else "dm"
-    return ThreadKey("discord", workspace, str(channel_id), str(channel_id))
-
-
-def is_thread(channel: object) -> bool:
-    """A thread, cached or not (an uncached one arrives as a typeless PartialMessageable)."""
-    if isinstance(channel, discord.Thread):
-        return True
-    if isinstance(channel, discord.PartialMessageable):
-        return channel.type is None or channel.type in _THREAD_TYPES
-    return False
-
-
-def home_channel_id(channel: object) -> int | None:
-    """The channel the allow-list is about: a thread's parent, else the channel itself."""
-    if isinstance(channel, discord.Thread):
-        return channel.parent_id
-    return getattr(channel, "id", None)
 
 
 def build_discord_client(core: Core, settings: Settings) -> QuorumClient:

@@ -1,5 +1,6 @@
-"""Discord message plumbing: the persistent feedback buttons and posting a rendered answer
-(the live placeholder is ``adapters.chat.live``, shared with every platform)."""
+"""Discord message plumbing: the persistent feedback buttons, posting a rendered answer, and
+``DiscordReply`` (one answer over its placeholder, progress through the shared
+``adapters.chat.live``)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from typing import Any, Literal, Protocol
 import discord
 
 from adapters.chat.conversation import THANKS, Conversation
+from adapters.chat.live import LiveEdits
 from adapters.chat.view import wants_feedback
-from adapters.discord.render import SORRY, Part
-from bot.models import Answer
+from adapters.discord.render import SORRY, Part, progress_text, render_answer
+from bot.models import Answer, Event
 
 log = logging.getLogger("quorum.discord")
+
+EDIT_INTERVAL_S = 1.0  # Discord allows ~5 edits per 5 s per channel; one a second is safe
 
 FEEDBACK_TEMPLATE = r"quorum:fb:(?P<vote>up|down):(?P<exchange>\d+)"
 
@@ -99,3 +103,33 @@ async def deliver(
             await first.edit(content=SORRY, embeds=[], view=None)
         except discord.HTTPException:
             pass
+
+
+class DiscordReply:
+    """One answer in Discord: the placeholder already posted (a thread may be started on
+    it) shows progress, then the answer replaces it; buttons go on the last message."""
+
+    def __init__(self, placeholder: Any, more: Sender, note: str | None = None) -> None:
+        self.placeholder, self.more, self.note = placeholder, more, note
+        self.live = LiveEdits(
+            lambda text: placeholder.edit(content=text), progress_text, EDIT_INTERVAL_S
+        )
+
+    async def start(self, placeholder: str) -> None:
+        """The placeholder is posted before the thread is started, so nothing to do."""
+
+    async def on_event(self, event: Event) -> None:
+        """The core's event sink."""
+        await self.live.on_event(event)
+
+    async def finish(self, answer: Answer) -> None:
+        """Post the answer over the placeholder."""
+        await self.live.close()
+        await deliver(
+            render_answer(answer, self.note), self.placeholder, self.more, feedback_view(answer)
+        )
+
+    async def fail(self, text: str) -> None:
+        """One sentence over the placeholder; never raises."""
+        await self.live.close()
+        await deliver([Part(text)], self.placeholder, self.more, None)

@@ -22,14 +22,11 @@ Nothing here logs a question, a query or a passage: only tool names, counts and 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from anthropic.types import (
-    ContentBlockParam,
     Message,
     MessageParam,
     ToolResultBlockParam,
@@ -49,6 +46,7 @@ from bot.models import (
     guarded_sink,
 )
 from bot.prompts import history_messages
+from bot.research.messages import as_input, assistant_content, result_block, trace_args
 from bot.research.prompts import (
     final_message,
     question_message,
@@ -90,37 +88,6 @@ _WHY: dict[Stop, str] = {
     "time": "it reached its time limit",
     "error": "Claude stopped answering mid-way",
 }
-
-
-def _assistant_content(message: Message) -> list[ContentBlockParam]:
-    out: list[ContentBlockParam] = []
-    for block in message.content:
-        if block.type == "text" and block.text:
-            out.append({"type": "text", "text": block.text})
-        elif block.type == "tool_use":
-            out.append(
-                {
-                    "type": "tool_use",
-                    "id": block.id,
-                    "name": block.name,
-                    # The API accepts only an object here; a malformed input is told back
-                    # to Claude as a tool error, so an empty one is sent in its place.
-                    "input": block.input if isinstance(block.input, dict) else {},
-                }
-            )
-    return out
-
-
-def _as_input(raw: object) -> Any:
-    return dict(raw) if isinstance(raw, dict) else raw
-
-
-def _trace_args(raw: Any) -> dict[str, Any]:
-    """A call's input for the trace, long values cut (it is stored, never logged)."""
-    text = json.dumps(raw, ensure_ascii=False, default=str)
-    if len(text) <= 2000:
-        return dict(raw) if isinstance(raw, dict) else {"_input": raw}
-    return {"_truncated": text[:2000]}
 
 
 class Researcher:
@@ -261,7 +228,7 @@ class _Run:
             if not uses:
                 self.turns.append(self.turn_trace(turn, now, llm_ms, 0.0, message, usage, 0))
                 return text_of(message).strip(), None
-            self.messages.append({"role": "assistant", "content": _assistant_content(message)})
+            self.messages.append({"role": "assistant", "content": assistant_content(message)})
             t_tools = time.perf_counter()
             timed_out, result_chars = await self.run_tools(turn, uses)
             tools_ms = (time.perf_counter() - t_tools) * 1000
@@ -303,18 +270,8 @@ class _Run:
         whether the time budget ran out while they ran, and the results' length."""
         # Claude's input should be an object; anything else is its mistake, told as a tool
         # error by parse_args, not a crash here.
-        calls = [Call(id=u.id, name=u.name, input=_as_input(u.input)) for u in uses]
-        for i, call in enumerate(calls):  # validate and announce in the order Claude made them
-            if i >= MAX_CALLS_PER_TURN:
-                call.is_error = True
-                call.text = f"Not run: at most {MAX_CALLS_PER_TURN} tool calls per turn."
-                continue
-            try:
-                call.args = parse_args(call.name, call.input)
-            except ToolError as exc:
-                call.is_error, call.text = True, str(exc)
-                continue
-            await self.emit(ProgressEvent(progress_text(call.args, self.catalog, self.registry)))
+        calls = [Call(id=u.id, name=u.name, input=as_input(u.input)) for u in uses]
+        await self.validate(calls)
         wrappers = [TimedArchive(self.archive, self.intervals) for _ in calls]
         timed_out = False
         remaining = max(1.0, self.deadline - time.perf_counter() - self.reserve_s)
@@ -342,26 +299,25 @@ class _Run:
             elif not call.is_error:
                 call.is_error, call.text = True, "Not run: the research ran out of time."
             self.calls.append((turn, call))
-            block: ToolResultBlockParam = {
-                "type": "tool_result",
-                "tool_use_id": call.id,
-                "content": call.text or "(empty)",
-            }
-            if call.is_error:
-                block["is_error"] = True
-            blocks.append(block)
-            log.info(
-                "research tool=%s turn=%d error=%s passages=%d ms=%.1f archive_ms=%.1f",
-                call.name,
-                turn,
-                call.is_error,
-                len(call.passages),
-                call.ms,
-                call.archive_ms,
-            )
+            blocks.append(result_block(call, turn))
         self.cache_breakpoint(blocks)
         self.messages.append({"role": "user", "content": list(blocks)})
         return timed_out, sum(len(c.text) for c in calls)
+
+    async def validate(self, calls: list[Call]) -> None:
+        """Check each call's arguments and announce it, in the order Claude made them; a
+        call past the per-turn limit or with bad arguments becomes a tool error."""
+        for i, call in enumerate(calls):
+            if i >= MAX_CALLS_PER_TURN:
+                call.is_error = True
+                call.text = f"Not run: at most {MAX_CALLS_PER_TURN} tool calls per turn."
+                continue
+            try:
+                call.args = parse_args(call.name, call.input)
+            except ToolError as exc:
+                call.is_error, call.text = True, str(exc)
+                continue
+            await self.emit(ProgressEvent(progress_text(call.args, self.catalog, self.registry)))
 
     def cache_breakpoint(self, blocks: list[ToolResultBlockParam]) -> None:
         """Mark the newest tool result for prompt caching, unmarking older ones (at most
@@ -424,7 +380,7 @@ class _Run:
             TraceStep(
                 turn=turn,
                 tool=call.name,
-                args=_trace_args(call.input),
+                args=trace_args(call.input),
                 ms=call.ms,
                 archive_ms=call.archive_ms,
                 is_error=call.is_error,

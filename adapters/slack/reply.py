@@ -1,0 +1,131 @@
+"""Delivering an answer in a Slack thread: the placeholder, its throttled updates, the
+final answer; and the background work a listener leaves behind after its ack."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.chat.live import LiveEdits
+from adapters.slack.render import (
+    SlackMessage,
+    answer_messages,
+    notice,
+    partial_message,
+    progress_message,
+)
+from bot.models import Answer, Event, ProgressEvent
+
+log = logging.getLogger("quorum.slack")
+
+SHUTDOWN_GRACE_S = 5.0
+
+
+class Background:
+    """Work started after an ack: referenced so it is not garbage-collected, awaitable
+    (tests, benchmarks) and cancellable (shutdown)."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` in the background; an exception it lets out is logged."""
+        task = asyncio.create_task(self._logged(coro))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _logged(coro: Coroutine[Any, Any, None]) -> None:
+        try:
+            await coro
+        except Exception:
+            log.exception("background work failed")
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    async def drain(self) -> None:
+        """Wait until no background work is left (including work it started)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def close(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
+        """Give running answers ``grace_s`` to finish, then cancel the rest."""
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=grace_s)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+class SlackReply:
+    """One answer delivered in a Slack thread: a placeholder, throttled updates of that
+    same message, then the final answer (first part replacing the placeholder, the rest
+    following in the thread)."""
+
+    def __init__(
+        self, client: AsyncWebClient, channel: str, thread_ts: str, interval_s: float
+    ) -> None:
+        self.client, self.channel, self.thread_ts = client, channel, thread_ts
+        self.interval_s = interval_s
+        self.ts: str | None = None
+        self._live: LiveEdits[SlackMessage] | None = None
+
+    async def start(self, placeholder: str) -> None:
+        """Post the placeholder in the thread."""
+        resp = await self._post(notice(placeholder))
+        self.ts = str(resp["ts"])
+        self._live = LiveEdits(self._update, _progress, self.interval_s)
+
+    async def on_event(self, event: Event) -> None:
+        """The core's EventSink: shown in the placeholder, at most once an interval."""
+        if self._live is not None:
+            await self._live.on_event(event)
+
+    async def finish(self, answer: Answer) -> None:
+        """Replace the placeholder with the answer."""
+        await self._send(answer_messages(answer))
+
+    async def fail(self, text: str) -> None:
+        """Say one sentence in place of the answer; never raises."""
+        try:
+            await self._send([notice(text)])
+        except Exception:
+            log.exception("could not post the error message (channel %s)", self.channel)
+
+    async def done(self, text: str) -> None:
+        """An upload's result in place of its progress; never raises."""
+        await self.fail(text)
+
+    async def _send(self, messages: list[SlackMessage]) -> None:
+        if self._live is not None:
+            await self._live.close()
+        first, *rest = messages
+        if self.ts is None:
+            await self._post(first)
+        else:
+            await self._update(first)
+        for message in rest:
+            await self._post(message)
+
+    async def _post(self, m: SlackMessage) -> Any:
+        return await self.client.chat_postMessage(
+            channel=self.channel, thread_ts=self.thread_ts, text=m.text, blocks=m.blocks
+        )
+
+    async def _update(self, m: SlackMessage) -> None:
+        if self.ts is None:
+            raise RuntimeError("update before the placeholder was posted")
+        await self.client.chat_update(
+            channel=self.channel, ts=self.ts, text=m.text, blocks=m.blocks
+        )
+
+
+def _progress(event: Event) -> SlackMessage:
+    if isinstance(event, ProgressEvent):
+        return progress_message(event.text)
+    return partial_message(event.text)
