@@ -22,8 +22,10 @@ from retrieval.embed import Embedder
 from retrieval.errors import IngestError, QuorumError
 from retrieval.ingest import discover, read_source
 from retrieval.models import Document
+from retrieval.multilevel import build
 from retrieval.schema import check_kb
 from retrieval.store import Store
+from retrieval.summary import Summarizer
 
 Status = Literal["added", "updated", "skipped", "failed"]
 MAX_REASON = 300  # a failure is one line, whatever the file put in its message
@@ -91,6 +93,7 @@ class _Ready:
     path: Path
     doc: Document
     vectors: list[list[float]]
+    level_vectors: list[list[float]] = field(default_factory=list)
 
 
 async def ingest(
@@ -102,6 +105,7 @@ async def ingest(
     chunking: ChunkConfig | None = None,
     progress: Progress | None = None,
     force: bool = False,
+    summarizer: Summarizer | None = None,
 ) -> IngestReport:
     """Ingest files and folders into ``kb``; unchanged files are skipped unless ``force``."""
     check_kb(kb)
@@ -120,7 +124,9 @@ async def ingest(
     async def produce() -> None:
         try:
             for path, root in files:
-                ready = await _prepare(store, embedder, kb, path, root, chunking, force, owners)
+                ready = await _prepare(
+                    store, embedder, kb, path, root, chunking, force, owners, summarizer
+                )
                 if isinstance(ready, FileResult):
                     _record(report, progress, ready)
                 else:
@@ -132,7 +138,9 @@ async def ingest(
     try:
         while (item := await queue.get()) is not None:
             try:
-                up = await store.upsert(kb, item.doc, item.vectors)
+                up = await store.upsert(
+                    kb, item.doc, item.vectors, level_vectors=item.level_vectors
+                )
             except QuorumError as exc:
                 reason = brief(str(exc))
                 result = FileResult(str(item.path), "failed", item.doc.source.id, reason=reason)
@@ -184,6 +192,7 @@ async def _prepare(
     chunking: ChunkConfig | None,
     force: bool,
     owners: dict[str, str],
+    summarizer: Summarizer | None = None,
 ) -> _Ready | FileResult:
     try:
         doc = await asyncio.to_thread(read_source, path, root=root, chunking=chunking)
@@ -214,4 +223,6 @@ async def _prepare(
     if not force and stored is not None and stored.content_hash == doc.source.content_hash:
         return FileResult(str(path), "skipped", sid, len(doc.segments))
     vectors = await embedder.embed_documents([s.text for s in doc.segments])
-    return _Ready(path, doc, vectors)
+    # Turns, topics and the summary, from the window vectors (``retrieval.multilevel``).
+    levels = await build(doc, vectors, embedder, summarizer)
+    return _Ready(path, levels.doc, vectors, levels.vectors)

@@ -30,6 +30,7 @@ from retrieval.ingest.srt import read_srt
 from retrieval.ingest.transcript import read_transcript
 from retrieval.ingest.vtt import read_vtt
 from retrieval.ingest.whisper import read_whisper
+from retrieval.levels import turns
 from retrieval.models import Document, Kind, Source
 
 __all__ = ["SUPPORTED_SUFFIXES", "ChunkConfig", "discover", "read_source"]
@@ -144,4 +145,4 @@ def read_source(
         content_hash=hashlib.sha256(data + sidecar_bytes).hexdigest(),
         description=meta.description,
     )
-    return Document(source=source, segments=tuple(segments))
+    return Document(source=source, segments=tuple(segments), levels=tuple(turns(units, source_id)))
