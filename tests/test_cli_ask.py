@@ -141,3 +141,16 @@ async def test_interactive_chat_shows_the_streamed_answer(
     assert "John listed cost, an outage and a rate limit" in out
     assert "Sources" in out and "https://www.youtube.com/watch?v=abc123&t=" in out
     assert "Started a new conversation." in out and "Unknown command /nope" in out
+
+
+def test_an_overview_question_cites_a_summary_or_topic_at_its_moments(
+    demo_ingested: str, weaviate_env: Endpoint
+) -> None:
+    question = "What was the cut-over retro about?"
+    result = runner.invoke(app, ["ask", question, "--kb", demo_ingested, "--json"])
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    retro = [s for s in answer["sources"] if s["title"].startswith("Cut-over retro")]
+    assert retro, [s["title"] for s in answer["sources"]]
+    cited = [c for c in answer["citations"] if "cutover-retro" in (c["link"] or "")]
+    assert cited and all(c["link"].endswith(f"#t={int(c['start_s'])}") for c in cited)
