@@ -159,7 +159,9 @@ async def _units(service: SearchService, meeting: str, level: Level) -> list[Hit
             return found
 
 
-async def evaluate(data: Path, chunk_seconds: float, limit: int | None, only: int | None) -> None:
+async def evaluate(
+    data: Path, chunk_seconds: float, limit: int | None, only: int | None, only_router: bool
+) -> None:
     embedder = SentenceTransformerEmbedder.from_path()
     levels = list(LEVELS)
     with tempfile.TemporaryDirectory() as tmp:
@@ -188,6 +190,8 @@ async def evaluate(data: Path, chunk_seconds: float, limit: int | None, only: in
                         hits = await _units(service, m.id, level)
                         relevant_units[(m.id, level)] = [utterances(h, m.starts) for h in hits]
                 systems: list[Level | Literal["router"]] = [*levels, "router"]
+                if only_router:
+                    systems = ["router"]
                 scopes = ("inside the meeting", "whole split")
                 scores = {(sc, s): Scores() for sc in scopes for s in systems}
                 queries = [(m, q, g) for m in meetings for q, g in m.queries][:limit]
@@ -228,9 +232,12 @@ def main() -> None:
     parser.add_argument("--chunk-seconds", type=float, default=60.0)
     parser.add_argument("--limit", type=int, default=None, help="only the first N queries")
     parser.add_argument("--meetings", type=int, default=None, help="only the first N meetings")
+    parser.add_argument("--router-only", action="store_true", help="skip the per-level rows")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    asyncio.run(evaluate(args.data, args.chunk_seconds, args.limit, args.meetings))
+    asyncio.run(
+        evaluate(args.data, args.chunk_seconds, args.limit, args.meetings, args.router_only)
+    )
     console.print(f"[dim]{time.perf_counter() - t0:.0f} s[/]")
 
 

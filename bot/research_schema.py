@@ -88,25 +88,25 @@ class SearchArgs(Args):
     before: date | None = Field(None, description=_BEFORE)
     limit: int = Field(8, ge=1, le=20, description="How many passages, best first (1-20).")
 
-    level: ClassVar[Level] = "window"
+    level: ClassVar[Level | None] = None  # None: the level the query calls for
 
 
 class TurnSearchArgs(SearchArgs):
     """Arguments of ``search_turns``: one speaker's turns."""
 
-    level: ClassVar[Level] = "turn"
+    level: ClassVar[Level | None] = "turn"
 
 
 class TopicSearchArgs(SearchArgs):
     """Arguments of ``search_topics``: stretches on one subject (sections, pages)."""
 
-    level: ClassVar[Level] = "topic"
+    level: ClassVar[Level | None] = "topic"
 
 
 class SummarySearchArgs(SearchArgs):
     """Arguments of ``search_summaries``: one summary per source."""
 
-    level: ClassVar[Level] = "summary"
+    level: ClassVar[Level | None] = "summary"
 
 
 class ListSourcesArgs(Args):

@@ -299,7 +299,7 @@ async def _search(args: SearchArgs, archive: Archive, catalog: Catalog) -> Draft
         source_ids=ids,
         after=args.after,
         before=args.before,
-        levels=(args.level,),
+        levels=(args.level,) if args.level else (),
     )
     hits = await archive.search(args.query, filters, k=args.limit)
     if not hits:

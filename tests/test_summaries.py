@@ -116,4 +116,4 @@ def test_deep_research_has_a_search_tool_per_level() -> None:
     assert {"search", "search_turns", "search_topics", "search_summaries"} <= names
     args = parse_args("search_topics", {"query": "rollback"})
     assert args.level == "topic"  # type: ignore[attr-defined]
-    assert parse_args("search", {"query": "rollback"}).level == "window"  # type: ignore[attr-defined]
+    assert parse_args("search", {"query": "rollback"}).level is None  # type: ignore[attr-defined]
