@@ -14,6 +14,7 @@ from bot.research_schema import TOOLS, parse_args
 from bot.summaries import ClaudeSummarizer
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.ingest import read_source
+from retrieval.models import Segment
 from retrieval.multilevel import build
 from retrieval.summary import read_lines
 from tests.conftest import EXAMPLES
@@ -39,7 +40,9 @@ def _claude(emu: AnthropicEmulator) -> ClaudeLLM:
     )
 
 
-async def _summary(embedder: SentenceTransformerEmbedder, summarizer: ClaudeSummarizer | None):  # type: ignore[no-untyped-def]
+async def _summary(
+    embedder: SentenceTransformerEmbedder, summarizer: ClaudeSummarizer | None
+) -> Segment:
     doc = read_source(RETRO)
     vectors = await embedder.embed_documents([s.text for s in doc.segments])
     built = await build(doc, vectors, embedder, summarizer)
@@ -54,7 +57,7 @@ async def test_without_a_key_the_summary_is_extractive_and_timed(
     lines = read_lines(summary)
     topics = [line for line in lines if line.section == "topic"]
     assert len(topics) >= 3
-    starts = [line.start_s for line in topics]
+    starts = [line.start_s or 0.0 for line in topics]
     assert starts == sorted(starts)  # in time order
     text = RETRO.read_text()
     for line in lines:  # every line is a sentence said in the recording, at its second
