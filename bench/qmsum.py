@@ -1,10 +1,14 @@
 """Meeting QA retrieval on QMSum (validation split, 35 meetings, 237 specific queries):
 how well Quorum's real ingest path (WebVTT reader, time-aware chunking) and search find
-the gold spans. Reported per system: Recall@k and nDCG@k over chunks (a chunk is
-relevant when its utterances overlap a gold span) and span coverage@k (the share of gold
-utterances inside the top-k chunks), with the meeting as a source filter and without it.
+the gold spans, at each resolution (turns, windows, topics, summaries) and through the
+router that picks them from the question. Reported: hit@1 and hit@5 (a unit overlapping a
+gold span ranks first, or in the top 5), span coverage@5 (the share of gold utterances
+inside the top 5), nDCG@10, and the mean span of the top 5 in seconds (a bigger unit
+covers more by being bigger: read coverage beside it). A summary covers the moments its
+lines link to, not the whole meeting. With the meeting as a source filter, and without.
 
     .venv/bin/python bench/qmsum.py [--data ../shared/eval/qmsum-val] [--chunk-seconds 60]
+        [--meetings N] [--limit N]
 
 QMSum has no timestamps, so each meeting is written as WebVTT with times laid out at
 150 words a minute; chunk times map back to utterance indices exactly.
@@ -21,17 +25,19 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
+from weaviate.classes.query import Filter
 
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.ingest.metadata import slug
 from retrieval.links import format_timestamp
-from retrieval.models import Hit, SearchFilters
+from retrieval.models import LEVELS, Hit, Level, SearchFilters
 from retrieval.search import SearchService
 from retrieval.store import Store
 from retrieval.weaviate_server import EmbeddedServer, async_client
@@ -57,11 +63,11 @@ def _vtt_time(seconds: float) -> str:
     return f"{h:02d}:{m:02d}:{s:02d}.{ms:03d}"
 
 
-def write_meetings(data: Path, out: Path) -> list[Meeting]:
+def write_meetings(data: Path, out: Path, only: int | None = None) -> list[Meeting]:
     """Write each meeting as WebVTT (voice tags for speakers); return the gold spans."""
     out.mkdir(parents=True, exist_ok=True)
     meetings = []
-    for path in sorted(data.glob("*.json")):
+    for path in sorted(data.glob("*.json"))[:only]:
         raw = json.loads(path.read_text())
         mid = slug(path.stem)  # the id ingest gives the file (covid_2 -> covid-2)
         lines = ["WEBVTT", ""]
@@ -92,39 +98,74 @@ def write_meetings(data: Path, out: Path) -> list[Meeting]:
 
 
 def utterances(hit: Hit, starts: list[float]) -> set[int]:
-    """Utterance indices a chunk covers."""
+    """Utterance indices a hit covers: its span, or for a summary the moments its lines
+    link to (one utterance each)."""
+
+    def at(second: float) -> int:
+        return max(0, bisect.bisect_right(starts, second + 1e-6) - 1)
+
+    if hit.segment.level == "summary":
+        return {at(m.start_s) for m in hit.segment.marks}
     start, end = hit.segment.start_s or 0.0, hit.segment.end_s or 0.0
-    first = max(0, bisect.bisect_right(starts, start + 1e-6) - 1)
+    first = at(start)
     last = max(first, bisect.bisect_left(starts, end - 1e-6) - 1)
     return set(range(first, last + 1))
 
 
 @dataclass
 class Scores:
-    recall: float = 0.0
-    ndcg: float = 0.0
-    coverage: float = 0.0
+    hit1: float = 0.0
+    hit5: float = 0.0
+    coverage5: float = 0.0
+    ndcg10: float = 0.0
+    seconds5: float = 0.0
     n: int = 0
 
-    def add(self, ranked: list[set[int]], relevant_total: int, gold: set[int], k: int) -> None:
-        rel = [bool(u & gold) for u in ranked[:k]]
-        dcg = sum(1 / math.log2(i + 2) for i, r in enumerate(rel) if r)
-        idcg = sum(1 / math.log2(i + 2) for i in range(min(k, relevant_total)))
-        self.recall += sum(rel) / relevant_total if relevant_total else 0.0
-        self.ndcg += dcg / idcg if idcg else 0.0
-        covered = set().union(*ranked[:k]) if ranked else set()
-        self.coverage += len(covered & gold) / len(gold)
+    def add(
+        self, ranked: list[set[int]], spans: list[float], relevant: int, gold: set[int]
+    ) -> None:
+        rel = [bool(u & gold) for u in ranked]
+        self.hit1 += float(any(rel[:1]))
+        self.hit5 += float(any(rel[:5]))
+        covered = set().union(*ranked[:5]) if ranked else set()
+        self.coverage5 += len(covered & gold) / len(gold)
+        dcg = sum(1 / math.log2(i + 2) for i, r in enumerate(rel[:10]) if r)
+        idcg = sum(1 / math.log2(i + 2) for i in range(min(10, max(1, relevant))))
+        self.ndcg10 += dcg / idcg
+        self.seconds5 += sum(spans[:5]) / max(1, len(spans[:5]))
         self.n += 1
 
-    def row(self) -> tuple[str, str, str]:
+    def row(self) -> list[str]:
         n = max(1, self.n)
-        return f"{self.recall / n:.3f}", f"{self.ndcg / n:.3f}", f"{self.coverage / n:.3f}"
+        figures = (self.hit1, self.hit5, self.coverage5, self.ndcg10)
+        return [f"{x / n:.3f}" for x in figures] + [f"{self.seconds5 / n:.0f}"]
 
 
-async def evaluate(data: Path, chunk_seconds: float, ks: list[int]) -> None:
+def _span(hit: Hit) -> float:
+    seg = hit.segment
+    if seg.level == "summary":
+        return 0.0  # its lines point at moments, a few seconds each
+    return (seg.end_s or 0.0) - (seg.start_s or 0.0)
+
+
+async def _units(service: SearchService, meeting: str, level: Level) -> list[Hit]:
+    """Every unit of one level of a meeting."""
+    where = Filter.by_property("source_id").equal(meeting)
+    found: list[Hit] = []
+    while True:
+        page = await service.store.fetch_ordered(KB, where, len(found), 500, level=level)
+        found += page
+        if len(page) < 500:
+            return found
+
+
+async def evaluate(
+    data: Path, chunk_seconds: float, limit: int | None, only: int | None, only_router: bool
+) -> None:
     embedder = SentenceTransformerEmbedder.from_path()
+    levels = list(LEVELS)
     with tempfile.TemporaryDirectory() as tmp:
-        meetings = write_meetings(data, Path(tmp) / "vtt")
+        meetings = write_meetings(data, Path(tmp) / "vtt", only)
         by_id = {m.id: m for m in meetings}
         server = EmbeddedServer(Path(tmp) / "weaviate")
         endpoint = await asyncio.to_thread(server.start)
@@ -135,53 +176,53 @@ async def evaluate(data: Path, chunk_seconds: float, ks: list[int]) -> None:
                 console.print(f"ingesting {len(meetings)} meetings...")
                 report = await ingest(store, embedder, KB, [Path(tmp) / "vtt"], chunking=config)
                 assert not report.failed, report.failed
+                ingest_s = time.perf_counter() - t0
+                hours = sum(m.starts[-1] for m in meetings) / 3600
                 console.print(
-                    f"{report.segments:,} chunks in {time.perf_counter() - t0:.0f} s "
+                    f"{report.segments:,} windows in {ingest_s:.0f} s: "
+                    f"{hours / ingest_s * 3600:.0f} recorded hours per hour of ingest "
                     f"(window {format_timestamp(chunk_seconds)})"
                 )
                 service = SearchService(store, embedder)
-                # every chunk of each meeting, to count the relevant ones per query
-                all_chunks: dict[str, list[set[int]]] = {}
+                relevant_units: dict[tuple[str, str], list[set[int]]] = {}
                 for m in meetings:
-                    hits = await service.archive(KB).transcript(m.id, limit=500)
-                    all_chunks[m.id] = [utterances(h, m.starts) for h in hits]
-                systems = ["hybrid, meeting filter", "BM25, meeting filter"]
-                systems += ["vector, meeting filter", "hybrid, no filter"]
-                scores = {(s, k): Scores() for s in systems for k in ks}
-                total = sum(len(m.queries) for m in meetings)
-                kmax = max(ks)
+                    for level in levels:
+                        hits = await _units(service, m.id, level)
+                        relevant_units[(m.id, level)] = [utterances(h, m.starts) for h in hits]
+                systems: list[Level | Literal["router"]] = [*levels, "router"]
+                if only_router:
+                    systems = ["router"]
+                scopes = ("inside the meeting", "whole split")
+                scores = {(sc, s): Scores() for sc in scopes for s in systems}
+                queries = [(m, q, g) for m in meetings for q, g in m.queries][:limit]
                 with Progress(console=console) as progress:
-                    task = progress.add_task("querying", total=total)
-                    for m in meetings:
-                        only = SearchFilters(source_ids=(m.id,))
-                        where = await service.build_filter(KB, only)
-                        for query, gold in m.queries:
-                            relevant = sum(1 for u in all_chunks[m.id] if u & gold)
-                            vec = await embedder.embed_query(query)
-                            runs = {
-                                systems[0]: await service.search(KB, query, only, kmax),
-                                systems[1]: await store.bm25(KB, query, where, kmax),
-                                systems[2]: await store.near_vector(KB, vec, where, kmax),
-                                systems[3]: await service.search(KB, query, None, kmax),
-                            }
-                            for name, hits in runs.items():
+                    task = progress.add_task("querying", total=len(queries))
+                    for m, query, gold in queries:
+                        for scope in scopes:
+                            ids = (m.id,) if scope == scopes[0] else ()
+                            for system in systems:
+                                chosen: tuple[Level, ...] = () if system == "router" else (system,)
+                                f = SearchFilters(source_ids=ids, levels=chosen)
+                                hits = await service.search(KB, query, f, 10)
                                 ranked = [
                                     utterances(h, by_id[h.source.id].starts)
                                     if h.source.id == m.id
                                     else set()
                                     for h in hits
                                 ]
-                                for k in ks:
-                                    scores[(name, k)].add(ranked, relevant, gold, k)
-                            progress.advance(task)
+                                unit: Level = "window" if system == "router" else system
+                                relevant = sum(1 for u in relevant_units[(m.id, unit)] if u & gold)
+                                spans = [_span(h) for h in hits]
+                                scores[(scope, system)].add(ranked, spans, relevant, gold)
+                        progress.advance(task)
         finally:
             server.stop()
-    table = Table(title=f"QMSum val: {total} queries over {len(meetings)} meetings")
-    for col in ("system", "k", "Recall@k", "nDCG@k", "span coverage@k"):
-        table.add_column(col, justify="left" if col == "system" else "right")
-    for name in systems:
-        for k in ks:
-            table.add_row(name, str(k), *scores[(name, k)].row())
+    table = Table(title=f"QMSum val: {len(queries)} queries over {len(meetings)} meetings")
+    for col in ("scope", "level", "hit@1", "hit@5", "coverage@5", "nDCG@10", "top-5 span s"):
+        table.add_column(col, justify="left" if col in ("scope", "level") else "right")
+    for scope in scopes:
+        for system in systems:
+            table.add_row(scope, system, *scores[(scope, system)].row())
     console.print(table)
 
 
@@ -189,10 +230,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "eval" / "qmsum-val")
     parser.add_argument("--chunk-seconds", type=float, default=60.0)
-    parser.add_argument("--k", default="5,10")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N queries")
+    parser.add_argument("--meetings", type=int, default=None, help="only the first N meetings")
+    parser.add_argument("--router-only", action="store_true", help="skip the per-level rows")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    asyncio.run(evaluate(args.data, args.chunk_seconds, [int(k) for k in args.k.split(",")]))
+    asyncio.run(
+        evaluate(args.data, args.chunk_seconds, args.limit, args.meetings, args.router_only)
+    )
     console.print(f"[dim]{time.perf_counter() - t0:.0f} s[/]")
 
 

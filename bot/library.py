@@ -13,6 +13,7 @@ from pathlib import Path
 from bot.models import Added, Heard
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
+from retrieval.errors import InvalidInput
 from retrieval.indexer import FileResult, ingest
 from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
 from retrieval.models import SourceInfo
@@ -64,7 +65,16 @@ class KbLibrary:
 
     @classmethod
     def of(cls, retrieval: Retrieval, summarize: Summarizer | None = None) -> KbLibrary:
-        """The library over a running retrieval layer."""
+        """The library over a running retrieval layer; the reply to an upload quotes the
+        summary ingest stored for it unless another ``summarize`` is given."""
+        search = retrieval.search
+
+        async def stored(kb: str, source_id: str) -> str | None:
+            try:
+                return (await search.archive(kb).summary(source_id)).segment.text
+            except InvalidInput:  # too short to summarise, or no summary yet
+                return None
+
         return cls(
             store=retrieval.store,
             embedder=retrieval.embedder,
@@ -72,7 +82,7 @@ class KbLibrary:
             uploads_dir=retrieval.config.data_dir / "uploads",
             chunking=retrieval.chunking,
             transcriber=retrieval.transcriber,
-            summarize=summarize,
+            summarize=summarize or stored,
         )
 
     def inbox(self, kb: str) -> Path:

@@ -283,6 +283,8 @@ async def widen(archive: Archive, hits: Sequence[Hit], around: int = 1) -> list[
     if around <= 0 or not hits:
         return list(hits)
     positions: dict[str, list[int]] = {}
+    # A turn, topic or summary is a whole passage already (``merge``): only windows widen.
+    hits = [h for h in hits if h.segment.level == "window"]
     for h in hits:
         positions.setdefault(h.source.id, []).append(h.segment.position)
     clusters: list[tuple[str, int, int]] = []
@@ -323,15 +325,22 @@ def merge(hits: Sequence[Hit], windows: Sequence[Hit], max_windows: int = 3) -> 
     """Merge windows of a source that overlap or touch into passages, best first.
 
     A passage holds at most ``max_windows`` windows, so its link (its first match) stays
-    close to everything in it; a longer run is cut into several passages."""
+    close to everything in it; a longer run is cut into several passages. A turn, topic or
+    summary hit is a passage of its own, as found."""
     scores = {h.id: h.score for h in hits}
     by_source: dict[str, dict[int, Hit]] = {}
     sources: dict[str, Source] = {}
+    passages: list[Passage] = [
+        Passage(h.source, (h,), frozenset([h.id]), h.score, tuple(sentences_of(h.segment)))
+        for h in hits
+        if h.segment.level != "window"
+    ]
     for w in [*hits, *windows]:
+        if w.segment.level != "window":
+            continue
         by_source.setdefault(w.source.id, {}).setdefault(w.segment.position, w)
         # The search hit's Source is as complete as any; keep the first one seen.
         sources.setdefault(w.source.id, w.source)
-    passages: list[Passage] = []
     for source_id, by_pos in by_source.items():
         run: list[Hit] = []
         for pos in sorted(by_pos):

@@ -93,7 +93,6 @@ async def open_core(
             llm=llm,
             research=research or ResearchRouter.from_settings(settings, llm, vectors),
             embedder=vectors,
-            # Per-recording summaries (issue 11) go in as KbLibrary.of(..., summarize=).
             library=KbLibrary.of(retrieval),
         )
         yield CoreServices(settings, retrieval, sessions, llm, engine)

@@ -22,8 +22,10 @@ from retrieval.embed import Embedder
 from retrieval.errors import ConfigError, IngestError, QuorumError
 from retrieval.ingest import discover, read_source
 from retrieval.models import Document
+from retrieval.multilevel import build
 from retrieval.schema import check_kb
 from retrieval.store import Store
+from retrieval.summary import Summarizer
 from retrieval.transcribe import OnProgress, Transcriber
 
 Status = Literal["added", "updated", "skipped", "failed"]
@@ -100,6 +102,7 @@ class _Ready:
     path: Path
     doc: Document
     vectors: list[list[float]]
+    level_vectors: list[list[float]] = field(default_factory=list)
 
 
 async def ingest(
@@ -112,6 +115,7 @@ async def ingest(
     progress: Progress | None = None,
     force: bool = False,
     transcriber: Transcriber | None = None,
+    summarizer: Summarizer | None = None,
 ) -> IngestReport:
     """Ingest files and folders into ``kb``; unchanged files are skipped unless ``force``.
     Audio and video are transcribed with ``transcriber`` (without one they fail)."""
@@ -133,7 +137,17 @@ async def ingest(
             for path, root in files:
                 heard = _listener(progress, str(path))
                 ready = await _prepare(
-                    store, embedder, kb, path, root, chunking, force, owners, transcriber, heard
+                    store,
+                    embedder,
+                    kb,
+                    path,
+                    root,
+                    chunking,
+                    force,
+                    owners,
+                    transcriber,
+                    heard,
+                    summarizer,
                 )
                 if isinstance(ready, FileResult):
                     _record(report, progress, ready)
@@ -146,7 +160,9 @@ async def ingest(
     try:
         while (item := await queue.get()) is not None:
             try:
-                up = await store.upsert(kb, item.doc, item.vectors)
+                up = await store.upsert(
+                    kb, item.doc, item.vectors, level_vectors=item.level_vectors
+                )
             except QuorumError as exc:
                 reason = brief(str(exc))
                 result = FileResult(str(item.path), "failed", item.doc.source.id, reason=reason)
@@ -213,6 +229,7 @@ async def _prepare(
     owners: dict[str, str],
     transcriber: Transcriber | None,
     heard: OnProgress | None,
+    summarizer: Summarizer | None = None,
 ) -> _Ready | FileResult:
     try:
         doc = await asyncio.to_thread(
@@ -252,4 +269,6 @@ async def _prepare(
     if not force and stored is not None and stored.content_hash == doc.source.content_hash:
         return FileResult(str(path), "skipped", sid, len(doc.segments))
     vectors = await embedder.embed_documents([s.text for s in doc.segments])
-    return _Ready(path, doc, vectors)
+    # Turns, topics and the summary, from the window vectors (``retrieval.multilevel``).
+    levels = await build(doc, vectors, embedder, summarizer)
+    return _Ready(path, levels.doc, vectors, levels.vectors)

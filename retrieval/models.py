@@ -8,6 +8,10 @@ from typing import Literal
 
 Kind = Literal["video", "audio", "document", "course"]
 KINDS: tuple[Kind, ...] = ("video", "audio", "document", "course")
+# A source at several resolutions (``retrieval.levels``): one speaker's turn (a paragraph
+# of a document), today's windows, topics (sections, pages), the whole source (its summary).
+Level = Literal["turn", "window", "topic", "summary"]
+LEVELS: tuple[Level, ...] = ("turn", "window", "topic", "summary")
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class Segment:
     lesson_title: str | None = None
     lesson_url: str | None = None
     marks: tuple[Mark, ...] = ()
+    level: Level = "window"
 
     @property
     def speaker(self) -> str | None:
@@ -72,6 +77,8 @@ class Document:
 
     source: Source
     segments: tuple[Segment, ...]
+    # Units of the other levels (turns, topics, summary), each numbered 0.. in its level.
+    levels: tuple[Segment, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,8 @@ class SearchFilters:
     kind: Kind | None = None
     after: date | None = None
     before: date | None = None
+    # Which resolutions to search (``retrieval.route``); empty: chosen from the question.
+    levels: tuple[Level, ...] = ()
 
     def is_empty(self) -> bool:
         """True when nothing narrows the search."""

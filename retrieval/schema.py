@@ -18,11 +18,13 @@ from weaviate.classes.config import DataType, Property, Tokenization
 
 from retrieval.embed import cosine
 from retrieval.errors import InvalidInput
+from retrieval.levels import context
 from retrieval.links import segment_link
-from retrieval.models import Hit, Mark, Segment, Source, SourceInfo
+from retrieval.models import LEVELS, Hit, Mark, Segment, Source, SourceInfo
 
 SOURCES = "QuorumSource"
 SEGMENTS = "QuorumSegment"
+UNITS = "QuorumUnit"  # the other levels (turns, topics, summaries): ``retrieval.levels``
 VECTOR = "default"
 KB_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")  # whole name: fullmatch, so no "kb\n"
 _NS = uuid5(NAMESPACE_URL, "https://quorum.invalid/segments")
@@ -38,10 +40,11 @@ def check_kb(kb: str) -> str:
     return kb
 
 
-def segment_uuid(source_id: str, position: int, generation: int = 0) -> str:
-    """Deterministic id of a segment of one generation (a write) of its source."""
+def segment_uuid(source_id: str, position: int, generation: int = 0, level: str = "window") -> str:
+    """Deterministic id of a segment (or a unit of another level) of one generation (a
+    write) of its source."""
     key = f"{source_id}#{position}" if not generation else f"{source_id}#{generation}#{position}"
-    return str(uuid5(_NS, key))
+    return str(uuid5(_NS, key if level == "window" else f"{key}@{level}"))
 
 
 def source_uuid(source_id: str) -> str:
@@ -95,6 +98,12 @@ SEGMENT_PROPERTIES = [
         )
     ),
     GENERATION,
+    # What the unit is part of (title, speakers, heading): searched, never displayed.
+    Property(name="context", data_type=DataType.TEXT, tokenization=Tokenization.WORD),
+]
+UNIT_PROPERTIES = [
+    *SEGMENT_PROPERTIES,
+    Property(name="level", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
 ]
 
 SOURCE_PROPERTIES = [
@@ -108,6 +117,7 @@ SOURCE_PROPERTIES = [
     Property(name="content_hash", data_type=DataType.TEXT, index_searchable=False),
     Property(name="description", data_type=DataType.TEXT),
     Property(name="segment_count", data_type=DataType.INT),
+    Property(name="unit_count", data_type=DataType.INT),  # of the other levels
     GENERATION,
 ]
 
@@ -130,7 +140,10 @@ def segment_properties(source: Source, seg: Segment) -> dict[str, Any]:
         "lesson_title": seg.lesson_title,
         "lesson_url": seg.lesson_url,
         "position": seg.position,
+        "context": context(source, seg),
     }
+    if seg.level != "window":
+        props["level"] = seg.level
     if seg.marks:
         props["mark_at"] = [m.at for m in seg.marks]
         props["mark_start"] = [round(m.start_s, 3) for m in seg.marks]
@@ -186,6 +199,7 @@ def hit_from_object(obj: Any, score: float = 0.0, query: Sequence[float] | None 
         lesson_title=p.get("lesson_title"),
         lesson_url=p.get("lesson_url"),
         marks=_marks(p),
+        level=p.get("level") if p.get("level") in LEVELS else "window",
     )
     similarity = None
     vectors = getattr(obj, "vector", None)

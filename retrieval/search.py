@@ -5,6 +5,7 @@ knowledge base; nothing reached through it can see another.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from datetime import date
@@ -15,7 +16,8 @@ from weaviate.collections.classes.filters import _Filters
 
 from retrieval.embed import Embedder
 from retrieval.errors import InvalidInput
-from retrieval.models import KINDS, Hit, SearchFilters, SourceInfo
+from retrieval.models import KINDS, LEVELS, Hit, SearchFilters, SourceInfo
+from retrieval.route import fixed, fuse, route
 from retrieval.schema import as_datetime, check_kb, speaker_keys
 from retrieval.store import Store, title_matches
 
@@ -25,6 +27,7 @@ MAX_K = 100
 EARLIEST_DATE, LATEST_DATE = date(1678, 1, 1), date(2262, 4, 11)
 MAX_RESULTS = 10_000  # Weaviate's QUERY_MAXIMUM_RESULTS: offset + limit may not pass it
 MAX_QUERY_CHARS = 2000
+FUSE_CANDIDATES = 20  # hits fetched per level when several are fused
 
 
 class Reranker(Protocol):
@@ -89,6 +92,8 @@ def validate_filters(filters: SearchFilters) -> None:
         )
     if filters.kind is not None and filters.kind not in KINDS:
         raise InvalidInput(f"Unknown kind {filters.kind!r}; use one of {', '.join(KINDS)}.")
+    if unknown := [lv for lv in filters.levels if lv not in LEVELS]:
+        raise InvalidInput(f"Unknown level {unknown[0]!r}; use one of {', '.join(LEVELS)}.")
     if filters.lesson is not None and filters.lesson < 0:
         raise InvalidInput(f"Lesson numbers start at 0, not {filters.lesson}.")
 
@@ -193,7 +198,13 @@ class SearchService:
         vector = await self.embedder.embed_query(text)
         t2 = time.perf_counter()
         limit = max(k, self.rerank_candidates) if self.reranker else k
-        hits = await self.store.hybrid(kb, text, vector, where, limit, self.alpha)
+        levels = filters.levels if filters else ()
+        plan = fixed(levels) if levels else route(text)
+        each = limit if len(plan) == 1 else max(limit, FUSE_CANDIDATES)
+        runs = await asyncio.gather(
+            *(self.store.hybrid(kb, text, vector, where, each, self.alpha, lv) for lv, _ in plan)
+        )
+        hits = fuse([(weight, run) for (_, weight), run in zip(plan, runs, strict=True)], limit)
         t3 = time.perf_counter()
         if self.reranker and hits:
             hits = await self.reranker.rerank(text, hits, k)
@@ -259,6 +270,27 @@ class KbArchive:
         if end_s is not None:
             where = where & Filter.by_property("start_s").less_or_equal(end_s)
         return await self._service.store.fetch_ordered(self._kb, where, offset=offset, limit=limit)
+
+    async def summary(self, source: str) -> Hit:
+        """The stored summary of a source, named by id or title; InvalidInput says why
+        there is none."""
+        infos = await self.sources()
+        exact = [i for i in infos if source in (i.source.id, i.source.title)]
+        found = exact or [i for i in infos if title_matches(source, i.source)]
+        if not found:
+            raise InvalidInput(f"No source matches {source!r}; `quorum sources` lists them.")
+        if len(found) > 1:
+            names = ", ".join(i.source.id for i in found[:5])
+            raise InvalidInput(f"{source!r} matches several sources ({names}); name one by id.")
+        info = found[0]
+        where = Filter.by_property("source_id").equal(info.source.id)
+        units = await self._service.store.fetch_ordered(self._kb, where, limit=1, level="summary")
+        if not units:
+            raise InvalidInput(
+                f"{info.source.id} has no summary: it is too short to need one, or it was "
+                "ingested before summaries existed (`quorum ingest --force` makes one)."
+            )
+        return units[0]
 
     async def sources(self) -> list[SourceInfo]:
         """Every source in this knowledge base."""

@@ -30,12 +30,14 @@ from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import UnexpectedStatusCodeError, WeaviateBaseError, WeaviateQueryError
 
 from retrieval.errors import InvalidInput, SearchUnavailable
-from retrieval.models import Document, Hit, Source, SourceInfo
+from retrieval.models import Document, Hit, Level, Source, SourceInfo
 from retrieval.schema import (
     SEGMENT_PROPERTIES,
     SEGMENTS,
     SOURCE_PROPERTIES,
     SOURCES,
+    UNIT_PROPERTIES,
+    UNITS,
     VECTOR,
     as_datetime,
     check_kb,
@@ -46,6 +48,10 @@ from retrieval.schema import (
     source_uuid,
 )
 from retrieval.schema import speaker_keys as speaker_keys  # re-exported for callers
+
+# What keyword search reads: the text, where it sits, and what it is part of (title and
+# speakers: "what did the retro say about rollback" finds a window that never says "retro").
+QUERY_PROPERTIES = ["text", "heading", "lesson_title", "context"]
 
 
 @dataclass(frozen=True)
@@ -170,16 +176,17 @@ class Store:
             mt = Configure.multi_tenancy(
                 enabled=True, auto_tenant_creation=True, auto_tenant_activation=True
             )
-            if SEGMENTS in existing:
-                await self._add_missing_properties(SEGMENTS, SEGMENT_PROPERTIES)
-            else:
-                await self._create(
-                    SEGMENTS,
-                    properties=SEGMENT_PROPERTIES,
-                    multi_tenancy_config=mt,
-                    vector_config=Configure.Vectors.self_provided(name=VECTOR),
-                    inverted_index_config=Configure.inverted_index(index_null_state=True),
-                )
+            for name, props in ((SEGMENTS, SEGMENT_PROPERTIES), (UNITS, UNIT_PROPERTIES)):
+                if name in existing:
+                    await self._add_missing_properties(name, props)
+                else:
+                    await self._create(
+                        name,
+                        properties=props,
+                        multi_tenancy_config=mt,
+                        vector_config=Configure.Vectors.self_provided(name=VECTOR),
+                        inverted_index_config=Configure.inverted_index(index_null_state=True),
+                    )
             if SOURCES in existing:
                 await self._add_missing_properties(SOURCES, SOURCE_PROPERTIES)
             else:
@@ -215,7 +222,7 @@ class Store:
         if kb in self._tenants:
             return
         with translate_errors(self.url):
-            for name in (SEGMENTS, SOURCES):
+            for name in (SEGMENTS, UNITS, SOURCES):
                 col = self.client.collections.use(name)
                 if await col.tenants.get_by_name(kb) is None:
                     try:
@@ -247,6 +254,16 @@ class Store:
         """The segment collection bound to one tenant."""
         return self.client.collections.use(SEGMENTS).with_tenant(check_kb(kb))
 
+    def units(self, kb: str) -> Any:
+        """The collection of the other levels (turns, topics, summaries), in one tenant."""
+        return self.client.collections.use(UNITS).with_tenant(check_kb(kb))
+
+    def of_level(self, kb: str, level: Level) -> tuple[Any, _Filters | None]:
+        """The collection holding ``level`` and the filter that keeps only it."""
+        if level == "window":
+            return self.segments(kb), None
+        return self.units(kb), Filter.by_property("level").equal(level)
+
     def sources_collection(self, kb: str) -> Any:
         """The source collection bound to one tenant."""
         return self.client.collections.use(SOURCES).with_tenant(check_kb(kb))
@@ -273,10 +290,12 @@ class Store:
         doc: Document,
         vectors: Sequence[Sequence[float]],
         batch_size: int = 256,
+        level_vectors: Sequence[Sequence[float]] = (),
     ) -> UpsertResult:
-        """Write a document's segments and source record; remove segments past its end."""
+        """Write a document's segments, its units of other levels and its source record;
+        remove what an older write left."""
         check_kb(kb)
-        if len(vectors) != len(doc.segments):
+        if len(vectors) != len(doc.segments) or len(level_vectors) != len(doc.levels):
             raise ValueError("one vector per segment")
         await self._ensure_tenant(kb)
         source = doc.source
@@ -284,26 +303,32 @@ class Store:
         segments = self.segments(kb)
         generation = time.time_ns() // 1000
         with translate_errors(self.url):
-            for i in range(0, len(doc.segments), batch_size):
-                objects = [
-                    DataObject(
-                        properties={
-                            **segment_properties(source, seg),
-                            "generation": generation,
-                        },
-                        uuid=segment_uuid(source.id, seg.position, generation),
-                        vector={VECTOR: list(vec)},
-                    )
-                    for seg, vec in zip(
-                        doc.segments[i : i + batch_size], vectors[i : i + batch_size], strict=True
-                    )
-                ]
-                result = await segments.data.insert_many(objects)
-                if result.has_errors:
-                    first = next(iter(result.errors.values()))
-                    raise SearchUnavailable(
-                        f"Weaviate at {self.url} rejected a segment: {first.message}"
-                    )
+            for col, units, unit_vectors in (
+                (segments, doc.segments, vectors),
+                (self.units(kb), doc.levels, level_vectors),
+            ):
+                for i in range(0, len(units), batch_size):
+                    objects = [
+                        DataObject(
+                            properties={
+                                **segment_properties(source, seg),
+                                "generation": generation,
+                            },
+                            uuid=segment_uuid(source.id, seg.position, generation, seg.level),
+                            vector={VECTOR: list(vec)},
+                        )
+                        for seg, vec in zip(
+                            units[i : i + batch_size],
+                            unit_vectors[i : i + batch_size],
+                            strict=True,
+                        )
+                    ]
+                    result = await col.data.insert_many(objects)
+                    if result.has_errors:
+                        first = next(iter(result.errors.values()))
+                        raise SearchUnavailable(
+                            f"Weaviate at {self.url} rejected a segment: {first.message}"
+                        )
             src_props: dict[str, Any] = {
                 "source_id": source.id,
                 "title": source.title,
@@ -315,6 +340,7 @@ class Store:
                 "content_hash": source.content_hash,
                 "description": source.description,
                 "segment_count": len(doc.segments),
+                "unit_count": len(doc.levels),
                 "generation": generation,
             }
             src_obj = DataObject(
@@ -332,14 +358,17 @@ class Store:
         """Delete a source's segments older than ``generation`` (a newer one being written
         by another ingest is left alone); returns how many went."""
         of_source = Filter.by_property("source_id").equal(source_id)
-        older = await self.segments(kb).data.delete_many(
-            where=of_source & Filter.by_property("generation").less_than(generation)
-        )
-        # Segments written before generations existed have none.
-        legacy = await self.segments(kb).data.delete_many(
-            where=of_source & Filter.by_property("generation").is_none(True)
-        )
-        return int(older.successful) + int(legacy.successful)
+        removed = 0
+        for col in (self.segments(kb), self.units(kb)):
+            older = await col.data.delete_many(
+                where=of_source & Filter.by_property("generation").less_than(generation)
+            )
+            # Segments written before generations existed have none.
+            legacy = await col.data.delete_many(
+                where=of_source & Filter.by_property("generation").is_none(True)
+            )
+            removed += int(older.successful) + int(legacy.successful)
+        return removed
 
     async def delete_source(self, kb: str, source_id: str) -> int:
         """Delete a source and its segments; returns how many segments went."""
@@ -351,6 +380,9 @@ class Store:
                 where=Filter.by_property("source_id").equal(source_id)
             )
             res = await self.segments(kb).data.delete_many(
+                where=Filter.by_property("source_id").equal(source_id)
+            )
+            await self.units(kb).data.delete_many(
                 where=Filter.by_property("source_id").equal(source_id)
             )
         return int(res.successful)
@@ -367,30 +399,33 @@ class Store:
                 str(o.properties.get("source_id")): (
                     int(o.properties.get("generation") or 0),
                     int(o.properties.get("segment_count") or 0),
+                    int(o.properties.get("unit_count") or 0),
                 )
                 async for o in self._iterate(self.sources_collection(kb))
             }
-            groups = await self.segments(kb).aggregate.over_all(
-                group_by=GroupByAggregate(prop="source_id", limit=1_000_000), total_count=True
-            )
             removed = 0
-            for group in groups.groups:
-                sid, count = str(group.grouped_by.value), int(group.total_count or 0)
-                if sid not in live:
-                    res = await self.segments(kb).data.delete_many(
-                        where=Filter.by_property("source_id").equal(sid)
-                        & Filter.by_property("generation").less_than(cutoff)
-                    )
-                    removed += int(res.successful)
-                elif count > live[sid][1]:  # more segments than the live generation has
-                    generation = live[sid][0]
-                    removed += await self._drop_older(kb, sid, generation)
-                    res = await self.segments(kb).data.delete_many(  # a crashed update's
-                        where=Filter.by_property("source_id").equal(sid)
-                        & Filter.by_property("generation").greater_than(generation)
-                        & Filter.by_property("generation").less_than(cutoff)
-                    )
-                    removed += int(res.successful)
+            for nth, col in ((1, self.segments(kb)), (2, self.units(kb))):
+                groups = await col.aggregate.over_all(
+                    group_by=GroupByAggregate(prop="source_id", limit=1_000_000),
+                    total_count=True,
+                )
+                for group in groups.groups:
+                    sid, count = str(group.grouped_by.value), int(group.total_count or 0)
+                    if sid not in live:
+                        res = await col.data.delete_many(
+                            where=Filter.by_property("source_id").equal(sid)
+                            & Filter.by_property("generation").less_than(cutoff)
+                        )
+                        removed += int(res.successful)
+                    elif count > live[sid][nth]:  # more than the live generation has
+                        generation = live[sid][0]
+                        removed += await self._drop_older(kb, sid, generation)
+                        res = await col.data.delete_many(  # a crashed update's
+                            where=Filter.by_property("source_id").equal(sid)
+                            & Filter.by_property("generation").greater_than(generation)
+                            & Filter.by_property("generation").less_than(cutoff)
+                        )
+                        removed += int(res.successful)
         return removed
 
     async def _live(self, kb: str, objects: Sequence[Any]) -> list[Any]:
@@ -451,20 +486,25 @@ class Store:
         where: _Filters | None,
         k: int,
         alpha: float,
+        level: Level = "window",
     ) -> list[Hit]:
-        """Hybrid search (BM25 on the text, vector on our own embedding), relativeScore fusion."""
+        """Hybrid search (BM25 on the text and its context, vector on our own embedding),
+        relativeScore fusion, over the units of one level."""
         if not await self.has_kb(kb):
             return []
         limit = k
+        col, only = self.of_level(kb, level)
+        if only is not None:
+            where = only if where is None else Filter.all_of([only, where])
         with translate_errors(self.url):
             while True:
-                res = await self.segments(kb).query.hybrid(
+                res = await col.query.hybrid(
                     query=query,
                     vector=list(vector),
                     target_vector=VECTOR,
                     alpha=alpha,
                     fusion_type=HybridFusion.RELATIVE_SCORE,
-                    query_properties=["text", "heading", "lesson_title"],
+                    query_properties=QUERY_PROPERTIES,
                     filters=where,
                     limit=limit,
                     return_metadata=MetadataQuery(score=True),
@@ -511,13 +551,22 @@ class Store:
         return hit_from_object(live[0]) if live else None
 
     async def fetch_ordered(
-        self, kb: str, where: _Filters, offset: int = 0, limit: int = 200
+        self,
+        kb: str,
+        where: _Filters,
+        offset: int = 0,
+        limit: int = 200,
+        level: Level = "window",
     ) -> list[Hit]:
-        """Segments matching ``where`` in source order (by source, then position)."""
+        """Segments (or units of ``level``) matching ``where`` in source order (by source,
+        then position)."""
         if not await self.has_kb(kb):
             return []
+        col, only = self.of_level(kb, level)
+        if only is not None:
+            where = Filter.all_of([only, where])
         with translate_errors(self.url):
-            res = await self.segments(kb).query.fetch_objects(
+            res = await col.query.fetch_objects(
                 filters=where,
                 sort=Sort.by_property("source_id").by_property("position"),
                 offset=offset,

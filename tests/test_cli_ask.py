@@ -141,3 +141,17 @@ async def test_interactive_chat_shows_the_streamed_answer(
     assert "John listed cost, an outage and a rate limit" in out
     assert "Sources" in out and "https://www.youtube.com/watch?v=abc123&t=" in out
     assert "Started a new conversation." in out and "Unknown command /nope" in out
+
+
+def test_an_overview_question_cites_a_summary_or_topic_at_its_moments(
+    demo_ingested: str, weaviate_env: Endpoint
+) -> None:
+    question = "What was the cut-over retro about?"
+    result = runner.invoke(app, ["ask", question, "--kb", demo_ingested, "--json"])
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    retro = [s for s in answer["sources"] if s["title"].startswith("Cut-over retro")]
+    assert retro, [s["title"] for s in answer["sources"]]
+    # Each retro passage (a topic or the summary) opens at its own second.
+    assert all(s["link"].endswith(f"#t={int(s['start_s'])}") for s in retro)
+    assert answer["citations"]

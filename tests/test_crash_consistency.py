@@ -42,8 +42,8 @@ WRITER = textwrap.dedent(
             return [(seed[i % 32] - 128) / 128 for i in range(384)]
 
     upsert = Store.upsert
-    async def slow_upsert(self, kb, doc, vectors, batch_size=256):
-        return await upsert(self, kb, doc, vectors, batch_size=2)
+    async def slow_upsert(self, kb, doc, vectors, batch_size=256, **more):
+        return await upsert(self, kb, doc, vectors, batch_size=2, **more)
     Store.upsert = slow_upsert
 
     async def main():

@@ -117,7 +117,16 @@ def test_good_arguments_are_parsed() -> None:
 
 def test_tool_schemas_are_closed_and_typed() -> None:
     names = [t["name"] for t in TOOLS]
-    assert names == ["search", "list_sources", "get_transcript", "expand_context", "topic_timeline"]
+    assert names == [
+        "search",
+        "search_turns",
+        "search_topics",
+        "search_summaries",
+        "list_sources",
+        "get_transcript",
+        "expand_context",
+        "topic_timeline",
+    ]
     for tool in TOOLS:
         schema: Any = tool["input_schema"]
         assert schema["type"] == "object" and schema["additionalProperties"] is False

@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -33,15 +34,16 @@ from rich.table import Table
 from rich.text import Text
 
 from adapters.cli.ingest_progress import IngestProgress
-from adapters.cli.terminal import answer_json, failure_line, plain, render_answer
+from adapters.cli.terminal import answer_json, failure_line, plain, render_answer, summary_table
 from bot.config import Settings, load_settings
 from bot.evaluate import KS, Result, Summary, load_cases, run_eval
 from bot.models import Answer, Event, Mode, ProgressEvent, Question, ThreadKey
+from bot.summaries import claude_summarizer
 from bot.wiring import open_core, open_retrieval
 from retrieval.errors import InvalidInput, QuorumError
 from retrieval.indexer import IngestReport, ingest
 from retrieval.links import locator
-from retrieval.models import KINDS, Hit, Kind, SearchFilters
+from retrieval.models import KINDS, LEVELS, Hit, Kind, Level, SearchFilters
 from retrieval.schema import check_kb
 from retrieval.search import MAX_K
 
@@ -132,7 +134,7 @@ def ingest_cmd(
 
     async def go(settings: Settings) -> IngestReport:
         name = kb_name(settings, kb)
-        async with open_retrieval(settings, warm=True) as r:
+        async with open_retrieval(settings, warm=True) as r, claude_summarizer(settings) as summ:
             t0 = time.perf_counter()
             with IngestProgress(err) as progress:
                 report = await ingest(
@@ -144,6 +146,7 @@ def ingest_cmd(
                     progress=progress,
                     force=force,
                     transcriber=r.transcriber,
+                    summarizer=summ,
                 )
             r.search.forget_sources(name)
             elapsed = time.perf_counter() - t0
@@ -171,6 +174,7 @@ def hit_json(hit: Hit) -> dict[str, Any]:
         "page": hit.segment.page,
         "heading": hit.segment.heading,
         "lesson": hit.segment.lesson,
+        "level": hit.segment.level,
         "link": hit.link,
         "source": {
             "id": s.id,
@@ -203,6 +207,26 @@ def build_filters(
     )
 
 
+LevelOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--level",
+        help="Search only this resolution: turn, window, topic or summary (repeatable; "
+        "default: chosen from the question).",
+    ),
+]
+
+
+def parse_levels(values: list[str] | None) -> tuple[Level, ...]:
+    """Levels from ``--level`` options, validated."""
+    levels: list[Level] = []
+    for value in values or ():
+        if value not in LEVELS:
+            raise InvalidInput(f"Unknown level {value!r}; use one of {', '.join(LEVELS)}.")
+        levels.append(value)
+    return tuple(levels)
+
+
 SpeakerOpt = Annotated[str | None, typer.Option(help="Only passages by this speaker.")]
 SourceOpt = Annotated[str | None, typer.Option(help="Only sources whose title matches.")]
 AfterOpt = Annotated[str | None, typer.Option(help="Recorded on or after (YYYY-MM-DD).")]
@@ -220,12 +244,14 @@ def search_cmd(
     kind: Annotated[str | None, typer.Option(help="video, audio, document or course.")] = None,
     lesson: Annotated[int | None, typer.Option(help="Only this course lesson.")] = None,
     k: Annotated[int, typer.Option("-k", help=f"How many results (1-{MAX_K}).")] = 8,
+    level: LevelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Hybrid search (keywords + meaning) over a knowledge base."""
 
     async def go(settings: Settings) -> list[Hit]:
         filters = build_filters(speaker, source, after, before, kind, lesson)
+        filters = replace(filters, levels=parse_levels(level))
         if not query.strip():
             raise InvalidInput("The query is empty: say what to search for.")
         if not 1 <= k <= MAX_K:
@@ -254,6 +280,25 @@ def search_cmd(
             plain(h.link or "", h.link),
         )
     out.print(table)
+
+
+@app.command("summary")
+def summary_cmd(
+    source: Annotated[str, typer.Argument(help="Source id or title.")],
+    kb: KbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A source's summary: topics, decisions and action items, each at its moment."""
+
+    async def go(settings: Settings) -> Hit:
+        async with open_retrieval(settings) as r:
+            return await r.search.archive(kb_name(settings, kb)).summary(source)
+
+    hit = run(go)
+    if as_json:
+        sys.stdout.write(json.dumps(hit_json(hit), indent=2) + "\n")
+        return
+    out.print(summary_table(hit))
 
 
 @app.command("sources")

@@ -9,11 +9,15 @@ from typing import Any
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.style import Style
+from rich.table import Table
 from rich.text import Text
 
 from adapters.chat.view import link_markers
-from bot.citations import citation_json, source_json
+from bot.citations import at_second, citation_json, source_json
 from bot.models import Answer, Citation
+from retrieval.links import format_timestamp
+from retrieval.models import Hit
+from retrieval.summary import LABELS, read_lines
 
 TIMING_ORDER = (
     "history",
@@ -96,3 +100,19 @@ def render_answer(console: Console, answer: Answer, *, timings: bool = True) -> 
             console.print(line, soft_wrap=True)
     if timings and answer.timings:
         console.print(Text(timing_line(answer), style="dim"), soft_wrap=True)
+
+
+def summary_table(hit: Hit) -> Table:
+    """A stored summary as a table: each line with its moment (or page) and link."""
+    table = Table(title=f"{hit.source.title}: summary", show_lines=False)
+    for col in ("", "when", "summary", "link"):
+        table.add_column(col, overflow="fold")
+    for line in read_lines(hit.segment):
+        when, link = "", ""
+        if line.start_s is not None:
+            when = format_timestamp(line.start_s)
+            link = at_second(hit, line.start_s)[1] or ""
+        elif line.page is not None:
+            when = f"p. {line.page}"
+        table.add_row(LABELS[line.section], when, line.text, link)
+    return table

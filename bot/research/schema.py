@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import re
 from datetime import date
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from anthropic.types import ToolParam
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
+
+from retrieval.models import Level
 
 _TIME = re.compile(r"^(?:(\d+):)?(\d{1,2}):(\d{1,2}(?:\.\d+)?)$")
 
@@ -86,6 +88,26 @@ class SearchArgs(Args):
     before: date | None = Field(None, description=_BEFORE)
     limit: int = Field(8, ge=1, le=20, description="How many passages, best first (1-20).")
 
+    level: ClassVar[Level | None] = None  # None: the level the query calls for
+
+
+class TurnSearchArgs(SearchArgs):
+    """Arguments of ``search_turns``: one speaker's turns."""
+
+    level: ClassVar[Level | None] = "turn"
+
+
+class TopicSearchArgs(SearchArgs):
+    """Arguments of ``search_topics``: stretches on one subject (sections, pages)."""
+
+    level: ClassVar[Level | None] = "topic"
+
+
+class SummarySearchArgs(SearchArgs):
+    """Arguments of ``search_summaries``: one summary per source."""
+
+    level: ClassVar[Level | None] = "summary"
+
 
 class ListSourcesArgs(Args):
     """Arguments of ``list_sources``."""
@@ -137,6 +159,9 @@ class TimelineArgs(Args):
 
 ARGS: dict[str, type[Args]] = {
     "search": SearchArgs,
+    "search_turns": TurnSearchArgs,
+    "search_topics": TopicSearchArgs,
+    "search_summaries": SummarySearchArgs,
     "list_sources": ListSourcesArgs,
     "get_transcript": TranscriptArgs,
     "expand_context": ExpandArgs,
@@ -147,6 +172,13 @@ DESCRIPTIONS = {
     "transcripts, documents, course materials. Returns passages best first, each as "
     "`[n] Title @ 12:14 (date) — Speaker: text`. Narrow by speaker, sources or dates. The "
     "[n] numbers stay the same for the whole research: cite them in the answer.",
+    "search_turns": "Like search, over single speaker turns (a paragraph of a document): "
+    "for who said what, quotes and exact moments.",
+    "search_topics": "Like search, over topics: stretches of a few minutes on one subject "
+    "(a document's sections and pages). For what a discussion covered as a whole.",
+    "search_summaries": "Like search, over one summary per source (its topics, decisions "
+    "and action items, each line at its moment). For what a recording was about, or "
+    "which recordings discussed something.",
     "list_sources": "List the archive's sources (recordings, documents, courses) with their "
     "ids, titles, kinds, dates, speakers and descriptions, oldest first. Use the ids with "
     "search (source_ids) and get_transcript.",

@@ -122,6 +122,7 @@ def window_items(windows: Sequence[Hit], *, dated: bool = True) -> list[Item]:
             prev is not None
             and prev.source.id == w.source.id
             and prev.segment.position + 1 == seg.position
+            and prev.segment.level == seg.level
         )
         if seg.start_s is None and not seg.speakers:
             # A document keeps its own line breaks; its windows overlap by characters.
@@ -294,7 +295,11 @@ async def _search(args: SearchArgs, archive: Archive, catalog: Catalog) -> Draft
     ids = tuple(dict.fromkeys(catalog.source(i).source.id for i in args.source_ids or ()))
     _check_dates(args.after, args.before)
     filters = SearchFilters(
-        speaker=args.speaker, source_ids=ids, after=args.after, before=args.before
+        speaker=args.speaker,
+        source_ids=ids,
+        after=args.after,
+        before=args.before,
+        levels=(args.level,) if args.level else (),
     )
     hits = await archive.search(args.query, filters, k=args.limit)
     if not hits:

@@ -31,6 +31,7 @@ from retrieval.ingest.srt import read_srt
 from retrieval.ingest.transcript import read_transcript
 from retrieval.ingest.vtt import read_vtt
 from retrieval.ingest.whisper import read_whisper
+from retrieval.levels import turns
 from retrieval.models import Document, Kind, Source
 from retrieval.transcribe import OnProgress, Transcriber
 
@@ -163,4 +164,4 @@ def read_source(
         content_hash=hashlib.sha256(data + sidecar_bytes).hexdigest(),
         description=meta.description,
     )
-    return Document(source=source, segments=tuple(segments))
+    return Document(source=source, segments=tuple(segments), levels=tuple(turns(units, source_id)))
