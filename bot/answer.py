@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import date
 from typing import Any
 
 from bot import prompts
@@ -43,10 +44,11 @@ from bot.models import (
 from bot.models import ProgressEvent as Progress
 from bot.passages import Passage, assemble, merge, widen
 from bot.sessions import Exchange
-from bot.understand import Understood, understand
+from bot.understand import choice_note, understand
 from retrieval.archive import Archive
 from retrieval.embed import Embedder, cosine
 from retrieval.models import Hit, SearchFilters
+from retrieval.names import choose_sources
 from retrieval.search import MAX_QUERY_CHARS
 
 log = logging.getLogger("quorum.answer")
@@ -201,8 +203,10 @@ class QuickAnswerer:
         llm: LLM | None,
         config: AnswerConfig | None = None,
         embedder: Embedder | None = None,
+        today: Callable[[], date] = date.today,
     ) -> None:
         self.llm = llm
+        self.today = today  # dates in questions ("last week") are relative to this
         self.config = config or AnswerConfig()
         self.embedder = sentence_vectors(embedder)
 
@@ -255,7 +259,7 @@ class QuickAnswerer:
 
         await emit(Progress(f"Searching \u201c{query}\u201d..."))
         t = time.perf_counter()
-        hits, understood = await self._search(query, question.filters, archive)
+        hits, note = await self._search(query, question.filters, archive)
         t = clock.lap("search", t)
         searches = [
             SearchRecord(query, question.filters, tuple(h.id for h in hits), clock.ms["search"])
@@ -292,36 +296,41 @@ class QuickAnswerer:
             citations=resolved.citations,
             sources=sources,
             standalone_query=query,
-            note=understood.describe() if understood else None,
+            note=note,
         )
         clock.lap("render", t)
         return Outcome(self._timed(answer, clock), usage, searches, pins=pins)
 
     async def _search(
         self, query: str, filters: SearchFilters, archive: Archive
-    ) -> tuple[list[Hit], Understood | None]:
-        """Hybrid search; when the question names a recording or a speaker (and no typed
-        option says otherwise), what that boost finds comes first (``bot.understand``)."""
+    ) -> tuple[list[Hit], str | None]:
+        """Hybrid search, and a note saying what it understood. When the question names a
+        recording, a speaker or a date (and no typed option says otherwise), what that
+        narrower search finds comes first and the plain search tops it up to ``k``: a
+        filter when it finds enough, a boost when it finds little (``bot.understand``)."""
         k = self.config.search_k
         hits = await archive.search(query, filters, k)
-        typed_source = bool(filters.source or filters.source_ids)
-        sources = [] if typed_source else [i.source for i in await archive.sources()]
+        known = [i.source for i in await archive.sources()]
+        typed = filters.source or filters.source_ids
+        notes: list[str] = []
+        if filters.source:
+            note = choice_note(filters.source, choose_sources(filters.source, known), known)
+            notes.extend([note] if note else [])
         speakers = [] if filters.speaker else await archive.speakers()
-        understood = understand(query, sources, speakers)
-        if understood.source is None and understood.speaker is None:
-            return hits, None
-        narrowed = replace(
-            filters,
-            speaker=understood.speaker or filters.speaker,
-            source_ids=(understood.source.id,) if understood.source else filters.source_ids,
+        dated = filters.after or filters.before
+        understood = understand(
+            query, [] if typed else known, speakers, None if dated else self.today()
         )
-        boosted = await archive.search(query, narrowed, k)
-        if not boosted:
-            return hits, None
-        first = [replace(h, score=1.0 + h.score) for h in boosted[: (k + 1) // 2]]
+        if understood.is_empty():
+            return hits, " ".join(notes) or None
+        narrowed = await archive.search(query, understood.narrow(filters), k)
+        if not narrowed:
+            return hits, " ".join(notes) or None
+        first = [replace(h, score=1.0 + h.score) for h in narrowed]
         seen = {h.id for h in first}
         rest = [h for h in hits if h.id not in seen][: k - len(first)]
-        return first + rest, understood
+        notes.extend([d] if (d := understood.describe()) else [])
+        return first + rest, " ".join(notes) or None
 
     async def _nothing(
         self,
