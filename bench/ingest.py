@@ -130,15 +130,15 @@ class TimedEmbedder:
 
 
 class TimedStore(Store):
-    """A store that adds up the time spent in ``upsert`` (the Weaviate writes)."""
+    """A store that adds up the time spent in ``upsert_many`` (the Weaviate writes)."""
 
     times: StageTimes
 
-    async def upsert(self, *args: Any, **kwargs: Any) -> Any:
+    async def upsert_many(self, *args: Any, **kwargs: Any) -> Any:
         """Timed pass-through."""
         t0 = time.perf_counter()
         try:
-            return await super().upsert(*args, **kwargs)
+            return await super().upsert_many(*args, **kwargs)
         finally:
             self.times.write_s += time.perf_counter() - t0
 

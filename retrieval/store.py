@@ -12,12 +12,10 @@ source; ``clean_orphans`` (run at the start of each ingest) deletes them.
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
-from difflib import SequenceMatcher
 from typing import Any
 
 import weaviate
@@ -30,7 +28,8 @@ from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import UnexpectedStatusCodeError, WeaviateBaseError, WeaviateQueryError
 
 from retrieval.errors import InvalidInput, SearchUnavailable
-from retrieval.models import Document, Hit, Source, SourceInfo
+from retrieval.models import Document, Hit, SourceInfo
+from retrieval.names import title_matches as title_matches  # re-exported for callers
 from retrieval.schema import (
     SEGMENT_PROPERTIES,
     SEGMENTS,
@@ -111,28 +110,6 @@ def translate_errors(url: str) -> Iterator[None]:
             f"Weaviate at {url} is not reachable or failed ({type(exc).__name__}); "
             "check that it is running."
         ) from exc
-
-
-def title_matches(query: str, source: Source) -> bool:
-    """Fuzzy title match: "MCP" finds "Introduction to MCP", "auth deepdive" finds
-    "Auth deep dive"."""
-    q = " ".join(query.casefold().split())
-    title = source.title.casefold()
-    if not q:
-        return False
-    if q in title or q == source.id.casefold() or q in source.id.casefold():
-        return True
-    squashed_q, squashed_t = q.replace(" ", ""), re.sub(r"[^a-z0-9]", "", title)
-    if squashed_q and squashed_q in squashed_t:
-        return True
-    words = re.findall(r"[a-z0-9]+", title)
-    q_words = re.findall(r"[a-z0-9]+", q)
-    if q_words and all(
-        any(w.startswith(qw) or SequenceMatcher(None, qw, w).ratio() >= 0.8 for w in words)
-        for qw in q_words
-    ):
-        return True
-    return SequenceMatcher(None, q, title).ratio() >= 0.75
 
 
 class Store:
@@ -267,6 +244,26 @@ class Store:
         props = obj.properties
         return StoredSource(str(props.get("content_hash") or ""), str(props.get("path") or ""))
 
+    async def stored_sources(self, kb: str, source_ids: Sequence[str]) -> dict[str, StoredSource]:
+        """``stored_source`` for many ids in one query: those indexed, by id."""
+        ids = sorted(set(source_ids))
+        if not ids or not await self.has_kb(kb):
+            return {}
+        found: dict[str, StoredSource] = {}
+        with translate_errors(self.url):
+            for i in range(0, len(ids), 500):
+                res = await self.sources_collection(kb).query.fetch_objects(
+                    filters=Filter.by_property("source_id").contains_any(ids[i : i + 500]),
+                    limit=500,
+                    return_properties=["source_id", "content_hash", "path"],
+                )
+                for o in res.objects:
+                    props = o.properties
+                    found[str(props.get("source_id"))] = StoredSource(
+                        str(props.get("content_hash") or ""), str(props.get("path") or "")
+                    )
+        return found
+
     async def upsert(
         self,
         kb: str,
@@ -275,58 +272,126 @@ class Store:
         batch_size: int = 256,
     ) -> UpsertResult:
         """Write a document's segments and source record; remove segments past its end."""
+        result = (await self.upsert_many(kb, [(doc, vectors)], batch_size))[0]
+        if isinstance(result, SearchUnavailable):
+            raise result
+        return result
+
+    async def upsert_many(
+        self,
+        kb: str,
+        items: Sequence[tuple[Document, Sequence[Sequence[float]]]],
+        batch_size: int = 256,
+        known: dict[str, StoredSource] | None = None,
+    ) -> list[UpsertResult | SearchUnavailable]:
+        """Write several documents in shared requests, one result per document, in order:
+        each source's segments under one generation, then the source records (the flip,
+        each source whole), then older generations go. A segment or record Weaviate
+        rejects fails its own document (an error in its place), never the others; a
+        failure of Weaviate itself raises. ``known``: the stored sources, if looked up."""
         check_kb(kb)
-        if len(vectors) != len(doc.segments):
-            raise ValueError("one vector per segment")
+        for doc, vectors in items:
+            if len(vectors) != len(doc.segments):
+                raise ValueError("one vector per segment")
+        if not items:
+            return []
         await self._ensure_tenant(kb)
-        source = doc.source
-        previous = await self.source_hash(kb, source.id)
-        segments = self.segments(kb)
+        ids = [doc.source.id for doc, _ in items]
+        previous = known if known is not None else await self.stored_sources(kb, ids)
         generation = time.time_ns() // 1000
-        with translate_errors(self.url):
-            for i in range(0, len(doc.segments), batch_size):
-                objects = [
-                    DataObject(
-                        properties={
-                            **segment_properties(source, seg),
-                            "generation": generation,
-                        },
-                        uuid=segment_uuid(source.id, seg.position, generation),
-                        vector={VECTOR: list(vec)},
-                    )
-                    for seg, vec in zip(
-                        doc.segments[i : i + batch_size], vectors[i : i + batch_size], strict=True
-                    )
-                ]
-                result = await segments.data.insert_many(objects)
-                if result.has_errors:
-                    first = next(iter(result.errors.values()))
-                    raise SearchUnavailable(
-                        f"Weaviate at {self.url} rejected a segment: {first.message}"
-                    )
-            src_props: dict[str, Any] = {
-                "source_id": source.id,
-                "title": source.title,
-                "kind": source.kind,
-                "url": source.url,
-                "recorded_at": as_datetime(source.recorded_at) if source.recorded_at else None,
-                "speakers": list(source.speakers),
-                "path": source.path,
-                "content_hash": source.content_hash,
-                "description": source.description,
-                "segment_count": len(doc.segments),
-                "generation": generation,
-            }
-            src_obj = DataObject(
-                properties={k: v for k, v in src_props.items() if v is not None},
-                uuid=source_uuid(source.id),
-                vector={VECTOR: [float(x) for x in vectors[0]] if vectors else []},
+        failed: dict[int, SearchUnavailable] = {}
+        objects: list[tuple[int, DataObject[Any, Any]]] = [
+            (
+                n,
+                DataObject(
+                    properties={**segment_properties(doc.source, seg), "generation": generation},
+                    uuid=segment_uuid(doc.source.id, seg.position, generation),
+                    vector={VECTOR: list(vec)},
+                ),
             )
-            # The flip: from here on this generation is the source.
-            await self.sources_collection(kb).data.insert_many([src_obj])
-            removed = await self._drop_older(kb, source.id, generation)
-        status = "added" if previous is None else "updated"
-        return UpsertResult(status=status, segments=len(doc.segments), removed=removed)
+            for n, (doc, vectors) in enumerate(items)
+            for seg, vec in zip(doc.segments, vectors, strict=True)
+        ]
+        with translate_errors(self.url):
+            for i in range(0, len(objects), batch_size):
+                chunk = objects[i : i + batch_size]
+                result = await self.segments(kb).data.insert_many([o for _, o in chunk])
+                for at, err in result.errors.items():
+                    n = chunk[at][0]
+                    failed.setdefault(n, self._rejected("a segment", err.message))
+            records = [
+                (n, self._source_object(doc, vectors, generation))
+                for n, (doc, vectors) in enumerate(items)
+                if n not in failed
+            ]
+            for i in range(0, len(records), batch_size):
+                chunk = records[i : i + batch_size]
+                # The flip: from here on this generation is each of these sources.
+                result = await self.sources_collection(kb).data.insert_many([o for _, o in chunk])
+                for at, err in result.errors.items():
+                    n = chunk[at][0]
+                    failed.setdefault(n, self._rejected("a source record", err.message))
+            flipped = [ids[n] for n in range(len(items)) if n not in failed]
+            removed = await self._drop_older_many(kb, flipped, generation)
+        out: list[UpsertResult | SearchUnavailable] = []
+        for n, (doc, _) in enumerate(items):
+            if n in failed:
+                out.append(failed[n])
+                continue
+            status = "added" if doc.source.id not in previous else "updated"
+            out.append(UpsertResult(status, len(doc.segments), removed.get(doc.source.id, 0)))
+        return out
+
+    def _rejected(self, what: str, message: str) -> SearchUnavailable:
+        return SearchUnavailable(f"Weaviate at {self.url} rejected {what}: {message}")
+
+    @staticmethod
+    def _source_object(
+        doc: Document, vectors: Sequence[Sequence[float]], generation: int
+    ) -> DataObject[Any, Any]:
+        source = doc.source
+        src_props: dict[str, Any] = {
+            "source_id": source.id,
+            "title": source.title,
+            "kind": source.kind,
+            "url": source.url,
+            "recorded_at": as_datetime(source.recorded_at) if source.recorded_at else None,
+            "speakers": list(source.speakers),
+            "path": source.path,
+            "content_hash": source.content_hash,
+            "description": source.description,
+            "segment_count": len(doc.segments),
+            "generation": generation,
+        }
+        return DataObject(
+            properties={k: v for k, v in src_props.items() if v is not None},
+            uuid=source_uuid(source.id),
+            vector={VECTOR: [float(x) for x in vectors[0]] if vectors else []},
+        )
+
+    async def _drop_older_many(
+        self, kb: str, source_ids: Sequence[str], generation: int
+    ) -> dict[str, int]:
+        """``_drop_older`` for sources written together under one generation: one delete
+        when none of them had segments to drop (the common case for new files)."""
+        if not source_ids:
+            return {}
+        if len(source_ids) == 1:
+            return {source_ids[0]: await self._drop_older(kb, source_ids[0], generation)}
+        of_sources = Filter.by_property("source_id").contains_any(list(source_ids))
+        stale = of_sources & (
+            Filter.by_property("generation").less_than(generation)
+            | Filter.by_property("generation").is_none(True)
+        )
+        found = await self.segments(kb).aggregate.over_all(
+            filters=stale,
+            group_by=GroupByAggregate(prop="source_id", limit=len(source_ids)),
+            total_count=True,
+        )
+        removed = {str(g.grouped_by.value): int(g.total_count or 0) for g in found.groups}
+        if any(removed.values()):
+            await self.segments(kb).data.delete_many(where=stale)
+        return removed
 
     async def _drop_older(self, kb: str, source_id: str, generation: int) -> int:
         """Delete a source's segments older than ``generation`` (a newer one being written
