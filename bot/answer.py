@@ -22,6 +22,7 @@ from bot.align import sentence_vectors, texts_to_compare
 from bot.citations import resolve
 from bot.config import Settings
 from bot.errors import LLMError
+from bot.expand import RERANK_TOP, alternative_queries, claude_rerank, fuse, is_hard
 from bot.extractive import (
     NO_KEY,
     STOPWORDS,
@@ -83,6 +84,8 @@ class AnswerConfig:
     rewrite_timeout_s: float = 10.0
     rewrite_max_tokens: int = 120
     neighbours: int = 1
+    expand_queries: bool = False  # with Claude: other phrasings of a hard question
+    claude_rerank: bool = False  # with Claude: the fast model orders the top 20
 
     @classmethod
     def from_settings(cls, s: Settings) -> AnswerConfig:
@@ -94,6 +97,8 @@ class AnswerConfig:
             answer_max_tokens=s.answer_max_tokens,
             llm_timeout_s=s.llm_timeout_s,
             rewrite_timeout_s=min(10.0, s.llm_timeout_s),
+            expand_queries=s.expand_queries,
+            claude_rerank=s.claude_rerank,
         )
 
 
@@ -259,7 +264,7 @@ class QuickAnswerer:
 
         await emit(Progress(f"Searching \u201c{query}\u201d..."))
         t = time.perf_counter()
-        hits, note = await self._search(query, question.filters, archive)
+        hits, note = await self._search(query, question.filters, archive, clock, usage)
         t = clock.lap("search", t)
         searches = [
             SearchRecord(query, question.filters, tuple(h.id for h in hits), clock.ms["search"])
@@ -302,14 +307,23 @@ class QuickAnswerer:
         return Outcome(self._timed(answer, clock), usage, searches, pins=pins)
 
     async def _search(
-        self, query: str, filters: SearchFilters, archive: Archive
+        self,
+        query: str,
+        filters: SearchFilters,
+        archive: Archive,
+        clock: _Clock | None = None,
+        usage: Usage | None = None,
     ) -> tuple[list[Hit], str | None]:
         """Hybrid search, and a note saying what it understood. When the question names a
         recording, a speaker or a date (and no typed option says otherwise), what that
-        narrower search finds comes first and the plain search tops it up to ``k``: a
-        filter when it finds enough, a boost when it finds little (``bot.understand``)."""
+        narrower search finds comes first and the plain search tops it up: a filter when
+        it finds enough, a boost when it finds little (``bot.understand``). With Claude,
+        a hard question is also searched in other words and an optional rerank orders
+        the top (``bot.expand``)."""
         k = self.config.search_k
-        hits = await archive.search(query, filters, k)
+        rerank = self.llm is not None and self.config.claude_rerank
+        pool = max(k, RERANK_TOP) if rerank else k
+        hits = await archive.search(query, filters, pool)
         known = [i.source for i in await archive.sources()]
         typed = filters.source or filters.source_ids
         notes: list[str] = []
@@ -321,16 +335,46 @@ class QuickAnswerer:
         understood = understand(
             query, [] if typed else known, speakers, None if dated else self.today()
         )
-        if understood.is_empty():
-            return hits, " ".join(notes) or None
-        narrowed = await archive.search(query, understood.narrow(filters), k)
-        if not narrowed:
-            return hits, " ".join(notes) or None
-        first = [replace(h, score=1.0 + h.score) for h in narrowed]
-        seen = {h.id for h in first}
-        rest = [h for h in hits if h.id not in seen][: k - len(first)]
-        notes.extend([d] if (d := understood.describe()) else [])
-        return first + rest, " ".join(notes) or None
+        if not understood.is_empty():
+            narrowed = await archive.search(query, understood.narrow(filters), pool)
+            if narrowed:
+                first = [replace(h, score=1.0 + h.score) for h in narrowed]
+                seen = {h.id for h in first}
+                hits = first + [h for h in hits if h.id not in seen][: pool - len(first)]
+                notes.extend([d] if (d := understood.describe()) else [])
+        if self.llm is not None and clock is not None and usage is not None:
+            hits = await self._with_claude(query, filters, archive, hits, pool, clock, usage)
+        return hits[:k], " ".join(notes) or None
+
+    async def _with_claude(
+        self,
+        query: str,
+        filters: SearchFilters,
+        archive: Archive,
+        hits: list[Hit],
+        pool: int,
+        clock: _Clock,
+        usage: Usage,
+    ) -> list[Hit]:
+        """Other phrasings of a hard question fused in, then the optional rerank."""
+        assert self.llm is not None
+        if self.config.expand_queries and is_hard(hits):
+            t = time.perf_counter()
+            alternatives = await alternative_queries(
+                self.llm, query, min(self.config.rewrite_timeout_s, clock.llm_left_s), usage
+            )
+            lists = [hits] + [await archive.search(a, filters, pool) for a in alternatives]
+            hits = fuse(lists, pool) if alternatives else hits
+            clock.llm_left_s -= time.perf_counter() - t
+            clock.lap("expand", t)
+        if self.config.claude_rerank and len(hits) > 1:
+            t = time.perf_counter()
+            hits = await claude_rerank(
+                self.llm, query, hits, min(self.config.rewrite_timeout_s, clock.llm_left_s), usage
+            )
+            clock.llm_left_s -= time.perf_counter() - t
+            clock.lap("rerank", t)
+        return hits
 
     async def _nothing(
         self,
