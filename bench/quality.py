@@ -151,7 +151,7 @@ class Bar:
         self.progress.advance(self.task)
 
 
-async def evaluate(data: Path, docs: int | None) -> None:
+async def evaluate(data: Path, docs: int | None, show: int = 0) -> None:
     corpus, queries, qrels = load(data)
     rows = subset(corpus, qrels, docs)
     folder = write_files(rows)
@@ -209,6 +209,13 @@ async def evaluate(data: Path, docs: int | None) -> None:
     for name, nd, rc in PUBLISHED:
         table.add_row(name, f"{nd:.3f}", f"{rc:.3f}", "published (full corpus)")
     console.print(table)
+    for qid in qids[:show]:  # for checking the scoring by hand
+        ranked = runs["hybrid (search service)"][qid]
+        marks = " ".join(f"{d}{'*' * qrels[qid].get(d, 0)}" for d in ranked[:10])
+        console.print(
+            f"[dim]claim {qid}: {queries[qid][:90]!r}\n  relevant {qrels[qid]}; top 10 "
+            f"(* relevant): {marks}; nDCG@10 {ndcg_at(ranked, qrels[qid]):.3f}[/]"
+        )
     hybrid = sum(ndcg_at(runs["hybrid (search service)"][q], qrels[q]) for q in qids) / len(qids)
     console.print(f"hybrid nDCG@10 {hybrid:.3f} ({'meets' if hybrid >= 0.75 else 'misses'} 0.75)")
 
@@ -239,9 +246,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "eval" / "scifact")
     parser.add_argument("--docs", type=int, default=None, help="a subset of about N abstracts")
+    parser.add_argument("--show", type=int, default=0, help="print N claims' rankings")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    asyncio.run(evaluate(args.data, args.docs))
+    asyncio.run(evaluate(args.data, args.docs, args.show))
     console.print(f"[dim]{time.perf_counter() - t0:.0f} s[/]")
 
 
