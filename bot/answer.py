@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import date
 from typing import Any
 
 from bot import prompts
@@ -21,6 +22,7 @@ from bot.align import sentence_vectors, texts_to_compare
 from bot.citations import resolve
 from bot.config import Settings
 from bot.errors import LLMError
+from bot.expand import RERANK_TOP, alternative_queries, claude_rerank, fuse, is_hard
 from bot.extractive import (
     NO_KEY,
     STOPWORDS,
@@ -43,10 +45,11 @@ from bot.models import (
 from bot.models import ProgressEvent as Progress
 from bot.passages import Passage, assemble, merge, widen
 from bot.sessions import Exchange
-from bot.understand import Understood, understand
+from bot.understand import choice_note, understand
 from retrieval.archive import Archive
 from retrieval.embed import Embedder, cosine
 from retrieval.models import Hit, SearchFilters
+from retrieval.names import choose_sources
 from retrieval.search import MAX_QUERY_CHARS
 
 log = logging.getLogger("quorum.answer")
@@ -81,6 +84,8 @@ class AnswerConfig:
     rewrite_timeout_s: float = 10.0
     rewrite_max_tokens: int = 120
     neighbours: int = 1
+    expand_queries: bool = False  # with Claude: other phrasings of a hard question
+    claude_rerank: bool = False  # with Claude: the fast model orders the top 20
 
     @classmethod
     def from_settings(cls, s: Settings) -> AnswerConfig:
@@ -92,6 +97,8 @@ class AnswerConfig:
             answer_max_tokens=s.answer_max_tokens,
             llm_timeout_s=s.llm_timeout_s,
             rewrite_timeout_s=min(10.0, s.llm_timeout_s),
+            expand_queries=s.expand_queries,
+            claude_rerank=s.claude_rerank,
         )
 
 
@@ -201,8 +208,10 @@ class QuickAnswerer:
         llm: LLM | None,
         config: AnswerConfig | None = None,
         embedder: Embedder | None = None,
+        today: Callable[[], date] = date.today,
     ) -> None:
         self.llm = llm
+        self.today = today  # dates in questions ("last week") are relative to this
         self.config = config or AnswerConfig()
         self.embedder = sentence_vectors(embedder)
 
@@ -255,7 +264,7 @@ class QuickAnswerer:
 
         await emit(Progress(f"Searching \u201c{query}\u201d..."))
         t = time.perf_counter()
-        hits, understood = await self._search(query, question.filters, archive)
+        hits, note = await self._search(query, question.filters, archive, clock, usage)
         t = clock.lap("search", t)
         searches = [
             SearchRecord(query, question.filters, tuple(h.id for h in hits), clock.ms["search"])
@@ -292,36 +301,80 @@ class QuickAnswerer:
             citations=resolved.citations,
             sources=sources,
             standalone_query=query,
-            note=understood.describe() if understood else None,
+            note=note,
         )
         clock.lap("render", t)
         return Outcome(self._timed(answer, clock), usage, searches, pins=pins)
 
     async def _search(
-        self, query: str, filters: SearchFilters, archive: Archive
-    ) -> tuple[list[Hit], Understood | None]:
-        """Hybrid search; when the question names a recording or a speaker (and no typed
-        option says otherwise), what that boost finds comes first (``bot.understand``)."""
+        self,
+        query: str,
+        filters: SearchFilters,
+        archive: Archive,
+        clock: _Clock | None = None,
+        usage: Usage | None = None,
+    ) -> tuple[list[Hit], str | None]:
+        """Hybrid search, and a note saying what it understood. When the question names a
+        recording, a speaker or a date (and no typed option says otherwise), what that
+        narrower search finds comes first and the plain search tops it up: a filter when
+        it finds enough, a boost when it finds little (``bot.understand``). With Claude,
+        a hard question is also searched in other words and an optional rerank orders
+        the top (``bot.expand``)."""
         k = self.config.search_k
-        hits = await archive.search(query, filters, k)
-        typed_source = bool(filters.source or filters.source_ids)
-        sources = [] if typed_source else [i.source for i in await archive.sources()]
+        rerank = self.llm is not None and self.config.claude_rerank
+        pool = max(k, RERANK_TOP) if rerank else k
+        hits = await archive.search(query, filters, pool)
+        known = [i.source for i in await archive.sources()]
+        typed = filters.source or filters.source_ids
+        notes: list[str] = []
+        if filters.source:
+            note = choice_note(filters.source, choose_sources(filters.source, known), known)
+            notes.extend([note] if note else [])
         speakers = [] if filters.speaker else await archive.speakers()
-        understood = understand(query, sources, speakers)
-        if understood.source is None and understood.speaker is None:
-            return hits, None
-        narrowed = replace(
-            filters,
-            speaker=understood.speaker or filters.speaker,
-            source_ids=(understood.source.id,) if understood.source else filters.source_ids,
+        dated = filters.after or filters.before
+        understood = understand(
+            query, [] if typed else known, speakers, None if dated else self.today()
         )
-        boosted = await archive.search(query, narrowed, k)
-        if not boosted:
-            return hits, None
-        first = [replace(h, score=1.0 + h.score) for h in boosted[: (k + 1) // 2]]
-        seen = {h.id for h in first}
-        rest = [h for h in hits if h.id not in seen][: k - len(first)]
-        return first + rest, understood
+        if not understood.is_empty():
+            narrowed = await archive.search(query, understood.narrow(filters), pool)
+            if narrowed:
+                first = [replace(h, score=1.0 + h.score) for h in narrowed]
+                seen = {h.id for h in first}
+                hits = first + [h for h in hits if h.id not in seen][: pool - len(first)]
+                notes.extend([d] if (d := understood.describe()) else [])
+        if self.llm is not None and clock is not None and usage is not None:
+            hits = await self._with_claude(query, filters, archive, hits, pool, clock, usage)
+        return hits[:k], " ".join(notes) or None
+
+    async def _with_claude(
+        self,
+        query: str,
+        filters: SearchFilters,
+        archive: Archive,
+        hits: list[Hit],
+        pool: int,
+        clock: _Clock,
+        usage: Usage,
+    ) -> list[Hit]:
+        """Other phrasings of a hard question fused in, then the optional rerank."""
+        assert self.llm is not None
+        if self.config.expand_queries and is_hard(hits):
+            t = time.perf_counter()
+            alternatives = await alternative_queries(
+                self.llm, query, min(self.config.rewrite_timeout_s, clock.llm_left_s), usage
+            )
+            lists = [hits] + [await archive.search(a, filters, pool) for a in alternatives]
+            hits = fuse(lists, pool) if alternatives else hits
+            clock.llm_left_s -= time.perf_counter() - t
+            clock.lap("expand", t)
+        if self.config.claude_rerank and len(hits) > 1:
+            t = time.perf_counter()
+            hits = await claude_rerank(
+                self.llm, query, hits, min(self.config.rewrite_timeout_s, clock.llm_left_s), usage
+            )
+            clock.llm_left_s -= time.perf_counter() - t
+            clock.lap("rerank", t)
+        return hits
 
     async def _nothing(
         self,

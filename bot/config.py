@@ -79,6 +79,12 @@ class Settings(BaseSettings):
     )
     model: str = Field(DEFAULT_MODEL, description="Claude model that writes answers.")
     fast_model: str = Field(DEFAULT_FAST_MODEL, description="Cheaper model for query rewriting.")
+    expand_queries: bool = Field(
+        False, description="With a key: the fast model rephrases hard questions (results fused)."
+    )
+    claude_rerank: bool = Field(
+        False, description="With a key: the fast model reorders the top 20 hits (costs a call)."
+    )
     llm_timeout_s: float = Field(60.0, gt=0, description="Timeout of one Claude request.")
     llm_max_retries: int = Field(2, ge=0, le=10, description="Retries on 429/5xx/overloaded.")
     answer_max_tokens: int = Field(1200, ge=64, description="Longest answer, in tokens.")

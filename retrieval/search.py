@@ -17,9 +17,10 @@ from weaviate.collections.classes.filters import _Filters
 from retrieval.embed import Embedder
 from retrieval.errors import InvalidInput
 from retrieval.models import KINDS, LEVELS, Hit, SearchFilters, SourceInfo
+from retrieval.names import SourceChoice, choose_sources, title_matches
 from retrieval.route import fixed, fuse, route
 from retrieval.schema import as_datetime, check_kb, speaker_keys
-from retrieval.store import Store, title_matches
+from retrieval.store import Store
 
 MAX_K = 100
 # Weaviate compares dates as int64 nanoseconds since 1970: outside these, a filter silently
@@ -139,9 +140,13 @@ class SearchService:
         self._source_cache[kb] = _SourceCache(now, infos)
         return infos
 
+    async def choose_sources(self, kb: str, name: str) -> SourceChoice:
+        """The sources a typed name selects (``retrieval.names``: exact names win)."""
+        return choose_sources(name, [i.source for i in await self.sources(kb)])
+
     async def resolve_source_ids(self, kb: str, title: str) -> list[str]:
-        """Source ids whose title fuzzily matches ``title``."""
-        return [i.source.id for i in await self.sources(kb) if title_matches(title, i.source)]
+        """Ids of the sources a typed name selects."""
+        return list((await self.choose_sources(kb, title)).ids)
 
     async def build_filter(self, kb: str, filters: SearchFilters) -> _Filters | None:
         """Weaviate filter for ``filters`` (None: no filter); raises NothingMatches when a

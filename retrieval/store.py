@@ -12,12 +12,10 @@ source; ``clean_orphans`` (run at the start of each ingest) deletes them.
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
-from difflib import SequenceMatcher
 from typing import Any
 
 import weaviate
@@ -30,7 +28,8 @@ from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import UnexpectedStatusCodeError, WeaviateBaseError, WeaviateQueryError
 
 from retrieval.errors import InvalidInput, SearchUnavailable
-from retrieval.models import Document, Hit, Level, Source, SourceInfo
+from retrieval.models import Document, Hit, Level, SourceInfo
+from retrieval.names import title_matches as title_matches  # re-exported for callers
 from retrieval.schema import (
     SEGMENT_PROPERTIES,
     SEGMENTS,
@@ -117,28 +116,6 @@ def translate_errors(url: str) -> Iterator[None]:
             f"Weaviate at {url} is not reachable or failed ({type(exc).__name__}); "
             "check that it is running."
         ) from exc
-
-
-def title_matches(query: str, source: Source) -> bool:
-    """Fuzzy title match: "MCP" finds "Introduction to MCP", "auth deepdive" finds
-    "Auth deep dive"."""
-    q = " ".join(query.casefold().split())
-    title = source.title.casefold()
-    if not q:
-        return False
-    if q in title or q == source.id.casefold() or q in source.id.casefold():
-        return True
-    squashed_q, squashed_t = q.replace(" ", ""), re.sub(r"[^a-z0-9]", "", title)
-    if squashed_q and squashed_q in squashed_t:
-        return True
-    words = re.findall(r"[a-z0-9]+", title)
-    q_words = re.findall(r"[a-z0-9]+", q)
-    if q_words and all(
-        any(w.startswith(qw) or SequenceMatcher(None, qw, w).ratio() >= 0.8 for w in words)
-        for qw in q_words
-    ):
-        return True
-    return SequenceMatcher(None, q, title).ratio() >= 0.75
 
 
 class Store:

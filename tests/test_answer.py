@@ -309,3 +309,41 @@ async def test_widening_falls_back_to_neighbours(archive: KbArchive) -> None:
     assert out.answer.citations[0].link == "https://www.loom.com/share/feedbeef?t=678"
     # The window after the hit is there as context.
     assert "same time next Tuesday" in llm.history[-1].prompt
+
+
+async def test_question_naming_a_speaker_and_a_date_searches_their_words_then(
+    archive: KbArchive,
+) -> None:
+    quick = QuickAnswerer(None, AnswerConfig(search_k=4), today=lambda: date(2024, 2, 1))
+    out = await quick.answer(
+        ask("What did John say about the login in January?", archive.kb), archive
+    )
+    answer = out.answer
+    assert answer.note == "Searched John Park's remarks, Jan 2024 first."
+    firsts = [n.hit for n in sorted(answer.sources, key=lambda n: -n.hit.score)][:2]
+    assert all("John Park" in h.segment.speakers for h in firsts)
+    # A typed option wins over what the question says.
+    typed = await quick.answer(
+        ask(
+            "What did John say about the login?",
+            archive.kb,
+            filters=SearchFilters(speaker="Priya Raman"),
+        ),
+        archive,
+    )
+    assert typed.answer.note is None
+    assert all("Priya Raman" in n.hit.segment.speakers for n in typed.answer.sources)
+
+
+async def test_a_typed_source_name_matching_no_title_says_what_it_chose(
+    archive: KbArchive,
+) -> None:
+    out = await QuickAnswerer(None).answer(
+        ask("hosted login page", archive.kb, filters=SearchFilters(source="dive")), archive
+    )
+    assert out.answer.note == "No source is called \u201cdive\u201d; searched *Auth deep dive*."
+    exact = await QuickAnswerer(None).answer(
+        ask("hosted login page", archive.kb, filters=SearchFilters(source="Auth deep dive")),
+        archive,
+    )
+    assert exact.answer.note is None

@@ -39,6 +39,7 @@ from bot.config import Settings, load_settings
 from bot.evaluate import KS, Result, Summary, load_cases, run_eval
 from bot.models import Answer, Event, Mode, ProgressEvent, Question, ThreadKey
 from bot.summaries import claude_summarizer
+from bot.understand import choice_note
 from bot.wiring import open_core, open_retrieval
 from retrieval.errors import InvalidInput, QuorumError
 from retrieval.indexer import IngestReport, ingest
@@ -257,7 +258,13 @@ def search_cmd(
         if not 1 <= k <= MAX_K:
             raise InvalidInput(f"-k must be between 1 and {MAX_K}, not {k}.")
         async with open_retrieval(settings, warm=True) as r:
-            return await r.search.search(kb_name(settings, kb), query, filters, k)
+            name = kb_name(settings, kb)
+            if source:
+                choice = await r.search.choose_sources(name, source)
+                known = [i.source for i in await r.search.sources(name)]
+                if note := choice_note(source, choice, known):
+                    err.print(plain(note.replace("*", "")))
+            return await r.search.search(name, query, filters, k)
 
     hits = run(go)
     if as_json:

@@ -22,7 +22,7 @@ from bot.wiring import open_retrieval, retrieval_config
 from retrieval.captions import FORMATS, WRITERS
 from retrieval.errors import InvalidInput
 from retrieval.ingest.media import MEDIA_SUFFIXES, decode_audio, file_digest
-from retrieval.store import title_matches
+from retrieval.names import title_matches
 from retrieval.transcribe import OnProgress, Transcriber, Transcript
 
 

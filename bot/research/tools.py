@@ -36,8 +36,8 @@ from bot.research.schema import (
 from retrieval.archive import Archive
 from retrieval.links import format_timestamp
 from retrieval.models import Hit, SearchFilters, SourceInfo
+from retrieval.names import title_matches
 from retrieval.schema import speaker_keys
-from retrieval.store import title_matches
 
 CHARS_PER_PASSAGE = 1500
 CHARS_PER_RESULT = 12_000
