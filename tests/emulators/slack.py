@@ -47,6 +47,7 @@ BOT_SCOPES = (
     "channels:history",
     "chat:write",
     "commands",
+    "files:read",
     "groups:history",
     "im:history",
     "im:write",
