@@ -159,6 +159,12 @@ class Settings(BaseSettings):
         None, description="JSON API bearer tokens, token:kb pairs: tok1:kb1,tok2:kb2."
     )
 
+    post_summaries: str | None = Field(
+        None,
+        description="Post each newly ingested recording's summary here: slack:CHANNEL or "
+        "discord:CHANNEL_ID, comma-separated for several.",
+    )
+
     # --- chat uploads
     upload_max_mb: int = Field(
         200, ge=1, description="Largest file accepted from a chat upload, in megabytes."

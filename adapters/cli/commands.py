@@ -33,6 +33,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from adapters.chat.announce import Poster, announce, targets
 from adapters.cli.ingest_progress import IngestProgress
 from adapters.cli.terminal import answer_json, failure_line, plain, render_answer, summary_table
 from bot.config import Settings, load_settings
@@ -124,6 +125,21 @@ def _report_table(report: IngestReport, elapsed: float) -> Table:
     return table
 
 
+async def _post_slack(settings: Settings, channel: str, text: str) -> None:
+    from adapters.slack.post import post_to_slack  # the SDK loads only when posting
+
+    await post_to_slack(settings, channel, text)
+
+
+async def _post_discord(settings: Settings, channel: str, text: str) -> None:
+    from adapters.discord.post import post_to_discord
+
+    await post_to_discord(settings, channel, text)
+
+
+POSTERS: dict[str, Poster] = {"slack": _post_slack, "discord": _post_discord}
+
+
 @app.command("ingest")
 def ingest_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders to ingest.")],
@@ -135,6 +151,7 @@ def ingest_cmd(
 
     async def go(settings: Settings) -> IngestReport:
         name = kb_name(settings, kb)
+        targets(settings.post_summaries)  # a malformed target fails before any work
         async with open_retrieval(settings, warm=True) as r, claude_summarizer(settings) as summ:
             t0 = time.perf_counter()
             with IngestProgress(err) as progress:
@@ -151,9 +168,12 @@ def ingest_cmd(
                 )
             r.search.forget_sources(name)
             elapsed = time.perf_counter() - t0
+            posted = await announce(settings, r.search.archive(name), report.results, POSTERS)
         out.print(_report_table(report, elapsed))
         for f in report.failed:
             err.print(failure_line(f.path, f.reason), highlight=False)
+        for line in posted:
+            err.print(f"[yellow]{escape(line)}[/]", highlight=False)
         return report
 
     report = run(go)

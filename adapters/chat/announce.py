@@ -1,0 +1,95 @@
+"""``QUORUM_POST_SUMMARIES``: when ``quorum ingest`` adds or changes a recording, its
+summary goes to the team's channel, each line linked to its moment, so people hear about
+a new recording where they already are. Where to post is ``slack:CHANNEL`` or
+``discord:CHANNEL_ID`` (several, comma-separated); how to post is each platform's."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from bot.citations import at_second
+from bot.config import Settings
+from retrieval.errors import ConfigError, InvalidInput, QuorumError
+from retrieval.indexer import FileResult
+from retrieval.links import format_timestamp
+from retrieval.models import Hit
+from retrieval.search import KbArchive
+from retrieval.summary import LABELS, read_lines
+
+log = logging.getLogger("quorum.announce")
+
+RECORDINGS = ("video", "audio")
+Poster = Callable[[Settings, str, str], Awaitable[None]]  # (settings, channel, markdown)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One place summaries are posted."""
+
+    platform: str
+    channel: str
+
+
+def targets(value: str | None) -> list[Target]:
+    """``slack:C123,discord:456`` as targets; a ConfigError names a malformed one."""
+    found: list[Target] = []
+    for raw in (value or "").split(","):
+        if not raw.strip():
+            continue
+        platform, _, channel = raw.strip().partition(":")
+        if platform not in ("slack", "discord") or not channel.strip():
+            raise ConfigError(
+                f"QUORUM_POST_SUMMARIES: {raw.strip()!r} is not slack:CHANNEL or "
+                "discord:CHANNEL_ID (comma-separated for several)."
+            )
+        found.append(Target(platform, channel.strip()))
+    return found
+
+
+def summary_markdown(hit: Hit) -> str:
+    """A stored summary as Markdown: the title, then each line with a link to its moment."""
+    lines = [f"**New recording: {hit.source.title}**"]
+    for line in read_lines(hit.segment):
+        where = ""
+        if line.start_s is not None:
+            link = at_second(hit, line.start_s)[1]
+            stamp = format_timestamp(line.start_s)
+            where = f" [{stamp}]({link})" if link else f" ({stamp})"
+        lines.append(f"- {LABELS[line.section]}: {line.text}{where}")
+    return "\n".join(lines)
+
+
+async def announce(
+    settings: Settings,
+    archive: KbArchive,
+    results: Sequence[FileResult],
+    posters: Mapping[str, Poster],
+) -> list[str]:
+    """Post the summary of every recording ``results`` added or changed to each target;
+    returns one line per failure (a post that fails never fails the ingest)."""
+    where = targets(settings.post_summaries)
+    if not where:
+        return []
+    failures: list[str] = []
+    changed = [r for r in results if r.status in ("added", "updated") and r.source_id]
+    for result in changed:
+        assert result.source_id is not None
+        try:
+            hit = await archive.summary(result.source_id)
+        except InvalidInput:  # too short to have a summary
+            continue
+        if hit.source.kind not in RECORDINGS:
+            continue
+        text = summary_markdown(hit)
+        for target in where:
+            try:
+                await posters[target.platform](settings, target.channel, text)
+            except (QuorumError, OSError) as exc:
+                log.warning("posting a summary to %s failed: %s", target, exc)
+                failures.append(
+                    f"Could not post the summary of {hit.source.title} to "
+                    f"{target.platform}:{target.channel} ({exc})."
+                )
+    return failures
