@@ -117,7 +117,9 @@ async def test_each_failure_names_its_fix(
     settings = configured(slack, disc, claude, tmp_path, slack_bot_token="xoxb-revoked")
     checks = by_name(await run_checks(settings))
     assert checks["slack"].detail == "Slack rejected SLACK_BOT_TOKEN (invalid_auth)."
-    assert checks["discord"].detail == "Slash commands not registered: /ask, /research."
+    assert checks["discord"].detail == (
+        "Slash commands not registered: /ask, /forget, /ingest, /research, /sources."
+    )
     assert checks["discord"].fix == "Run `quorum discord sync`."
 
     settings = configured(slack, disc, claude, tmp_path, discord_token="not-the-token")
