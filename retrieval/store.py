@@ -50,7 +50,9 @@ from retrieval.schema import speaker_keys as speaker_keys  # re-exported for cal
 
 # What keyword search reads: the text, where it sits, and what it is part of (title and
 # speakers: "what did the retro say about rollback" finds a window that never says "retro").
-QUERY_PROPERTIES = ["text", "heading", "lesson_title", "context"]
+# A unit's own words count twice: its context (title, speakers, heading) is shared by every
+# unit of its source, so it may tip a tie but not outrank the words that were said.
+QUERY_PROPERTIES = ["text^2", "heading", "lesson_title", "context"]
 
 
 @dataclass(frozen=True)
