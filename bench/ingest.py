@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import statistics
 import tempfile
@@ -40,6 +39,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 import retrieval.indexer as indexer
+from bench.common import weaviate_binary
 from bench.machine import Contention, describe, process_cpu, server_pid
 from bench.synthetic import (
     GENERATOR_VERSION,
@@ -56,7 +56,7 @@ from retrieval.ingest import discover, read_source
 from retrieval.ingest.metadata import slug
 from retrieval.models import Document
 from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, Endpoint, async_client, find_binary
+from retrieval.weaviate_server import EmbeddedServer, Endpoint, async_client
 
 T = TypeVar("T")
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -391,9 +391,7 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="corpus seed (0)")
     args = parser.parse_args()
-    binary = find_binary(os.environ.get("QUORUM_WEAVIATE_BINARY"))
-    if binary is None:
-        raise SystemExit("weaviate-server not found: run `make install` first.")
+    binary = weaviate_binary()
     run(args, binary)
 
 

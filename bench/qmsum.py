@@ -32,6 +32,7 @@ from rich.progress import Progress
 from rich.table import Table
 from weaviate.classes.query import Filter
 
+from bench.common import temp_store
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
@@ -39,8 +40,6 @@ from retrieval.ingest.metadata import slug
 from retrieval.links import format_timestamp
 from retrieval.models import LEVELS, Hit, Level, SearchFilters
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, async_client
 
 REPO = Path(__file__).resolve().parent.parent
 KB = "qmsum"
@@ -167,56 +166,51 @@ async def evaluate(
     with tempfile.TemporaryDirectory() as tmp:
         meetings = write_meetings(data, Path(tmp) / "vtt", only)
         by_id = {m.id: m for m in meetings}
-        server = EmbeddedServer(Path(tmp) / "weaviate")
-        endpoint = await asyncio.to_thread(server.start)
-        try:
-            async with Store.connect(async_client(endpoint), endpoint.url) as store:
-                t0 = time.perf_counter()
-                config = ChunkConfig(max_seconds=chunk_seconds, overlap_seconds=chunk_seconds / 6)
-                console.print(f"ingesting {len(meetings)} meetings...")
-                report = await ingest(store, embedder, KB, [Path(tmp) / "vtt"], chunking=config)
-                assert not report.failed, report.failed
-                ingest_s = time.perf_counter() - t0
-                hours = sum(m.starts[-1] for m in meetings) / 3600
-                console.print(
-                    f"{report.segments:,} windows in {ingest_s:.0f} s: "
-                    f"{hours / ingest_s * 3600:.0f} recorded hours per hour of ingest "
-                    f"(window {format_timestamp(chunk_seconds)})"
-                )
-                service = SearchService(store, embedder)
-                relevant_units: dict[tuple[str, str], list[set[int]]] = {}
-                for m in meetings:
-                    for level in levels:
-                        hits = await _units(service, m.id, level)
-                        relevant_units[(m.id, level)] = [utterances(h, m.starts) for h in hits]
-                systems: list[Level | Literal["router"]] = [*levels, "router"]
-                if only_router:
-                    systems = ["router"]
-                scopes = ("inside the meeting", "whole split")
-                scores = {(sc, s): Scores() for sc in scopes for s in systems}
-                queries = [(m, q, g) for m in meetings for q, g in m.queries][:limit]
-                with Progress(console=console) as progress:
-                    task = progress.add_task("querying", total=len(queries))
-                    for m, query, gold in queries:
-                        for scope in scopes:
-                            ids = (m.id,) if scope == scopes[0] else ()
-                            for system in systems:
-                                chosen: tuple[Level, ...] = () if system == "router" else (system,)
-                                f = SearchFilters(source_ids=ids, levels=chosen)
-                                hits = await service.search(KB, query, f, 10)
-                                ranked = [
-                                    utterances(h, by_id[h.source.id].starts)
-                                    if h.source.id == m.id
-                                    else set()
-                                    for h in hits
-                                ]
-                                unit: Level = "window" if system == "router" else system
-                                relevant = sum(1 for u in relevant_units[(m.id, unit)] if u & gold)
-                                spans = [_span(h) for h in hits]
-                                scores[(scope, system)].add(ranked, spans, relevant, gold)
-                        progress.advance(task)
-        finally:
-            server.stop()
+        async with temp_store(Path(tmp) / "weaviate") as store:
+            t0 = time.perf_counter()
+            config = ChunkConfig(max_seconds=chunk_seconds, overlap_seconds=chunk_seconds / 6)
+            console.print(f"ingesting {len(meetings)} meetings...")
+            report = await ingest(store, embedder, KB, [Path(tmp) / "vtt"], chunking=config)
+            assert not report.failed, report.failed
+            ingest_s = time.perf_counter() - t0
+            hours = sum(m.starts[-1] for m in meetings) / 3600
+            console.print(
+                f"{report.segments:,} windows in {ingest_s:.0f} s: "
+                f"{hours / ingest_s * 3600:.0f} recorded hours per hour of ingest "
+                f"(window {format_timestamp(chunk_seconds)})"
+            )
+            service = SearchService(store, embedder)
+            relevant_units: dict[tuple[str, str], list[set[int]]] = {}
+            for m in meetings:
+                for level in levels:
+                    hits = await _units(service, m.id, level)
+                    relevant_units[(m.id, level)] = [utterances(h, m.starts) for h in hits]
+            systems: list[Level | Literal["router"]] = [*levels, "router"]
+            if only_router:
+                systems = ["router"]
+            scopes = ("inside the meeting", "whole split")
+            scores = {(sc, s): Scores() for sc in scopes for s in systems}
+            queries = [(m, q, g) for m in meetings for q, g in m.queries][:limit]
+            with Progress(console=console) as progress:
+                task = progress.add_task("querying", total=len(queries))
+                for m, query, gold in queries:
+                    for scope in scopes:
+                        ids = (m.id,) if scope == scopes[0] else ()
+                        for system in systems:
+                            chosen: tuple[Level, ...] = () if system == "router" else (system,)
+                            f = SearchFilters(source_ids=ids, levels=chosen)
+                            hits = await service.search(KB, query, f, 10)
+                            ranked = [
+                                utterances(h, by_id[h.source.id].starts)
+                                if h.source.id == m.id
+                                else set()
+                                for h in hits
+                            ]
+                            unit: Level = "window" if system == "router" else system
+                            relevant = sum(1 for u in relevant_units[(m.id, unit)] if u & gold)
+                            spans = [_span(h) for h in hits]
+                            scores[(scope, system)].add(ranked, spans, relevant, gold)
+                    progress.advance(task)
     table = Table(title=f"QMSum val: {len(queries)} queries over {len(meetings)} meetings")
     for col in ("scope", "level", "hit@1", "hit@5", "coverage@5", "nDCG@10", "top-5 span s"):
         table.add_column(col, justify="left" if col in ("scope", "level") else "right")

@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import os
 import shutil
 import statistics
 from collections.abc import Sequence
@@ -38,13 +37,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from bench.common import weaviate_binary
 from bench.machine import Contention, describe, server_pid
 from bench.synthetic import FIRST, GENERATOR_VERSION, Talk, meeting_date, meeting_title
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.models import Document, SearchFilters, Segment, Source
 from retrieval.search import SearchService, SearchTimings
 from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, Endpoint, async_client, find_binary
+from retrieval.weaviate_server import EmbeddedServer, Endpoint, async_client
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 KB = "bench"
@@ -303,9 +303,7 @@ def main() -> None:
     args = parser.parse_args()
     if any(size % args.per_source for size in args.sizes):
         parser.error(f"every size must be a multiple of --per-source ({args.per_source})")
-    binary = find_binary(os.environ.get("QUORUM_WEAVIATE_BINARY"))
-    if binary is None:
-        raise SystemExit("weaviate-server not found: run `make install` first.")
+    binary = weaviate_binary()
     corpus = Corpus(args.seed, args.per_source)
     model = SentenceTransformerEmbedder.from_path(batch_size=args.batch_size)
     results: dict[int, list[tuple[str, SearchTimings, int]]] = {}
