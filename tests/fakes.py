@@ -233,17 +233,17 @@ class FakeLLM:
         messages = copy.deepcopy(list(kw.pop("messages")))  # as sent, before later edits
         return Call(kind, messages=messages, model=model or self.model, **kw)
 
-    async def complete(
+    def _completion(
         self,
-        *,
+        kind: str,
         system: str,
         messages: Sequence[Any],
         max_tokens: int,
-        model: str | None = None,
-        timeout_s: float | None = None,
+        model: str | None,
+        timeout_s: float | None,
     ) -> Completion:
         call = self._call(
-            "complete",
+            kind,
             model,
             system=system,
             messages=messages,
@@ -255,6 +255,17 @@ class FakeLLM:
             text, call.model, "end_turn", Usage(len(call.prompt) // 4, len(text) // 4)
         )
 
+    async def complete(
+        self,
+        *,
+        system: str,
+        messages: Sequence[Any],
+        max_tokens: int,
+        model: str | None = None,
+        timeout_s: float | None = None,
+    ) -> Completion:
+        return self._completion("complete", system, messages, max_tokens, model, timeout_s)
+
     async def stream(
         self,
         *,
@@ -265,22 +276,12 @@ class FakeLLM:
         model: str | None = None,
         timeout_s: float | None = None,
     ) -> Completion:
-        call = self._call(
-            "stream",
-            model,
-            system=system,
-            messages=messages,
-            max_tokens=max_tokens,
-            timeout_s=timeout_s,
-        )
-        text = self._text(call)
+        done = self._completion("stream", system, messages, max_tokens, model, timeout_s)
         if on_text is not None:
-            words = text.split(" ")
+            words = done.text.split(" ")
             for i in range(1, len(words) + 1):
                 await on_text(" ".join(words[:i]))
-        return Completion(
-            text, call.model, "end_turn", Usage(len(call.prompt) // 4, len(text) // 4)
-        )
+        return done
 
     async def create(
         self,
