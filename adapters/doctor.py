@@ -26,7 +26,7 @@ from rich.table import Table
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.cli.commands import out
+from adapters.cli.app import out
 from adapters.discord.client import bot_token, configure_api
 from adapters.discord.commands import add_commands
 from adapters.http.api import parse_tokens

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from adapters import discord, slack
-from adapters.cli.commands import fail, run
+from adapters.cli.app import fail, run
 from adapters.lifecycle import Runner, serve_until_stopped
 from adapters.platform import Platform
 from bot.config import Settings

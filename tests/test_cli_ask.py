@@ -13,7 +13,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import adapters.cli.main  # noqa: F401  (registers chat, demo and serve on the app)
-from adapters.cli.commands import app
+from adapters.cli.main import app
 from adapters.console.app import ConsoleChat
 from bot.engine import Engine
 from bot.sessions import SessionStore

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from adapters.cli.commands import app
+from adapters.cli.main import app
 from retrieval.weaviate_server import Endpoint
 
 runner = CliRunner()
@@ -79,6 +79,10 @@ def test_ingest_search_sources_remove(weaviate_env: Endpoint, folder: Path, kb: 
         (["search", "auth", "-k", "1000"], "-k must be between 1 and 100"),
         (["search", "   "], "The query is empty"),
         (["search", "auth", "--kind", "podcast"], "--kind 'podcast' is not one of"),
+        (
+            ["search", "auth", "--after", "2024-06-01", "--before", "2024-01-01"],
+            "--after 2024-06-01 is later than --before 2024-01-01; swap them",
+        ),
         (["search", "auth", "--kb", "no spaces allowed"], "Knowledge base names use"),
     ],
 )

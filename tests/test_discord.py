@@ -253,7 +253,9 @@ async def test_bad_date_is_one_private_sentence(bot: Harness, core: FakeCore) ->
     )
     (reply,) = callbacks(bot.emu)
     assert reply["type"] == 4 and reply["data"]["flags"] == 64
-    assert reply["data"]["content"] == "after: 'May' is not a date; use YYYY-MM-DD."
+    assert (
+        reply["data"]["content"] == "after: 'May' is not a date; use YYYY-MM-DD, e.g. 2024-01-31."
+    )
     assert core.questions == []
 
 

@@ -160,7 +160,7 @@ async def test_claude_citations_align_to_the_gold_moment(
 
 
 def test_eval_names_every_bad_line(tmp_path: Path) -> None:
-    from adapters.cli.commands import app
+    from adapters.cli.main import app
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(

@@ -23,20 +23,36 @@ _OPTION = re.compile(
 )
 
 
-def _date(name: str, value: str) -> date:
+def parse_date(value: str | None, shown: str, example: str = "2024-01-31") -> date | None:
+    """``2024-01-31`` -> date, empty -> None; anything else is one sentence quoting the
+    option as its surface shows it (``after:May`` in chat, ``--after 'May'`` on the CLI)
+    with an example written the same way."""
+    if not value:
+        return None
     try:
         return date.fromisoformat(value)
     except ValueError:
-        raise InvalidInput(
-            f"{name}:{value} is not a date; use YYYY-MM-DD, e.g. {name}:2024-01-31."
-        ) from None
+        raise InvalidInput(f"{shown} is not a date; use YYYY-MM-DD, e.g. {example}.") from None
 
 
-def _kind(value: str) -> Kind:
+def parse_kind(value: str | None, shown: str) -> Kind | None:
+    """A kind of source (any case), empty -> None; anything else is one sentence."""
+    if not value:
+        return None
     for kind in KINDS:
         if kind == value.lower():
             return kind
-    raise InvalidInput(f"kind:{value} is not one of {', '.join(KINDS)}.")
+    raise InvalidInput(f"{shown} is not one of {', '.join(KINDS)}.")
+
+
+def check_range(after: date | None, before: date | None, spell: str = "{}:") -> None:
+    """A range that ends before it starts is one sentence naming both ends (``spell``
+    writes an option's name as the surface does: ``after:`` or ``--after``)."""
+    if after and before and after > before:
+        raise InvalidInput(
+            f"{spell.format('after')}{after.isoformat()} is later than "
+            f"{spell.format('before')}{before.isoformat()}; swap them or widen the range."
+        )
 
 
 def _lesson(value: str) -> int:
@@ -74,19 +90,15 @@ def parse_options(text: str) -> tuple[str, SearchFilters]:
     kept.append(text[last:])
     question = re.sub(r"[ \t]{2,}", " ", "".join(kept)).strip()
 
-    after = _date("after", found["after"]) if "after" in found else None
-    before = _date("before", found["before"]) if "before" in found else None
-    if after and before and after > before:
-        raise InvalidInput(
-            f"after:{after.isoformat()} is later than before:{before.isoformat()}; "
-            "swap them or widen the range."
-        )
+    after = parse_date(found.get("after"), f"after:{found.get('after')}", "after:2024-01-31")
+    before = parse_date(found.get("before"), f"before:{found.get('before')}", "before:2024-01-31")
+    check_range(after, before)
     filters = SearchFilters(
         speaker=found.get("speaker"),
         source=found.get("source"),
         after=after,
         before=before,
-        kind=_kind(found["kind"]) if "kind" in found else None,
+        kind=parse_kind(found.get("kind"), f"kind:{found.get('kind')}"),
         lesson=_lesson(found["lesson"]) if "lesson" in found else None,
     )
     return question, filters

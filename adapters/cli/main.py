@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from adapters.cli.commands import app
+from adapters.cli import ask, commands  # noqa: F401  (register their commands)
+from adapters.cli.app import app
 from adapters.cli.transcript import transcript_cmd
 from adapters.console.app import chat_command, demo_command
 from adapters.discord.cli import discord_app

@@ -4,8 +4,6 @@ an Answer for ``quorum ask --json``."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.style import Style
@@ -13,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from adapters.chat.view import link_markers
-from bot.citations import at_second, citation_json, source_json
+from bot.citations import at_second
 from bot.models import Answer, Citation
 from retrieval.links import format_timestamp
 from retrieval.models import Hit
@@ -41,21 +39,6 @@ def plain(text: str, url: str | None = None) -> Text:
 def failure_line(path: str, reason: str | None) -> Text:
     """``failed PATH: REASON`` for an ingest report, the path and reason as plain text."""
     return Text.assemble(("failed", "red"), f" {path}: {reason}")
-
-
-def answer_json(answer: Answer) -> dict[str, Any]:
-    """The JSON shape of an Answer: text, kind, mode, citations (links, seconds), sources."""
-    return {
-        "text": answer.text,
-        "kind": answer.kind,
-        "mode": answer.mode,
-        "note": answer.note,
-        "standalone_query": answer.standalone_query,
-        "exchange_id": answer.exchange_id,
-        "timings": answer.timings,
-        "citations": [citation_json(c) for c in answer.citations],
-        "sources": [source_json(s) for s in answer.sources],
-    }
 
 
 def linked_markdown(text: str, citations: tuple[Citation, ...]) -> str:

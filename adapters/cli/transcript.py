@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from adapters.cli.commands import KbOpt, err, kb_name, out, run
+from adapters.cli.app import KbOpt, err, kb_name, out, run
 from adapters.cli.ingest_progress import realtime_factor
 from bot.config import Settings
 from bot.wiring import open_retrieval, retrieval_config

@@ -26,7 +26,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from adapters.cli.commands import KbOpt, err, kb_name, out, run
+from adapters.cli.app import KbOpt, err, kb_name, out, run
 from adapters.cli.terminal import failure_line, plain, render_answer
 from bot.config import Settings
 from bot.engine import Engine

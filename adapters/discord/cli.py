@@ -10,7 +10,7 @@ import discord
 import typer
 from discord import app_commands
 
-from adapters.cli.commands import fail, run
+from adapters.cli.app import fail, run
 from adapters.discord.client import REJECTED, bot_token, configure_api
 from adapters.discord.commands import add_commands
 from bot.config import Settings

@@ -12,10 +12,9 @@ from typing import Any, Protocol, cast
 import discord
 from discord import app_commands
 
-from adapters.cli.commands import parse_date
+from adapters.chat.options import check_range, parse_date
 from adapters.discord.uploads import add_upload_commands
 from bot.models import Core, Mode
-from retrieval.errors import InvalidInput
 from retrieval.models import SearchFilters
 
 log = logging.getLogger("quorum.discord")
@@ -49,9 +48,9 @@ def slash_filters(
     before: str | None = None,
 ) -> SearchFilters:
     """SearchFilters from /ask's options, validated (a bad date is one clear sentence)."""
-    start, end = parse_date(after, "after:"), parse_date(before, "before:")
-    if start and end and start > end:
-        raise InvalidInput(f"after: {start} is later than before: {end}; swap them.")
+    start = parse_date(after, f"after: {after!r}")
+    end = parse_date(before, f"before: {before!r}")
+    check_range(start, end, "{}: ")
     return SearchFilters(speaker=speaker or None, source=source or None, after=start, before=end)
 
 

@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from adapters.cli.commands import hit_json
-from adapters.cli.terminal import answer_json
+from adapters.shapes import answer_json, hit_json
 from bot.errors import InvalidInput, QuorumError, SearchUnavailable
 from bot.models import Event, PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.wiring import CoreServices
