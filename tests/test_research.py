@@ -31,14 +31,9 @@ from bot.research.loop import (
     Researcher,
     ResearchResult,
 )
+from bot.research.results import CHARS_PER_RESULT, Registry, render_draft
 from bot.research.schema import TOOLS, ExpandArgs, SearchArgs, ToolError, TranscriptArgs, parse_args
-from bot.research.tools import (
-    CHARS_PER_RESULT,
-    Catalog,
-    Registry,
-    fetch,
-    render_draft,
-)
+from bot.research.tools import Catalog, fetch
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.links import format_timestamp

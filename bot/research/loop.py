@@ -53,8 +53,9 @@ from bot.research.prompts import (
     research_notes,
     system_prompt,
 )
+from bot.research.results import Registry, render_draft
 from bot.research.schema import TOOLS, ToolError, parse_args
-from bot.research.tools import Call, Catalog, Registry, progress_text, render_draft, run_fetch
+from bot.research.tools import Call, Catalog, progress_text, run_fetch
 from bot.research.trace import (
     ResearchResult,
     Stop,

@@ -1,29 +1,28 @@
-"""Deep research's tools at work: numbering passages, reading the archive, and writing
-results back to Claude.
+"""Deep research's tools at work: reading the archive for each call.
 
 Every tool reads the one knowledge base its ``Archive`` is bound to; source ids are
-checked against this archive's own list (``Catalog``). Each passage a tool returns gets
-one ``[n]`` for the whole research run (``Registry``), so an answer written after several
-steps cites every moment by its own number. Results are capped in passages and
-characters.
-
-A call runs in two halves: ``fetch`` reads the archive (concurrently with the other
-calls of the same turn) and returns a ``Draft``; ``render_draft`` numbers its passages in
-the order Claude made the calls, so numbering never depends on which query finished first.
+checked against this archive's own list (``Catalog``). A call runs in two halves:
+``fetch`` reads the archive (concurrently with the other calls of the same turn) and
+returns a ``Draft``; ``results.render_draft`` numbers its passages.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from bot.citations import label_for
 from bot.errors import InvalidInput
-from bot.models import NumberedSource
-from bot.passages import merge_sentences, render, sentences_of, timed_lines
+from bot.research.results import (
+    CHARS_PER_RESULT,
+    Draft,
+    Item,
+    Registry,
+    cap,
+    fits,
+    window_items,
+)
 from bot.research.schema import (
     Args,
     ExpandArgs,
@@ -38,149 +37,6 @@ from retrieval.links import format_timestamp
 from retrieval.models import Hit, SearchFilters, SourceInfo
 from retrieval.names import title_matches
 from retrieval.schema import speaker_keys
-
-CHARS_PER_PASSAGE = 1500
-CHARS_PER_RESULT = 12_000
-MAX_PASSAGES_PER_RESULT = 20
-_HEAD_CHARS = 100  # "[n] Title @ 12:14 (2024-01-23) — Speaker: ", roughly
-
-
-# --- numbering ----------------------------------------------------------------------------
-
-
-class Registry:
-    """One ``[n]`` per passage for the whole research run, in order of first appearance."""
-
-    def __init__(self) -> None:
-        self._by_id: dict[str, NumberedSource] = {}
-        self._by_n: dict[int, NumberedSource] = {}
-
-    def number(self, hit: Hit) -> tuple[NumberedSource, bool]:
-        """The passage's number, and True when it is new."""
-        known = self._by_id.get(hit.id)
-        if known is not None:
-            return known, False
-        ns = NumberedSource(n=len(self._by_id) + 1, hit=hit, label=label_for(hit))
-        self._by_id[hit.id] = ns
-        self._by_n[ns.n] = ns
-        return ns, True
-
-    def get(self, n: int) -> NumberedSource | None:
-        """The passage numbered ``n``, if any."""
-        return self._by_n.get(n)
-
-    @property
-    def sources(self) -> tuple[NumberedSource, ...]:
-        """Every numbered passage, by number."""
-        return tuple(self._by_n.values())
-
-    def __len__(self) -> int:
-        return len(self._by_id)
-
-
-# --- results ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Item:
-    """A passage to show: its hit, the text to show for it, and its one speaker if the
-    text has a single one (several speakers are labelled in the text itself)."""
-
-    hit: Hit
-    text: str
-    dated: bool = True
-    speaker: str | None = None
-
-
-Draft = list[str | Item]
-
-
-def _cap(text: str, limit: int = CHARS_PER_PASSAGE) -> str:
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    return text[:limit].rsplit(" ", 1)[0] + " …"
-
-
-def _drop_repeat(before: str, text: str, most: int = 600) -> str:
-    """``text`` without the start it repeats from the end of ``before``."""
-    for k in range(min(len(before), len(text), most), 20, -1):
-        if text.startswith(before[-k:]):
-            return text[k:].lstrip() or text
-    return text
-
-
-def window_items(windows: Sequence[Hit], *, dated: bool = True) -> list[Item]:
-    """Windows as passages; consecutive windows of a source without the sentences each
-    repeats from the one before it (chunk overlap)."""
-    items: list[Item] = []
-    prev: Hit | None = None
-    for w in windows:
-        seg = w.segment
-        speaker: str | None = None
-        follows = (
-            prev is not None
-            and prev.source.id == w.source.id
-            and prev.segment.position + 1 == seg.position
-            and prev.segment.level == seg.level
-        )
-        if seg.start_s is None and not seg.speakers:
-            # A document keeps its own line breaks; its windows overlap by characters.
-            text = _drop_repeat(prev.segment.text, seg.text) if prev and follows else seg.text
-        else:
-            sentences = sentences_of(seg)
-            if prev and follows:
-                acc = sentences_of(prev.segment)
-                shared = len(acc)
-                merge_sentences(acc, sentences)
-                sentences = acc[shared:] or sentences
-            who = {s.speaker for s in sentences}
-            speaker = who.pop() if len(who) == 1 and seg.start_s is None else None
-            text = (timed_lines(sentences) if seg.start_s is not None else "") or render(sentences)
-            text = text or seg.text
-        items.append(Item(w, _cap(text), dated, speaker))
-        prev = w
-    return items
-
-
-def format_item(ns: NumberedSource, item: Item, seen: bool) -> str:
-    """``[n] Title @ 12:14 (2024-01-23) — Speaker: text``."""
-    hit = item.hit
-    head = f"[{ns.n}] {ns.label}"
-    if item.dated and hit.source.recorded_at:
-        head += f" ({hit.source.recorded_at.isoformat()})"
-    if seen:
-        return f"{head} (already shown above)"
-    if item.speaker:
-        return f"{head} \u2014 {item.speaker}: {item.text}"
-    return f"{head}:\n{item.text}"
-
-
-def fits(items: Sequence[Item], budget: int = CHARS_PER_RESULT) -> int:
-    """How many of ``items`` fit in a result of ``budget`` characters (at least one)."""
-    used = 0
-    for i, item in enumerate(items[:MAX_PASSAGES_PER_RESULT]):
-        used += len(item.text) + _HEAD_CHARS
-        if used > budget and i > 0:
-            return i
-    return min(len(items), MAX_PASSAGES_PER_RESULT)
-
-
-def render_draft(draft: Draft, registry: Registry) -> tuple[str, tuple[int, ...]]:
-    """The result text, numbering its passages; and the numbers it shows."""
-    lines: list[str] = []
-    numbers: list[int] = []
-    for part in draft:
-        if isinstance(part, str):
-            lines.append(part)
-            continue
-        ns, new = registry.number(part.hit)
-        if ns.n in numbers:
-            continue
-        numbers.append(ns.n)
-        lines.append(format_item(ns, part, seen=not new))
-    return _cap("\n".join(lines), CHARS_PER_RESULT + 2000), tuple(numbers)
-
 
 # --- the tools ----------------------------------------------------------------------------
 
@@ -345,7 +201,7 @@ def _list_sources(args: ListSourcesArgs, catalog: Catalog) -> Draft:
         if s.speakers:
             line += f" | speakers: {', '.join(s.speakers[:12])}"
         if s.description:
-            line += f"\n  {_cap(s.description, 300)}"
+            line += f"\n  {cap(s.description, 300)}"
         used += len(line)
         if used > CHARS_PER_RESULT:
             draft.append("(more sources left out for length; narrow with query or dates.)")
@@ -456,6 +312,6 @@ async def run_fetch(call: Call, archive: Archive, catalog: Catalog, registry: Re
         if call.args is not None:
             call.draft = await fetch(call.args, archive, catalog, registry)
     except (ToolError, InvalidInput) as exc:
-        call.is_error, call.text = True, _cap(str(exc), 1000)
+        call.is_error, call.text = True, cap(str(exc), 1000)
     finally:
         call.ms += (time.perf_counter() - started) * 1000
