@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -29,7 +28,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -40,6 +38,7 @@ from platformdirs import user_cache_dir
 from weaviate.classes.init import AdditionalConfig, Auth, Timeout
 
 from retrieval.errors import ConfigError, SearchUnavailable
+from retrieval.reaper import is_our_server, locked, pid_alive, read_state, start_reaper, terminate
 
 log = logging.getLogger(__name__)
 
@@ -145,38 +144,6 @@ def is_ready(url: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _is_our_server(pid: int, data_dir: Path) -> bool:
-    """True when ``pid`` is alive and is a weaviate-server keeping its data in ``data_dir``."""
-    if not _pid_alive(pid):
-        return False
-    proc = Path(f"/proc/{pid}")
-    if not proc.is_dir():  # no procfs (macOS): ask ps for the command line
-        try:
-            done = subprocess.run(
-                ["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, timeout=5
-            )
-        except (OSError, subprocess.SubprocessError):
-            return True  # cannot tell; the readiness wait decides
-        return "weaviate" in done.stdout
-    try:
-        if b"weaviate" not in (proc / "cmdline").read_bytes():
-            return False
-        environ = (proc / "environ").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return f"PERSISTENCE_DATA_PATH={data_dir / 'weaviate'}".encode() in environ
-
-
 class EmbeddedServer:
     """A ``weaviate-server`` child process shared by every Quorum process on one data dir."""
 
@@ -189,22 +156,11 @@ class EmbeddedServer:
         self._endpoint: Endpoint | None = None
         self._proc: subprocess.Popen[bytes] | None = None
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(self._lock_file, "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return locked(self._lock_file)
 
     def _read_state(self) -> dict[str, Any] | None:
-        try:
-            state: dict[str, Any] = json.loads(self._state_file.read_text())
-        except (OSError, ValueError):
-            return None
-        return state
+        return read_state(self._state_file)
 
     def _write_state(self, state: dict[str, Any]) -> None:
         tmp = self._state_file.with_suffix(".tmp")
@@ -217,10 +173,10 @@ class EmbeddedServer:
             state = self._read_state()
             # A stale server.json may name a pid the system has since given to another
             # program: waiting for that to become ready would cost the whole timeout.
-            if state and _is_our_server(int(state["pid"]), self.data_dir):
+            if state and is_our_server(int(state["pid"]), self.data_dir):
                 endpoint = Endpoint("127.0.0.1", state["port"], "127.0.0.1", state["grpc_port"])
                 if self._wait_ready(endpoint, int(state["pid"])):
-                    state["users"] = [p for p in state["users"] if _pid_alive(p)] + [os.getpid()]
+                    state["users"] = [p for p in state["users"] if pid_alive(p)] + [os.getpid()]
                     self._write_state(state)
                     self._endpoint = endpoint
                     return endpoint
@@ -239,9 +195,9 @@ class EmbeddedServer:
             self._proc.poll()  # reap our own dead child, so its pid reads as gone
         with self._locked():
             state = self._read_state()
-            if not state or _is_our_server(int(state["pid"]), self.data_dir):
+            if not state or is_our_server(int(state["pid"]), self.data_dir):
                 return False
-            users = [p for p in state.get("users", []) if _pid_alive(p) and p != os.getpid()]
+            users = [p for p in state.get("users", []) if pid_alive(p) and p != os.getpid()]
             # The six ports start at the HTTP port (see _spawn): the same ones again.
             fresh = self._spawn(base=int(state["port"]))
             fresh["users"] = [*users, os.getpid()]
@@ -320,6 +276,7 @@ class EmbeddedServer:
                 f"(log: {log_path}): {tail.strip().splitlines()[-1] if tail.strip() else ''}"
             )
         self._proc = proc
+        start_reaper(self.data_dir, proc.pid)
         log.info("started weaviate-server pid=%s at %s", proc.pid, endpoint.url)
         return {"pid": proc.pid, "port": port, "grpc_port": grpc_port, "users": [os.getpid()]}
 
@@ -328,7 +285,7 @@ class EmbeddedServer:
         while time.monotonic() < deadline:
             if is_ready(endpoint.url, timeout=0.5):
                 return True
-            if not _pid_alive(pid):
+            if not pid_alive(pid):
                 return False
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)  # reap a child that died, so _pid_alive sees it
@@ -344,34 +301,14 @@ class EmbeddedServer:
             state = self._read_state()
             if not state:
                 return
-            users = [p for p in state["users"] if p != os.getpid() and _pid_alive(p)]
+            users = [p for p in state["users"] if p != os.getpid() and pid_alive(p)]
             if users:
                 state["users"] = users
                 self._write_state(state)
                 return
-            _terminate(int(state["pid"]), self._proc)
+            terminate(int(state["pid"]), self._proc)
             self._proc = None
             self._state_file.unlink(missing_ok=True)
-
-
-def _terminate(pid: int, proc: subprocess.Popen[bytes] | None) -> None:
-    """SIGTERM, wait up to 20 s for a clean shutdown (it flushes its data), then SIGKILL."""
-    if proc is not None and proc.pid == pid:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, 15)
-    deadline = time.monotonic() + 20
-    while _pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if _pid_alive(pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, 9)
 
 
 def async_client(endpoint: Endpoint, *, timeout_s: float = 30.0) -> weaviate.WeaviateAsyncClient:

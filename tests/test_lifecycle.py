@@ -19,7 +19,8 @@ from typing import Any
 import aiohttp
 
 from adapters.chat.conversation import RESTARTED
-from retrieval.weaviate_server import Endpoint, _is_our_server
+from retrieval.reaper import is_our_server
+from retrieval.weaviate_server import Endpoint
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.slack import BOT_TOKEN, SIGNING_SECRET, SlackEmulator
 from tests.test_slack import GENERAL, bot_replies
@@ -134,5 +135,5 @@ async def test_sigterm_mid_answer_ends_the_thread_politely_and_stops_weaviate(
         [reply] = bot_replies(slack, GENERAL, echo.ts)
         assert reply.versions[0]["text"] == "Researching the archive…"
         assert RESTARTED in reply.all_text()  # the thread's last word, not silence
-        assert not _is_our_server(pid, served.data_dir / "weaviate-server")
+        assert not is_our_server(pid, served.data_dir / "weaviate-server")
         assert not (served.data_dir / "weaviate-server" / "server.json").exists()

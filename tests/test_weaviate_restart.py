@@ -13,9 +13,10 @@ from pathlib import Path
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.errors import SearchUnavailable
 from retrieval.indexer import ingest
+from retrieval.reaper import pid_alive
 from retrieval.search import SearchService
 from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, _pid_alive, async_client
+from retrieval.weaviate_server import EmbeddedServer, async_client
 
 
 async def test_a_killed_server_is_restarted_and_search_comes_back(
@@ -55,7 +56,7 @@ async def test_a_killed_server_is_restarted_and_search_comes_back(
                 if state["pid"] != old_pid:
                     break
                 await asyncio.sleep(0.1)
-            assert state["pid"] != old_pid and _pid_alive(state["pid"])
+            assert state["pid"] != old_pid and pid_alive(state["pid"])
             assert state["port"] == endpoint.port  # same ports: nobody had to reconnect anew
     finally:
         watchdog.cancel()

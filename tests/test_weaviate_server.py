@@ -1,5 +1,6 @@
 """The embedded server's lifecycle: a second process on the same data dir joins the
-running server instead of starting another; the last one out stops it."""
+running server instead of starting another; the last one out stops it, and when every
+user is killed without a chance to clean up, the server's reaper stops it."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
-from retrieval.weaviate_server import EmbeddedServer, _pid_alive, endpoint_from_url, is_ready
+from retrieval.reaper import pid_alive
+from retrieval.weaviate_server import EmbeddedServer, endpoint_from_url, is_ready
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -44,8 +47,54 @@ def test_second_process_reuses_the_server(tmp_path: Path) -> None:
         assert is_ready(endpoint.url)  # still serving the first process
     finally:
         first.stop()
-    assert not _pid_alive(state["pid"])
+    assert not pid_alive(state["pid"])
     assert not (tmp_path / "server.json").exists()
+
+
+def test_server_does_not_outlive_users_killed_with_sigkill(tmp_path: Path) -> None:
+    """Two processes share one server; both die by SIGKILL (the OOM killer, ``kill -9``),
+    running no clean-up. The server is stopped and ``server.json`` removed all the same,
+    and the next process starts a fresh server."""
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from pathlib import Path
+        from retrieval.weaviate_server import EmbeddedServer
+        EmbeddedServer(Path({str(tmp_path)!r})).start()
+        print("ready", flush=True)
+        time.sleep(600)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    users = []
+    for _ in range(2):
+        user = subprocess.Popen(
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env
+        )
+        assert user.stdout is not None and user.stdout.readline().strip() == "ready"
+        users.append(user)
+    state = json.loads((tmp_path / "server.json").read_text())
+    assert len(state["users"]) == 2 and pid_alive(state["pid"])
+
+    users[0].kill()
+    users[0].wait()
+    time.sleep(3)  # three reaper rounds: one user is still alive, the server stays
+    assert pid_alive(state["pid"]) and is_ready(endpoint_from_url(f"127.0.0.1:{state['port']}").url)
+
+    users[1].kill()
+    users[1].wait()
+    deadline = time.monotonic() + 30
+    while pid_alive(state["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not pid_alive(state["pid"]), "weaviate-server outlived every process using it"
+    assert not (tmp_path / "server.json").exists()
+
+    fresh = EmbeddedServer(tmp_path)
+    endpoint = fresh.start()
+    try:
+        assert is_ready(endpoint.url)
+    finally:
+        fresh.stop()
 
 
 def test_endpoint_from_url() -> None:
