@@ -41,7 +41,7 @@ from rich.table import Table
 
 from bench.common import percentile, temp_server
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
-from tests.emulators.slack import BOT_TOKEN, BOT_USER, SIGNING_SECRET, SlackEmulator
+from tests.emulators.slack import BOT_TOKEN, BOT_USER, SIGNING_SECRET, Message, SlackEmulator
 from tests.postgres_server import free_port, running_postgres
 
 REPO = Path(__file__).resolve().parent.parent
@@ -184,13 +184,12 @@ class Load:
             await asyncio.sleep(0.05)
         out.lost += 1
 
-    def replies(self, ts: str) -> list[object]:
+    def replies(self, ts: str) -> list[Message]:
         return [m for m in self.slack.thread(CHANNEL, ts) if m.bot_id]
 
     @staticmethod
-    def finished(msg: object) -> bool:
-        blocks = getattr(msg, "blocks", [])
-        return any(b.get("type") == "actions" for b in blocks)  # the buttons come last
+    def finished(msg: Message) -> bool:
+        return any(b.get("type") == "actions" for b in msg.blocks)  # the buttons come last
 
     async def exchanges(self) -> int:
         conn = await asyncpg.connect(self.db_url)
