@@ -30,6 +30,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ import asyncpg
 from rich.console import Console
 from rich.table import Table
 
+from adapters.chat.conversation import APOLOGY
 from bench.common import percentile, temp_server
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.slack import BOT_TOKEN, BOT_USER, SIGNING_SECRET, Message, SlackEmulator
@@ -76,6 +78,7 @@ class Round:
 
     latencies_ms: list[float] = field(default_factory=list)
     errors: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
     lost: int = 0
     duplicates: int = 0
     seconds: float = 0.0
@@ -139,14 +142,16 @@ class Load:
                     f"{replica.api}/api/ask", json=body, headers=headers
                 ) as r:
                     answer = await r.json()
-            if r.status != 200 or answer.get("kind") not in ("answer", "extractive"):
+            if r.status != 200 or answer.get("kind") == "error":
                 out.errors += 1
+                out.reasons[f"api {r.status} {answer.get('kind') or answer.get('error')}"] += 1
                 return
         except TimeoutError:
             out.lost += 1
             return
-        except aiohttp.ClientError:
+        except aiohttp.ClientError as exc:
             out.errors += 1
+            out.reasons[f"api {type(exc).__name__}"] += 1
             return
         out.latencies_ms.append((time.perf_counter() - t) * 1000)
 
@@ -164,11 +169,13 @@ class Load:
 
         try:
             statuses = await asyncio.gather(*(deliver(r) for r in replicas))
-        except aiohttp.ClientError:
+        except aiohttp.ClientError as exc:
             out.errors += 1
+            out.reasons[f"slack {type(exc).__name__}"] += 1
             return
         if any(s != 200 for s in statuses):
             out.errors += 1
+            out.reasons[f"slack delivery {statuses}"] += 1
             return
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -178,8 +185,9 @@ class Load:
                 await asyncio.sleep(1.0)  # a second replica's answer would be here by now
                 extra = len(self.replies(msg.ts)) - 1
                 out.duplicates += extra
-                if "Sorry" in replies[0].all_text():
+                if APOLOGY in replies[0].all_text():
                     out.errors += 1
+                    out.reasons["slack apology"] += 1
                 return
             await asyncio.sleep(0.05)
         out.lost += 1
@@ -198,10 +206,14 @@ class Load:
         finally:
             await conn.close()
 
-    async def round(self, replicas: list[Replica], n: int, timeout_s: float) -> Round:
-        """``n`` questions at once: half API (round-robin), half Slack (to every replica)."""
+    async def round(
+        self, replicas: list[Replica], n: int, timeout_s: float, count_stored: bool = True
+    ) -> Round:
+        """``n`` questions at once: half API (round-robin), half Slack (to every replica).
+        ``count_stored``: also count exchanges stored beyond one per question (only when
+        no other round runs at the same time)."""
         out = Round()
-        before = await self.exchanges()
+        before = await self.exchanges() if count_stored else 0
         t = time.perf_counter()
         jobs = []
         for i in range(n):
@@ -211,8 +223,9 @@ class Load:
                 jobs.append(self.mention(replicas, out, timeout_s))
         await asyncio.gather(*jobs)
         out.seconds = time.perf_counter() - t
-        stored = await self.exchanges() - before
-        out.duplicates = max(out.duplicates, stored - n)  # at most one exchange each
+        if count_stored:
+            stored = await self.exchanges() - before
+            out.duplicates = max(out.duplicates, stored - n)  # at most one exchange each
         return out
 
 
@@ -233,7 +246,7 @@ async def ingest(env: dict[str, str], console: Console) -> None:
 
 
 async def main(n: int, soak_s: float, claude_ms: float, timeout_s: float) -> None:
-    console = Console()
+    console = Console(width=120)  # the tables stay whole when piped to a file
     chunk_s = claude_ms / 1000 / max(1, len(ANSWER.split()))
     with tempfile.TemporaryDirectory() as tmp, running_postgres() as pg:
         data = Path(tmp)
@@ -274,8 +287,10 @@ async def main(n: int, soak_s: float, claude_ms: float, timeout_s: float) -> Non
                     table.add_column(col, justify="right")
                 for col in ("lost", "duplicates", "RSS MB"):
                     table.add_column(col, justify="right")
+                reasons: Counter[str] = Counter()
                 for replicas in ([a], [a, b]):
                     r = await load.round(replicas, n, timeout_s)
+                    reasons += r.reasons
                     lat = r.latencies_ms
                     table.add_row(
                         str(len(replicas)),
@@ -289,6 +304,8 @@ async def main(n: int, soak_s: float, claude_ms: float, timeout_s: float) -> Non
                         " + ".join(f"{x.rss_mb():.0f}" for x in replicas),
                     )
                 console.print(table)
+                if reasons:
+                    console.print(f"errors: {dict(reasons)}")
                 if soak_s > 0:
                     await soak(load, [a, b], soak_s, timeout_s, console)
             console.print(f"Claude emulator requests: {len(claude.requests)}")
@@ -305,14 +322,18 @@ async def soak(
     table.add_column("fds B", justify="right")
     out = Round()
     stop = time.monotonic() + soak_s
+    before, asked = await load.exchanges(), 0
 
     async def worker() -> None:
+        nonlocal asked
         while time.monotonic() < stop:
-            r = await load.round(replicas, 2, timeout_s)
+            r = await load.round(replicas, 2, timeout_s, count_stored=False)
+            asked += 2
             out.latencies_ms += r.latencies_ms
             out.errors += r.errors
+            out.reasons += r.reasons
             out.lost += r.lost
-            out.duplicates += r.duplicates
+            out.duplicates += r.duplicates  # second replies in a Slack thread
 
     workers = [asyncio.create_task(worker()) for _ in range(2)]
     t0 = time.monotonic()
@@ -343,6 +364,10 @@ async def soak(
         str(b.open_files()),
     )
     console.print(table)
+    stored = await load.exchanges() - before
+    console.print(f"soak: {asked} questions asked, {stored} exchanges stored")
+    if out.reasons:
+        console.print(f"errors: {dict(out.reasons)}")
 
 
 if __name__ == "__main__":
