@@ -32,8 +32,8 @@ from adapters.discord.commands import add_commands
 from adapters.http.api import parse_tokens
 from adapters.serve import configured
 from bot.config import Settings, load_settings
-from bot.sessions import SessionStore
-from bot.wiring import open_retrieval
+from bot.sessions import MIGRATIONS
+from bot.wiring import open_retrieval, open_session_store
 from retrieval.embed import packaged_model_path
 from retrieval.errors import QuorumError
 from retrieval.weaviate_server import redact_url
@@ -174,19 +174,24 @@ def check_model(settings: Settings) -> Check:
 
 
 async def check_database(settings: Settings) -> Check:
-    """The session store opens and is migrated."""
+    """The session store (PostgreSQL when QUORUM_DATABASE_URL is set, else SQLite) opens,
+    answers, and is migrated to the latest migration."""
     try:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        async with SessionStore.open(settings.sessions_path) as store:
+        async with open_session_store(settings) as store:
+            await store.ping()
             applied = await store.applied_migrations()
+            where = store.where
     except (QuorumError, OSError) as exc:
-        return Check(
-            "database",
-            "FAIL",
-            str(exc),
-            "Make QUORUM_DATA_DIR a writable folder on a local disk.",
+        fix = (
+            "Check QUORUM_DATABASE_URL (postgresql://user:password@host:5432/database) and "
+            "that PostgreSQL is up, or unset it to use SQLite."
+            if settings.database_url
+            else "Make QUORUM_DATA_DIR a writable folder on a local disk."
         )
-    return _ok("database", f"{settings.sessions_path}, {len(applied)} migrations applied")
+        return Check("database", "FAIL", str(exc), fix)
+    done = f"{len(applied)} of {len(MIGRATIONS)} migrations applied"
+    return _ok("database", f"{where}, {done} (latest {applied[-1] if applied else 'none'})")
 
 
 def check_disk(settings: Settings) -> Check:

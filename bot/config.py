@@ -30,6 +30,11 @@ class Settings(BaseSettings):
         default_factory=lambda: Path(user_data_dir("quorum")),
         description="Where Quorum keeps its data (embedded Weaviate, the SQLite session store).",
     )
+    database_url: SecretStr | None = Field(
+        None,
+        description="postgresql://user:password@host:5432/db: sessions, feedback and event "
+        "claims in PostgreSQL, shared by replicas. Unset: SQLite in QUORUM_DATA_DIR.",
+    )
     default_kb: str = Field("default", description="Knowledge base used when none is given.")
 
     # --- Weaviate

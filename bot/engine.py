@@ -28,7 +28,7 @@ from bot.llm import LLM
 from bot.models import Answer, EventSink, Library, Question, ThreadKey, guarded_sink
 from bot.research.loop import Researcher
 from bot.router import ResearchRouter
-from bot.sessions import Exchange, ExchangeRecord, QueryRecord, SessionStore, clip
+from bot.sessions import Exchange, ExchangeRecord, QueryRecord, Sessions, clip
 from retrieval.archive import Archive
 from retrieval.embed import Embedder
 from retrieval.models import SearchFilters, SourceInfo
@@ -75,7 +75,7 @@ class Engine:
         self,
         *,
         archives: Callable[[str], Archive],
-        sessions: SessionStore,
+        sessions: Sessions,
         llm: LLM | None,
         config: AnswerConfig | None = None,
         history_turns: int = 5,
@@ -104,7 +104,7 @@ class Engine:
         settings: Settings,
         *,
         archives: Callable[[str], Archive],
-        sessions: SessionStore,
+        sessions: Sessions,
         llm: LLM | None,
         research: ResearchHook | None = None,
         embedder: Embedder | None = None,

@@ -17,12 +17,19 @@ from bot.engine import Engine, ResearchHook
 from bot.library import KbLibrary
 from bot.llm import ClaudeLLM
 from bot.router import ResearchRouter
-from bot.sessions import SessionStore
+from bot.sessions import Sessions, open_sessions
 from retrieval import service as retrieval_service
 from retrieval.chunking import ChunkConfig
 from retrieval.service import Retrieval, RetrievalConfig
 
-__all__ = ["CoreServices", "Retrieval", "open_core", "open_retrieval", "retrieval_config"]
+__all__ = [
+    "CoreServices",
+    "Retrieval",
+    "open_core",
+    "open_retrieval",
+    "open_session_store",
+    "retrieval_config",
+]
 
 
 def retrieval_config(settings: Settings) -> RetrievalConfig:
@@ -57,13 +64,19 @@ def open_retrieval(
     return retrieval_service.open_retrieval(retrieval_config(settings), warm=warm)
 
 
+def open_session_store(settings: Settings) -> contextlib.AbstractAsyncContextManager[Sessions]:
+    """PostgreSQL when QUORUM_DATABASE_URL is set, else the SQLite file in the data folder."""
+    url = settings.database_url.get_secret_value() if settings.database_url else None
+    return open_sessions(url, settings.sessions_path)
+
+
 @dataclass
 class CoreServices:
     """The running core: the engine adapters call, and the parts it was built from."""
 
     settings: Settings
     retrieval: Retrieval
-    sessions: SessionStore
+    sessions: Sessions
     llm: ClaudeLLM | None
     engine: Engine
 
@@ -81,7 +94,7 @@ async def open_core(
     async with contextlib.AsyncExitStack() as stack:
         if retrieval is None:
             retrieval = await stack.enter_async_context(open_retrieval(settings, warm=True))
-        sessions = await stack.enter_async_context(SessionStore.open(settings.sessions_path))
+        sessions = await stack.enter_async_context(open_session_store(settings))
         llm = ClaudeLLM.from_settings(settings)
         if llm is not None:
             stack.push_async_callback(llm.aclose)

@@ -43,6 +43,19 @@ if ! command -v espeak-ng >/dev/null 2>&1; then
   fi
 fi
 
+# 1c. PostgreSQL: the tests start their own server (initdb + pg_ctl in a temp dir) to
+#     test the shared session store. Debian keeps the binaries off PATH.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "Installing postgresql (Debian package; the session-store tests start a server)..."
+    (apt-get install -y -qq postgresql >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq postgresql >/dev/null 2>&1; }) \
+      || echo "Could not install postgresql; the PostgreSQL tests will fail without it." >&2
+  else
+    echo "PostgreSQL's initdb is missing and there is no apt-get; install it for the tests." >&2
+  fi
+fi
+
 # 2. A thin .venv for this checkout: its own interpreter, the cached packages and
 #    this source tree on sys.path, and the `quorum` command.
 site=".venv/lib/python$pyver/site-packages"

@@ -1,6 +1,7 @@
-"""Shared fixtures: one real Weaviate server for the whole run (temp data dir, free
-ports), one embedding model, and an autouse fixture that isolates environment variables
-and working directory so a developer's own settings never leak into a test."""
+"""Shared fixtures: one real Weaviate server and one real PostgreSQL server for the whole
+run (temp data dirs, free ports), one embedding model, and an autouse fixture that
+isolates environment variables and working directory so a developer's own settings never
+leak into a test."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
 from retrieval.store import Store
 from retrieval.weaviate_server import EmbeddedServer, Endpoint, async_client, find_binary
+from tests.postgres_server import Postgres, running_postgres
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -76,3 +78,16 @@ def weaviate_env(monkeypatch: pytest.MonkeyPatch, weaviate_endpoint: Endpoint) -
     monkeypatch.setenv("QUORUM_WEAVIATE_URL", weaviate_endpoint.url)
     monkeypatch.setenv("QUORUM_WEAVIATE_GRPC_PORT", str(weaviate_endpoint.grpc_port))
     return weaviate_endpoint
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """A real PostgreSQL server for the whole test run (initdb + pg_ctl in a temp dir)."""
+    with running_postgres() as server:
+        yield server
+
+
+@pytest_asyncio.fixture
+async def postgres_url(postgres: Postgres) -> str:
+    """The URL of a fresh, empty database on the session's PostgreSQL server."""
+    return await postgres.create_database()

@@ -42,9 +42,9 @@ class Served:
     def __init__(self, proc: asyncio.subprocess.Process, http: str, data_dir: Path) -> None:
         self.proc, self.http, self.data_dir = proc, http, data_dir
 
-    async def ready(self) -> dict[str, Any]:
+    async def ready(self, within_s: float = START_TIMEOUT_S) -> dict[str, Any]:
         """Wait for /readyz to turn green; its last body."""
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + within_s
         body: dict[str, Any] = {}
         async with aiohttp.ClientSession() as http:
             while time.monotonic() < deadline:

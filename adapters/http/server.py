@@ -102,6 +102,7 @@ class OpsServer:
         parts = dict(self.readiness.parts)
         if self.services is not None:
             parts["weaviate"] = parts["weaviate"] or await self._weaviate_problem()
+            parts["database"] = parts["database"] or await self._database_problem()
         ready = not self.readiness.stopping and all(p is None for p in parts.values())
         body = {
             "status": "ready" if ready else ("stopping" if self.readiness.stopping else "waiting"),
@@ -117,6 +118,16 @@ class OpsServer:
         except Exception:
             up = False
         return None if up else "not reachable"
+
+    async def _database_problem(self) -> str | None:
+        """None when the session store answers a query (a PostgreSQL server can go away)."""
+        assert self.services is not None
+        try:
+            async with asyncio.timeout(READY_CHECK_S):
+                await self.services.sessions.ping()
+        except Exception:
+            return "not reachable"
+        return None
 
     async def _openapi(self, request: web.Request) -> web.Response:
         return web.json_response(openapi_document())

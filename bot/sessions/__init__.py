@@ -1,10 +1,13 @@
 """The session store: thread -> session, its exchanges (the history follow-ups are
 rewritten from), feedback, the query log, and the exactly-once claims of events.
-``sqlite`` is the store, ``migrations`` its schema, ``records`` what it keeps."""
+``store`` says what a store offers and opens one by URL; ``sqlite`` (the default) and
+``postgres`` (shared by replicas) are the stores, ``migrations`` their one schema,
+``records`` what they keep."""
 
 from bot.sessions.migrations import MIGRATIONS
 from bot.sessions.records import Exchange, ExchangeRecord, QueryRecord, clip
-from bot.sessions.sqlite import EVENT_TTL_S, SessionStore
+from bot.sessions.sqlite import SessionStore
+from bot.sessions.store import EVENT_TTL_S, Sessions, open_sessions
 
 __all__ = [
     "EVENT_TTL_S",
@@ -13,5 +16,7 @@ __all__ = [
     "ExchangeRecord",
     "QueryRecord",
     "SessionStore",
+    "Sessions",
     "clip",
+    "open_sessions",
 ]

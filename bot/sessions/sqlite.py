@@ -23,7 +23,7 @@ import aiosqlite
 
 from bot.errors import ConfigError, InvalidInput
 from bot.models import ThreadKey
-from bot.sessions.migrations import MIGRATIONS
+from bot.sessions.migrations import LEDGER, MIGRATIONS, statements
 from bot.sessions.records import (
     HISTORY_KINDS,
     Exchange,
@@ -31,8 +31,7 @@ from bot.sessions.records import (
     QueryRecord,
     as_json,
 )
-
-EVENT_TTL_S = 24 * 3600.0
+from bot.sessions.store import EVENT_TTL_S
 
 
 def unusable(path: Path, exc: BaseException) -> ConfigError:
@@ -75,6 +74,11 @@ class SessionStore:
         self._lock = asyncio.Lock()
         self._last_prune = 0.0
 
+    @property
+    def where(self) -> str:
+        """The database file."""
+        return str(self.path)
+
     @classmethod
     @contextlib.asynccontextmanager
     async def open(cls, path: Path) -> AsyncIterator[SessionStore]:
@@ -105,9 +109,8 @@ class SessionStore:
     async def migrate(self) -> list[str]:
         """Apply the migrations not yet recorded; returns the names applied."""
         async with self._lock:
-            await self._db.execute(
-                "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL)"
-            )
+            for statement in statements(LEDGER, "sqlite"):
+                await self._db.execute(statement)
             async with self._db.execute("SELECT name FROM _migrations") as cur:
                 done = {row[0] for row in await cur.fetchall()}
             applied: list[str] = []
@@ -116,7 +119,7 @@ class SessionStore:
                     continue
                 await self._db.execute("BEGIN IMMEDIATE")
                 try:
-                    for statement in filter(str.strip, sql.split(";")):
+                    for statement in statements(sql, "sqlite"):
                         await self._db.execute(statement)
                     await self._db.execute(
                         "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
@@ -134,6 +137,12 @@ class SessionStore:
         """Names of the migrations applied, in order."""
         async with self._db.execute("SELECT name FROM _migrations ORDER BY name") as cur:
             return [row[0] for row in await cur.fetchall()]
+
+    @_translated
+    async def ping(self) -> None:
+        """Raise ConfigError when the file cannot answer a query now."""
+        async with self._db.execute("SELECT 1") as cur:
+            await cur.fetchone()
 
     async def _session_id(self, thread: ThreadKey, create: bool) -> int | None:
         key = (thread.platform, thread.workspace, thread.channel, thread.thread)
