@@ -16,7 +16,11 @@ than the wall time. CPU seconds (ours and the server's) and the cores other proc
 kept busy are printed too: on a shared machine a single run's wall-clock ratio moves by
 +-0.1, so the verdict uses the median of ``--repeat`` runs.
 
-Run: ``.venv/bin/python bench/ingest.py [--files N] [--batch-size B] [--repeat R]``.
+``--backend torch`` runs the same with sentence-transformers on torch instead of ONNX
+Runtime (the default), to compare the two encoders.
+
+Run: ``.venv/bin/python bench/ingest.py [--files N] [--batch-size B] [--repeat R]
+[--backend onnx|torch]``.
 """
 
 from __future__ import annotations
@@ -251,7 +255,10 @@ def run(args: argparse.Namespace, binary: Path) -> None:
     with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as progress:
         folder = build_corpus(args.files, args.minutes, args.seed, progress)
         task = progress.add_task("loading model", total=None)
-        model = SentenceTransformerEmbedder.from_path(batch_size=args.batch_size)
+        model = SentenceTransformerEmbedder.from_path(
+            batch_size=args.batch_size, backend=args.backend
+        )
+        assert model.backend == args.backend, "the ONNX export is missing: run `make install`"
         model.encode(["warm-up sentence"] * args.batch_size)
         progress.remove_task(task)
         docs = [read_source(p, root=folder) for p in discover([folder])]
@@ -306,7 +313,7 @@ def report_tables(
 ) -> None:
     """Print the throughput table, the split of ingest time and the CPU accounting."""
     n = len(texts)
-    table = Table(title=f"Ingest throughput (encoder batch size {args.batch_size})")
+    table = Table(title=f"Ingest throughput ({args.backend} encoder, batch size {args.batch_size})")
     columns = ("run", "files", "segments", "ingest s", "ingest seg/s", "bare seg/s", "ratio")
     for col in (*columns, "other load, cores"):
         table.add_column(col, justify="right")
@@ -390,6 +397,12 @@ def main() -> None:
         "--repeat", type=int, default=3, help="ingest runs, each into a new kb (3; median)"
     )
     parser.add_argument("--seed", type=int, default=0, help="corpus seed (0)")
+    parser.add_argument(
+        "--backend",
+        choices=("onnx", "torch"),
+        default="onnx",
+        help="embedding runtime (onnx, the default; run again with torch to compare)",
+    )
     args = parser.parse_args()
     binary = weaviate_binary()
     run(args, binary)

@@ -1,14 +1,25 @@
 """``quorum serve`` as an operator runs it: how long until /healthz and /readyz answer,
 whether the first answer after /readyz is green is as fast as later ones, and how long a
-SIGTERM takes to stop everything.
+SIGTERM takes to stop everything; and how long a one-shot ``quorum search`` takes, with
+each embedding backend (ONNX Runtime, the default, and torch).
 
 The path is the user's: ``quorum ingest`` of the sample archive into a temp data dir
-(embedded Weaviate), then ``quorum serve`` with the JSON API alone (no platform, no Claude
-key: extractive answers), distinct questions from ``examples/eval.jsonl`` through
-``POST /api/ask`` one after another, then SIGTERM. Each question is new to the process
-(nothing cached), so the first answer pays only what a cold start would add.
+(embedded Weaviate), then, per backend (``QUORUM_EMBED_BACKEND``):
 
-Run: ``.venv/bin/python bench/serve_start.py [--questions 6]``.
+- ``quorum search`` one-shots with no server running (cold: each starts and stops its own
+  embedded ``weaviate-server``);
+- ``quorum serve`` with the JSON API alone (no platform, no Claude key: extractive
+  answers), timed to /healthz and /readyz;
+- ``quorum search`` one-shots while serve runs (warm: they share its ``weaviate-server``);
+- distinct questions from ``examples/eval.jsonl`` through ``POST /api/ask`` one after
+  another, then SIGTERM. Each question is new to the process (nothing cached), so the
+  first answer pays only what a cold start would add.
+
+Targets: ``quorum search`` < 3 s, /readyz green < 10 s. The load average is printed: on a
+shared machine every figure here moves with it.
+
+Run: ``.venv/bin/python bench/serve_start.py [--questions 6] [--searches 3]
+[--backends onnx,torch]``.
 """
 
 from __future__ import annotations
@@ -23,6 +34,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
@@ -67,13 +80,47 @@ async def wait_for(http: aiohttp.ClientSession, url: str, t0: float) -> float:
         await asyncio.sleep(0.1)
 
 
-async def main(n: int) -> None:
+@dataclass
+class Run:
+    """One backend's figures."""
+
+    cold_search_s: list[float] = field(default_factory=list)
+    warm_search_s: list[float] = field(default_factory=list)
+    alive_s: float = 0.0
+    ready_s: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
+    stop_s: float = 0.0
+    code: int | None = None
+    left: bool = False
+
+
+async def one_search(env: dict[str, str], question: str) -> float:
+    """Wall seconds of one ``quorum search`` process, start to exit."""
+    t = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        str(QUORUM),
+        "search",
+        question,
+        "--kb",
+        "bench",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()[-2000:]
+    return time.perf_counter() - t
+
+
+async def main(n: int, searches: int, backends: list[str]) -> None:
     console = Console()
     questions = [
         json.loads(line)["question"]
         for line in (REPO / "examples" / "eval.jsonl").read_text().splitlines()
         if line.strip()
-    ][:n]
+    ]
+    runs: dict[str, Run] = {}
+    loads: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("QUORUM_", "SLACK_"))}
@@ -93,47 +140,95 @@ async def main(n: int) -> None:
         )
         assert await ingest.wait() == 0, "ingest failed"
 
-        port = free_port()
-        env |= {"QUORUM_HTTP_PORT": str(port), "QUORUM_HTTP_HOST": "127.0.0.1"}
-        url = f"http://127.0.0.1:{port}"
-        t0 = time.monotonic()
-        serve = await asyncio.create_subprocess_exec(
-            str(QUORUM), "serve", env=env, stderr=asyncio.subprocess.DEVNULL
-        )
-        headers = {"Authorization": f"Bearer {TOKEN}"}
-        async with aiohttp.ClientSession() as http:
-            alive = await wait_for(http, f"{url}/healthz", t0)
-            ready = await wait_for(http, f"{url}/readyz", t0)
-            latencies = []
-            for q in questions:
-                t = time.perf_counter()
-                async with http.post(f"{url}/api/ask", json={"question": q}, headers=headers) as r:
-                    body = await r.json()
-                    assert r.status == 200 and body["kind"] in ("extractive", "nothing_found")
-                latencies.append((time.perf_counter() - t) * 1000)
-        t = time.monotonic()
-        serve.send_signal(signal.SIGTERM)
-        code = await serve.wait()
-        stop_s = time.monotonic() - t
-        left = weaviate_alive(data)
+        # Each backend gets questions none of the others asked (nothing cached anywhere).
+        pool = iter(questions)
+        for backend in backends:
+            loads.append(os.getloadavg()[0])
+            console.print(f"{backend}: quorum search (cold), quorum serve, answers ...")
+            runs[backend] = await one_backend(
+                env | {"QUORUM_EMBED_BACKEND": backend}, data, pool, n, searches
+            )
+    report(console, runs, n, loads)
 
-    later = latencies[1:]
-    table = Table(title=f"quorum serve: start, first answer, stop ({n} distinct questions)")
-    for col in ("measure", "value"):
-        table.add_column(col, justify="right" if col == "value" else "left")
-    table.add_row("/healthz answers after", f"{alive:.1f} s")
-    table.add_row("/readyz green after", f"{ready:.1f} s")
-    table.add_row("first answer after /readyz", f"{latencies[0]:.0f} ms")
-    if later:
-        table.add_row("later answers, median", f"{statistics.median(later):.0f} ms")
-        table.add_row("later answers, max", f"{max(later):.0f} ms")
-    table.add_row("SIGTERM to exit", f"{stop_s:.1f} s")
-    table.add_row("exit code", str(code))
-    table.add_row("weaviate-server left running", "yes" if left else "no")
+
+async def one_backend(
+    env: dict[str, str], data: Path, pool: Iterator[str], n: int, searches: int
+) -> Run:
+    """Cold searches, then serve: /healthz, /readyz, warm searches, answers, SIGTERM."""
+    run = Run()
+    for _ in range(searches):
+        run.cold_search_s.append(await one_search(env, next(pool)))
+    port = free_port()
+    env = env | {"QUORUM_HTTP_PORT": str(port), "QUORUM_HTTP_HOST": "127.0.0.1"}
+    url = f"http://127.0.0.1:{port}"
+    t0 = time.monotonic()
+    serve = await asyncio.create_subprocess_exec(
+        str(QUORUM), "serve", env=env, stderr=asyncio.subprocess.DEVNULL
+    )
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with aiohttp.ClientSession() as http:
+        run.alive_s = await wait_for(http, f"{url}/healthz", t0)
+        run.ready_s = await wait_for(http, f"{url}/readyz", t0)
+        for _ in range(searches):
+            run.warm_search_s.append(await one_search(env, next(pool)))
+        for _ in range(n):
+            t = time.perf_counter()
+            ask = {"question": next(pool)}
+            async with http.post(f"{url}/api/ask", json=ask, headers=headers) as r:
+                body = await r.json()
+                assert r.status == 200 and body["kind"] in ("extractive", "nothing_found")
+            run.latencies_ms.append((time.perf_counter() - t) * 1000)
+    t = time.monotonic()
+    serve.send_signal(signal.SIGTERM)
+    run.code = await serve.wait()
+    run.stop_s = time.monotonic() - t
+    run.left = weaviate_alive(data)
+    return run
+
+
+def _span(values: list[float], unit: str, fmt: str = ".1f") -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:{fmt}} {unit}"
+    return f"{statistics.median(values):{fmt}} {unit} ({min(values):{fmt}}-{max(values):{fmt}})"
+
+
+def report(console: Console, runs: dict[str, Run], n: int, loads: list[float]) -> None:
+    """One column per backend."""
+    table = Table(
+        title=f"quorum search one-shots and quorum serve start ({n} distinct questions; "
+        f"load average {', '.join(f'{x:.1f}' for x in loads)} on {os.cpu_count()} cores)"
+    )
+    table.add_column("measure")
+    for backend in runs:
+        table.add_column(backend, justify="right")
+    rows: list[tuple[str, Callable[[Run], str]]] = [
+        (
+            "quorum search, cold (starts Weaviate), median (range)",
+            lambda r: _span(r.cold_search_s, "s"),
+        ),
+        (
+            "quorum search, warm (serve's Weaviate), median (range)",
+            lambda r: _span(r.warm_search_s, "s"),
+        ),
+        ("/healthz answers after", lambda r: f"{r.alive_s:.1f} s"),
+        ("/readyz green after", lambda r: f"{r.ready_s:.1f} s"),
+        ("first answer after /readyz", lambda r: _span(r.latencies_ms[:1], "ms", ".0f")),
+        ("later answers, median (range)", lambda r: _span(r.latencies_ms[1:], "ms", ".0f")),
+        ("SIGTERM to exit", lambda r: f"{r.stop_s:.1f} s"),
+        ("exit code", lambda r: str(r.code)),
+        ("weaviate-server left running", lambda r: "yes" if r.left else "no"),
+    ]
+    for label, cell in rows:
+        table.add_row(label, *(cell(r) for r in runs.values()))
     console.print(table)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=6)
-    asyncio.run(main(parser.parse_args().questions))
+    parser.add_argument("--searches", type=int, default=3, help="one-shots, cold and warm")
+    parser.add_argument("--backends", default="onnx,torch", help="comma-separated")
+    args = parser.parse_args()
+    asyncio.run(main(args.questions, args.searches, args.backends.split(",")))

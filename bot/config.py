@@ -54,6 +54,14 @@ class Settings(BaseSettings):
         None, description="Folder of a sentence-transformers model (default: packaged MiniLM)."
     )
     embed_batch_size: int = Field(64, ge=1, le=1024, description="Texts per encode batch.")
+    embed_backend: Literal["onnx", "torch"] = Field(
+        "onnx",
+        description="onnx: ONNX Runtime on the export `make install` made (starts fast); "
+        "torch: sentence-transformers on torch. onnx falls back to torch when it cannot run.",
+    )
+    embed_onnx_path: Path | None = Field(
+        None, description="ONNX export of the embedding model (default: the installed one)."
+    )
     rerank_model_path: Path | None = Field(
         None, description="Folder of a cross-encoder model: rerank hits with it (off by default)."
     )

@@ -45,6 +45,8 @@ def retrieval_config(settings: Settings) -> RetrievalConfig:
         weaviate_timeout_s=s.weaviate_timeout_s,
         embed_model_path=s.embed_model_path,
         embed_batch_size=s.embed_batch_size,
+        embed_backend=s.embed_backend,
+        embed_onnx_path=s.embed_onnx_path,
         rerank_model_path=s.rerank_model_path,
         hybrid_alpha=s.hybrid_alpha,
         whisper_model=s.whisper_model,

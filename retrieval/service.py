@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from retrieval.chunking import ChunkConfig
-from retrieval.embed import LazyEmbedder
+from retrieval.embed import EmbedBackend, LazyEmbedder
 from retrieval.errors import ConfigError
 from retrieval.rerank import CrossEncoderReranker
 from retrieval.search import SearchService
@@ -45,6 +45,8 @@ class RetrievalConfig:
     weaviate_timeout_s: float = 30.0
     embed_model_path: Path | None = None
     embed_batch_size: int = 64
+    embed_backend: EmbedBackend = "onnx"
+    embed_onnx_path: Path | None = None
     rerank_model_path: Path | None = None
     hybrid_alpha: float = 0.5
     chunking: ChunkConfig = field(default_factory=ChunkConfig)
@@ -130,7 +132,12 @@ async def open_retrieval(
     """Start or reach Weaviate, connect, and hand out the retrieval services; with
     ``warm`` the embedding model loads while Weaviate starts."""
     async with contextlib.AsyncExitStack() as stack:
-        embedder = LazyEmbedder(config.embed_model_path, config.embed_batch_size)
+        embedder = LazyEmbedder(
+            config.embed_model_path,
+            config.embed_batch_size,
+            config.embed_backend,
+            config.embed_onnx_path,
+        )
         if warm:
             embedder.warm()
         endpoint = await _endpoint(config, stack)

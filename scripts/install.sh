@@ -74,6 +74,27 @@ if [ "$(cat .venv/.deps 2>/dev/null || true)" != "$deps" ]; then
   echo "$deps" > .venv/.deps
 fi
 
+# 2b. Fast start, once per dependency set: bytecode for the cached packages (a shell
+#     with PYTHONDONTWRITEBYTECODE=1 would otherwise compile weaviate-client and the
+#     rest from source at every command), and the packaged MiniLM exported to ONNX so
+#     queries and ingest run on ONNX Runtime without importing torch. Without the
+#     export Quorum embeds with torch and says so.
+if [ ! -f "$deps/.bytecode" ]; then
+  echo "Compiling the cached packages to bytecode (once per dependency set)..."
+  "$deps/bin/python" -m compileall -q -j 0 "$deps/lib/python$pyver/site-packages" >/dev/null 2>&1 || true
+  touch "$deps/.bytecode"
+fi
+onnx_file="$deps/share/quorum/all-minilm-l6-v2.onnx"
+if [ ! -f "$onnx_file" ]; then
+  echo "Exporting the embedding model to ONNX (once per dependency set, about a minute)..."
+  "$deps/bin/python" -m retrieval.onnx_export "$onnx_file" \
+    || echo "The ONNX export failed; Quorum will embed with torch (slower start)." >&2
+fi
+if [ "$(readlink .venv/share/quorum 2>/dev/null || true)" != "$deps/share/quorum" ]; then
+  mkdir -p .venv/share
+  ln -sfn "$deps/share/quorum" .venv/share/quorum
+fi
+
 # 3. The Weaviate server: QUORUM_WEAVIATE_BINARY, else weaviate-server on PATH,
 #    else a cached build of the pinned official release (Go module proxy).
 wv_dir="$cache/weaviate-$weaviate_version"

@@ -1,13 +1,24 @@
-"""The packaged embedding model: offline, normalised, and concurrent queries batched."""
+"""The packaged embedding model: offline, normalised, concurrent queries batched; ONNX
+Runtime gives torch's vectors, a one-shot search never imports torch, and a broken
+export costs one log line and a slower start, never an error."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import os
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from retrieval.embed import SentenceTransformerEmbedder
+import pytest
+
+from retrieval.embed import SentenceTransformerEmbedder, TorchEncoder, cosine, load_encoder
+from retrieval.indexer import ingest
+from retrieval.store import Store
+from retrieval.weaviate_server import Endpoint
 
 
 async def test_vectors_are_normalised_and_offline(embedder: SentenceTransformerEmbedder) -> None:
@@ -38,3 +49,84 @@ async def test_concurrent_queries_are_batched_and_match_single_encodes(
     single = original([texts[5]])[0]
     assert max(abs(a - b) for a, b in zip(vectors[5], single, strict=True)) < 1e-4
     assert again == vectors[3]
+
+
+# Varied on purpose: short, longer than the model's 256 tokens (truncated alike), not
+# ASCII, nearly empty, and markup; each is encoded in one mixed batch (padding) and alone.
+VARIED = [
+    "ok",
+    "Why did we leave Auth0 for Cognito?",
+    " ".join(f"item {i}: the rollback plan needs a reviewer and a dry run" for i in range(40)),
+    "Réunion de planification : le déploiement est reporté à jeudi, à cause de l'été.",
+    "東京オフィスの移行は来月に延期されました。",
+    "Größenänderung der Datenbank – Straße, Ölpreis 😀🚀",
+    "",
+    "   \n\t ",
+    ".",
+    "<https://example.com/a?b=1&c=2> `SELECT * FROM users;` [bold]x[/bold]",
+]
+
+
+def test_onnx_vectors_match_torch(embedder: SentenceTransformerEmbedder) -> None:
+    assert embedder.backend == "onnx", "run `make install` to make the ONNX export"
+    torch_model = load_encoder(backend="torch")
+    assert isinstance(torch_model, TorchEncoder)
+    expected = torch_model.encode(VARIED)
+    batched = embedder.encode(VARIED)
+    for text, a, b in zip(VARIED, batched, expected, strict=True):
+        assert cosine(a, b) >= 0.999, text[:40]
+        (alone,) = embedder.encode([text])
+        assert cosine(alone, b) >= 0.999, text[:40]
+
+
+def test_a_corrupt_export_falls_back_to_torch_with_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"not an onnx graph " * 1000)
+    with caplog.at_level(logging.WARNING):
+        encoder = load_encoder(onnx_path=bad)
+    assert isinstance(encoder, TorchEncoder)
+    (record,) = caplog.records
+    line = record.getMessage()
+    assert str(bad) in line and "torch" in line and "\n" not in line
+
+
+def _search_in_subprocess(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    code = "import sys; from adapters.cli import main; sys.exit(main())"
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code, "search", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+async def test_quorum_search_runs_without_torch_and_says_why_when_it_must(
+    weaviate_env: Endpoint,
+    store: Store,
+    embedder: SentenceTransformerEmbedder,
+    kb: str,
+    tmp_path: Path,
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "auth.md").write_text("# Auth\nWe moved the login service to Cognito in March.\n")
+    await ingest(store, embedder, kb, [docs])
+
+    env = dict(os.environ)
+    found = await asyncio.to_thread(_search_in_subprocess, ["login provider", "--kb", kb], env)
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert "Cognito" in found.stdout
+    imported = {line.rsplit("|", 1)[-1].strip() for line in found.stderr.splitlines()}
+    assert "sentence_transformers" not in imported and "torch" not in imported
+
+    bad = tmp_path / "broken.onnx"
+    bad.write_bytes(b"\x00garbage" * 100)
+    env |= {"QUORUM_EMBED_ONNX_PATH": str(bad)}
+    fallback = await asyncio.to_thread(_search_in_subprocess, ["login provider", "--kb", kb], env)
+    assert fallback.returncode == 0, fallback.stderr[-2000:]
+    assert "Cognito" in fallback.stdout
+    said = [ln for ln in fallback.stderr.splitlines() if not ln.startswith("import time:")]
+    assert len(said) == 1 and str(bad) in said[0] and "torch" in said[0], said
