@@ -10,17 +10,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from bot.align import SentenceVectors
 from bot.config import Settings
-from bot.engine import Engine, ResearchHook
-from bot.library import KbLibrary
-from bot.llm import ClaudeLLM
-from bot.router import ResearchRouter
 from bot.sessions import Sessions, open_sessions
 from retrieval import service as retrieval_service
 from retrieval.chunking import ChunkConfig
 from retrieval.service import Retrieval, RetrievalConfig
+
+if TYPE_CHECKING:
+    from bot.engine import Engine, ResearchHook
+    from bot.llm import ClaudeLLM
 
 __all__ = [
     "CoreServices",
@@ -93,6 +93,14 @@ async def open_core(
     """Retrieval (or the one given, left open), the session store, Claude (None without an
     API key: answers are then extractive), the research router (quick or deep per question)
     and the engine, closed in reverse on exit."""
+    # Imported here: Claude's SDK and the engine cost seconds that `quorum search` and
+    # `quorum ingest`, which open retrieval alone, should not pay.
+    from bot.align import SentenceVectors
+    from bot.engine import Engine
+    from bot.library import KbLibrary
+    from bot.llm import ClaudeLLM
+    from bot.router import ResearchRouter
+
     async with contextlib.AsyncExitStack() as stack:
         if retrieval is None:
             retrieval = await stack.enter_async_context(open_retrieval(settings, warm=True))

@@ -121,6 +121,8 @@ async def test_quorum_search_runs_without_torch_and_says_why_when_it_must(
     assert "Cognito" in found.stdout
     imported = {line.rsplit("|", 1)[-1].strip() for line in found.stderr.splitlines()}
     assert "sentence_transformers" not in imported and "torch" not in imported
+    # nor the SDKs search never uses: seconds of start-up for a one-shot search
+    assert not imported & {"anthropic", "discord", "slack_sdk", "slack_bolt"}
 
     bad = tmp_path / "broken.onnx"
     bad.write_bytes(b"\x00garbage" * 100)

@@ -56,6 +56,13 @@ def run(coro_fn: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
         raise fail("interrupted.", 130) from None
 
 
+def launch() -> int:
+    """Run the app on the command line (with whichever commands are registered)."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    app()
+    return 0
+
+
 def kb_name(settings: Settings, kb: str | None) -> str:
     """The knowledge base to use, validated."""
     return check_kb(kb or settings.default_kb)

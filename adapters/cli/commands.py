@@ -41,7 +41,6 @@ from adapters.cli.ingest_progress import IngestProgress
 from adapters.cli.terminal import failure_line, plain, summary_table
 from adapters.shapes import hit_json
 from bot.config import Settings
-from bot.summaries import claude_summarizer
 from bot.understand import choice_note
 from bot.wiring import open_retrieval
 from retrieval.errors import InvalidInput
@@ -91,6 +90,8 @@ def ingest_cmd(
     course files."""
 
     async def go(settings: Settings) -> IngestReport:
+        from bot.summaries import claude_summarizer  # Claude's SDK only when ingesting
+
         name = kb_name(settings, kb)
         targets(settings.post_summaries)  # a malformed target fails before any work
         async with open_retrieval(settings, warm=True) as r, claude_summarizer(settings) as summ:

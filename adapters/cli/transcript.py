@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from adapters.cli.app import KbOpt, err, kb_name, out, run
+from adapters.cli.app import KbOpt, app, err, kb_name, out, run
 from adapters.cli.ingest_progress import realtime_factor
 from bot.config import Settings
 from bot.wiring import open_retrieval, retrieval_config
@@ -59,6 +59,7 @@ async def _ingested_file(settings: Settings, source: str, kb: str | None) -> Pat
     return path
 
 
+@app.command("transcript")
 def transcript_cmd(
     source: Annotated[
         str, typer.Argument(help="An audio or video file, or an ingested recording's id or title.")
