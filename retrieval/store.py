@@ -72,6 +72,39 @@ class StoredSource:
     path: str
 
 
+@dataclass(frozen=True)
+class Embedded:
+    """A document ready to write: one vector per window, one per unit of its other levels."""
+
+    doc: Document
+    vectors: Sequence[Sequence[float]]
+    level_vectors: Sequence[Sequence[float]] = ()
+
+
+def _source_object(item: Embedded, generation: int) -> DataObject[Any, Any]:
+    """A document's source record, naming ``generation`` as its live one."""
+    source, doc = item.doc.source, item.doc
+    src_props: dict[str, Any] = {
+        "source_id": source.id,
+        "title": source.title,
+        "kind": source.kind,
+        "url": source.url,
+        "recorded_at": as_datetime(source.recorded_at) if source.recorded_at else None,
+        "speakers": list(source.speakers),
+        "path": source.path,
+        "content_hash": source.content_hash,
+        "description": source.description,
+        "segment_count": len(doc.segments),
+        "unit_count": len(doc.levels),
+        "generation": generation,
+    }
+    return DataObject(
+        properties={k: v for k, v in src_props.items() if v is not None},
+        uuid=source_uuid(source.id),
+        vector={VECTOR: [float(x) for x in item.vectors[0]] if item.vectors else []},
+    )
+
+
 def _status(exc: BaseException) -> int | None:
     return exc.status_code if isinstance(exc, UnexpectedStatusCodeError) else None
 
@@ -263,6 +296,26 @@ class Store:
         props = obj.properties
         return StoredSource(str(props.get("content_hash") or ""), str(props.get("path") or ""))
 
+    async def stored_sources(self, kb: str, source_ids: Sequence[str]) -> dict[str, StoredSource]:
+        """``stored_source`` for many ids in one query: those indexed, by id."""
+        ids = sorted(set(source_ids))
+        if not ids or not await self.has_kb(kb):
+            return {}
+        found: dict[str, StoredSource] = {}
+        with translate_errors(self.url):
+            for i in range(0, len(ids), 500):
+                res = await self.sources_collection(kb).query.fetch_objects(
+                    filters=Filter.by_property("source_id").contains_any(ids[i : i + 500]),
+                    limit=500,
+                    return_properties=["source_id", "content_hash", "path"],
+                )
+                for o in res.objects:
+                    props = o.properties
+                    found[str(props.get("source_id"))] = StoredSource(
+                        str(props.get("content_hash") or ""), str(props.get("path") or "")
+                    )
+        return found
+
     async def upsert(
         self,
         kb: str,
@@ -273,65 +326,140 @@ class Store:
     ) -> UpsertResult:
         """Write a document's segments, its units of other levels and its source record;
         remove what an older write left."""
+        item = Embedded(doc, vectors, level_vectors)
+        result = (await self.upsert_many(kb, [item], batch_size))[0]
+        if isinstance(result, SearchUnavailable):
+            raise result
+        return result
+
+    async def upsert_many(
+        self,
+        kb: str,
+        items: Sequence[Embedded],
+        batch_size: int = 256,
+        known: dict[str, StoredSource] | None = None,
+    ) -> list[UpsertResult | SearchUnavailable]:
+        """Write several documents in shared requests, one result per document, in order:
+        each one's segments and units under one generation, then the source records (the
+        flip, each source whole), then older generations go. A unit or record Weaviate
+        rejects fails its own document (an error in its place), never the others; a
+        failure of Weaviate itself raises. ``known``: the stored sources, if looked up."""
         check_kb(kb)
-        if len(vectors) != len(doc.segments) or len(level_vectors) != len(doc.levels):
-            raise ValueError("one vector per segment")
+        for item in items:
+            if len(item.vectors) != len(item.doc.segments) or len(item.level_vectors) != len(
+                item.doc.levels
+            ):
+                raise ValueError("one vector per segment")
+        if not items:
+            return []
         await self._ensure_tenant(kb)
-        source = doc.source
-        previous = await self.source_hash(kb, source.id)
-        segments = self.segments(kb)
+        ids = [item.doc.source.id for item in items]
+        previous = known if known is not None else await self.stored_sources(kb, ids)
         generation = time.time_ns() // 1000
         with translate_errors(self.url):
-            for col, units, unit_vectors in (
-                (segments, doc.segments, vectors),
-                (self.units(kb), doc.levels, level_vectors),
-            ):
-                for i in range(0, len(units), batch_size):
-                    objects = [
-                        DataObject(
-                            properties={
-                                **segment_properties(source, seg),
-                                "generation": generation,
-                            },
-                            uuid=segment_uuid(source.id, seg.position, generation, seg.level),
-                            vector={VECTOR: list(vec)},
-                        )
-                        for seg, vec in zip(
-                            units[i : i + batch_size],
-                            unit_vectors[i : i + batch_size],
-                            strict=True,
-                        )
-                    ]
-                    result = await col.data.insert_many(objects)
-                    if result.has_errors:
-                        first = next(iter(result.errors.values()))
-                        raise SearchUnavailable(
-                            f"Weaviate at {self.url} rejected a segment: {first.message}"
-                        )
-            src_props: dict[str, Any] = {
-                "source_id": source.id,
-                "title": source.title,
-                "kind": source.kind,
-                "url": source.url,
-                "recorded_at": as_datetime(source.recorded_at) if source.recorded_at else None,
-                "speakers": list(source.speakers),
-                "path": source.path,
-                "content_hash": source.content_hash,
-                "description": source.description,
-                "segment_count": len(doc.segments),
-                "unit_count": len(doc.levels),
-                "generation": generation,
-            }
-            src_obj = DataObject(
-                properties={k: v for k, v in src_props.items() if v is not None},
-                uuid=source_uuid(source.id),
-                vector={VECTOR: [float(x) for x in vectors[0]] if vectors else []},
+            failed = await self._insert_units(kb, items, generation, batch_size)
+            await self._flip(kb, items, generation, failed, batch_size)
+            flipped = [ids[n] for n in range(len(items)) if n not in failed]
+            removed = await self._drop_older_many(kb, flipped, generation)
+            await self._drop_unflipped(kb, [ids[n] for n in failed], generation)
+        out: list[UpsertResult | SearchUnavailable] = []
+        for n, item in enumerate(items):
+            sid = item.doc.source.id
+            status = "added" if sid not in previous else "updated"
+            ok = UpsertResult(status, len(item.doc.segments), removed.get(sid, 0))
+            out.append(failed.get(n, ok))
+        return out
+
+    async def _insert_units(
+        self, kb: str, items: Sequence[Embedded], generation: int, batch_size: int
+    ) -> dict[int, SearchUnavailable]:
+        """Write every document's windows, then its other levels, under ``generation``;
+        what Weaviate rejected, by the index of the document it belongs to."""
+        failed: dict[int, SearchUnavailable] = {}
+        for col, level_units in ((self.segments(kb), False), (self.units(kb), True)):
+            objects = [
+                (
+                    n,
+                    DataObject(
+                        properties={
+                            **segment_properties(item.doc.source, seg),
+                            "generation": generation,
+                        },
+                        uuid=segment_uuid(item.doc.source.id, seg.position, generation, seg.level),
+                        vector={VECTOR: list(vec)},
+                    ),
+                )
+                for n, item in enumerate(items)
+                for seg, vec in zip(
+                    item.doc.levels if level_units else item.doc.segments,
+                    item.level_vectors if level_units else item.vectors,
+                    strict=True,
+                )
+            ]
+            for i in range(0, len(objects), batch_size):
+                chunk = objects[i : i + batch_size]
+                result = await col.data.insert_many([o for _, o in chunk])
+                for at, err in result.errors.items():
+                    failed.setdefault(chunk[at][0], self._rejected("a segment", err.message))
+        return failed
+
+    async def _flip(
+        self,
+        kb: str,
+        items: Sequence[Embedded],
+        generation: int,
+        failed: dict[int, SearchUnavailable],
+        batch_size: int,
+    ) -> None:
+        """Write the source records of the documents not in ``failed`` (adding to it the
+        ones Weaviate rejects): from each record on, this generation is that source."""
+        records = [
+            (n, _source_object(item, generation)) for n, item in enumerate(items) if n not in failed
+        ]
+        for i in range(0, len(records), batch_size):
+            chunk = records[i : i + batch_size]
+            result = await self.sources_collection(kb).data.insert_many([o for _, o in chunk])
+            for at, err in result.errors.items():
+                failed.setdefault(chunk[at][0], self._rejected("a source record", err.message))
+
+    def _rejected(self, what: str, message: str) -> SearchUnavailable:
+        return SearchUnavailable(f"Weaviate at {self.url} rejected {what}: {message}")
+
+    async def _drop_older_many(
+        self, kb: str, source_ids: Sequence[str], generation: int
+    ) -> dict[str, int]:
+        """``_drop_older`` for sources written together under one generation: an aggregate
+        per collection, and a delete only where something is stale (new files have none)."""
+        if len(source_ids) <= 1:
+            return {sid: await self._drop_older(kb, sid, generation) for sid in source_ids}
+        stale = Filter.by_property("source_id").contains_any(list(source_ids)) & (
+            Filter.by_property("generation").less_than(generation)
+            | Filter.by_property("generation").is_none(True)
+        )
+        removed: dict[str, int] = {}
+        for col in (self.segments(kb), self.units(kb)):
+            found = await col.aggregate.over_all(
+                filters=stale,
+                group_by=GroupByAggregate(prop="source_id", limit=len(source_ids)),
+                total_count=True,
             )
-            # The flip: from here on this generation is the source.
-            await self.sources_collection(kb).data.insert_many([src_obj])
-            removed = await self._drop_older(kb, source.id, generation)
-        status = "added" if previous is None else "updated"
-        return UpsertResult(status=status, segments=len(doc.segments), removed=removed)
+            counts = {str(g.grouped_by.value): int(g.total_count or 0) for g in found.groups}
+            if any(counts.values()):
+                await col.data.delete_many(where=stale)
+            for sid, count in counts.items():
+                removed[sid] = removed.get(sid, 0) + count
+        return removed
+
+    async def _drop_unflipped(self, kb: str, source_ids: Sequence[str], generation: int) -> None:
+        """Delete what this write left of documents that failed: never live, and clutter
+        until ``clean_orphans`` would get to them."""
+        if not source_ids:
+            return
+        where = Filter.by_property("source_id").contains_any(list(source_ids)) & (
+            Filter.by_property("generation").equal(generation)
+        )
+        for col in (self.segments(kb), self.units(kb)):
+            await col.data.delete_many(where=where)
 
     async def _drop_older(self, kb: str, source_id: str, generation: int) -> int:
         """Delete a source's segments older than ``generation`` (a newer one being written
