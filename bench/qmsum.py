@@ -30,7 +30,6 @@ from typing import Literal
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
-from weaviate.classes.query import Filter
 
 from bench.common import temp_store
 from retrieval.chunking import ChunkConfig
@@ -149,10 +148,11 @@ def _span(hit: Hit) -> float:
 
 async def _units(service: SearchService, meeting: str, level: Level) -> list[Hit]:
     """Every unit of one level of a meeting."""
-    where = Filter.by_property("source_id").equal(meeting)
     found: list[Hit] = []
     while True:
-        page = await service.store.fetch_ordered(KB, where, len(found), 500, level=level)
+        page = await service.store.fetch_ordered(
+            KB, meeting, offset=len(found), limit=500, level=level
+        )
         found += page
         if len(page) < 500:
             return found

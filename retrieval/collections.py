@@ -137,7 +137,7 @@ class Collections:
         """The collection of the other levels (turns, topics, summaries), in one tenant."""
         return self.client.collections.use(UNITS).with_tenant(check_kb(kb))
 
-    def of_level(self, kb: str, level: Level) -> tuple[Any, _Filters | None]:
+    def _of_level(self, kb: str, level: Level) -> tuple[Any, _Filters | None]:
         """The collection holding ``level`` and the filter that keeps only it."""
         if level == "window":
             return self.segments(kb), None

@@ -11,15 +11,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from datetime import date
-from typing import Any
 
 import weaviate
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
-from weaviate.collections.classes.filters import _Filters
 
 from retrieval.collections import StoredSource as StoredSource  # re-exported for callers
 from retrieval.errors import SearchUnavailable
-from retrieval.models import Hit, Level, SourceInfo
+from retrieval.filters import both, of_source
+from retrieval.filters import where as to_where
+from retrieval.models import Hit, Level, SearchFilters, SourceInfo
 from retrieval.names import title_matches as title_matches  # re-exported for callers
 from retrieval.schema import VECTOR, hit_from_object, source_from_object
 from retrieval.schema import speaker_keys as speaker_keys  # re-exported for callers
@@ -33,11 +33,6 @@ from retrieval.writes import Writes
 # A unit's own words count twice: its context (title, speakers, heading) is shared by every
 # unit of its source, so it may tip a tie but not outrank the words that were said.
 QUERY_PROPERTIES = ["text^2", "heading", "lesson_title", "context"]
-
-
-def _gen(obj: Any) -> int:
-    """An object's generation; 0 for one written before generations existed."""
-    return int(obj.properties.get("generation") or 0)
 
 
 class Store(Writes):
@@ -86,7 +81,7 @@ class Store(Writes):
         kb: str,
         query: str,
         vector: Sequence[float],
-        where: _Filters | None,
+        filters: SearchFilters | None,
         k: int,
         alpha: float,
         level: Level = "window",
@@ -96,9 +91,8 @@ class Store(Writes):
         if not await self.has_kb(kb):
             return []
         limit = k
-        col, only = self.of_level(kb, level)
-        if only is not None:
-            where = only if where is None else Filter.all_of([only, where])
+        col, only = self._of_level(kb, level)
+        where = both([f for f in (only, to_where(filters)) if f is not None])
         with translate_errors(self.url):
             while True:
                 res = await col.query.hybrid(
@@ -120,24 +114,27 @@ class Store(Writes):
                 limit = min(k + 2 * (len(res.objects) - len(live)) + 10, 1000)
         return [hit_from_object(o, float(o.metadata.score or 0.0), vector) for o in live[:k]]
 
-    async def bm25(self, kb: str, query: str, where: _Filters | None, k: int) -> list[Hit]:
+    async def bm25(self, kb: str, query: str, filters: SearchFilters | None, k: int) -> list[Hit]:
         """Keyword search alone (for benchmarks and diagnostics)."""
         with translate_errors(self.url):
             res = await self.segments(kb).query.bm25(
-                query=query, filters=where, limit=k, return_metadata=MetadataQuery(score=True)
+                query=query,
+                filters=to_where(filters),
+                limit=k,
+                return_metadata=MetadataQuery(score=True),
             )
             live = await self._live(kb, res.objects)
         return [hit_from_object(o, float(o.metadata.score or 0.0)) for o in live]
 
     async def near_vector(
-        self, kb: str, vector: Sequence[float], where: _Filters | None, k: int
+        self, kb: str, vector: Sequence[float], filters: SearchFilters | None, k: int
     ) -> list[Hit]:
         """Vector search alone (for benchmarks and diagnostics)."""
         with translate_errors(self.url):
             res = await self.segments(kb).query.near_vector(
                 near_vector=list(vector),
                 target_vector=VECTOR,
-                filters=where,
+                filters=to_where(filters),
                 limit=k,
                 return_metadata=MetadataQuery(distance=True),
             )
@@ -156,18 +153,23 @@ class Store(Writes):
     async def fetch_ordered(
         self,
         kb: str,
-        where: _Filters,
+        source_id: str,
+        *,
+        positions: tuple[int, int] | None = None,
+        start_s: float | None = None,
+        end_s: float | None = None,
         offset: int = 0,
         limit: int = 200,
         level: Level = "window",
     ) -> list[Hit]:
-        """Segments (or units of ``level``) matching ``where`` in source order (by source,
-        then position)."""
+        """A source's segments (or units of ``level``) in order of position: those at
+        ``positions`` (first and last, inclusive) and overlapping ``start_s``..``end_s``
+        when given."""
         if not await self.has_kb(kb):
             return []
-        col, only = self.of_level(kb, level)
-        if only is not None:
-            where = Filter.all_of([only, where])
+        col, only = self._of_level(kb, level)
+        span = of_source(source_id, positions, start_s, end_s)
+        where = span if only is None else Filter.all_of([only, span])
         with translate_errors(self.url):
             res = await col.query.fetch_objects(
                 filters=where,
