@@ -190,11 +190,13 @@ class _Run:
                 for item in await self.check(await self.read(group)):
                     if isinstance(item, FileResult):
                         self.record(item)
-                    else:
-                        pending.append(item)
-                if sum(len(r.doc.segments) for r in pending) >= EMBED_BATCH:
-                    await queue.put(await self.embed(pending))
-                    pending = []
+                        continue
+                    pending.append(item)
+                    # Flushed file by file, not group by group: a group of long recordings
+                    # would otherwise be encoded whole before the first of them is written.
+                    if sum(len(r.doc.segments) for r in pending) >= EMBED_BATCH:
+                        await queue.put(await self.embed(pending))
+                        pending = []
             if pending:
                 await queue.put(await self.embed(pending))
         finally:

@@ -8,6 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
+from retrieval import indexer
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.errors import SearchUnavailable
 from retrieval.indexer import ingest
@@ -62,6 +65,24 @@ async def test_many_small_files_share_encodes_and_each_is_reported(
 
     again = await ingest(store, counting, kb, [tmp_path])  # unchanged: skipped, no encode
     assert again.count("skipped") == 40 and counting.calls <= 2
+
+
+async def test_long_files_are_written_as_they_are_encoded_not_a_group_at_a_time(
+    tmp_path: Path,
+    store: Store,
+    embedder: SentenceTransformerEmbedder,
+    kb: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each note fills a batch by itself (as a long recording does at the real size): it is
+    # encoded and handed to the writer on its own, so progress moves file by file.
+    monkeypatch.setattr(indexer, "EMBED_BATCH", 1)
+    for i in range(5):
+        (tmp_path / f"long-{i}.md").write_text(f"# Long {i}\n\nThe okapi{i} survey notes.\n")
+    counting = CountingEmbedder(embedder)
+    report = await ingest(store, counting, kb, [tmp_path])
+    assert report.count("added") == 5
+    assert counting.calls == 5  # one encode per file, not one for the group of five
 
 
 async def test_a_document_weaviate_rejects_fails_alone(
