@@ -134,15 +134,15 @@ class TimedEmbedder:
 
 
 class TimedStore(Store):
-    """A store that adds up the time spent in ``upsert`` (the Weaviate writes)."""
+    """A store that adds up the time spent in ``upsert_many`` (the Weaviate writes)."""
 
     times: StageTimes
 
-    async def upsert(self, *args: Any, **kwargs: Any) -> Any:
+    async def upsert_many(self, *args: Any, **kwargs: Any) -> Any:
         """Timed pass-through."""
         t0 = time.perf_counter()
         try:
-            return await super().upsert(*args, **kwargs)
+            return await super().upsert_many(*args, **kwargs)
         finally:
             self.times.write_s += time.perf_counter() - t0
 
@@ -343,7 +343,7 @@ def report_tables(
     for stage, secs in (
         ("read + chunk (worker thread)", statistics.mean(one.times.read_s for one in runs)),
         ("embed (awaited)", statistics.mean(one.times.embed_s for one in runs)),
-        ("Weaviate write (Store.upsert)", statistics.mean(one.times.write_s for one in runs)),
+        ("Weaviate write (Store.upsert_many)", statistics.mean(one.times.write_s for one in runs)),
     ):
         split.add_row(stage, f"{secs:.1f}", f"{100 * secs / wall:.0f}%")
     console.print(split)

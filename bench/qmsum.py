@@ -8,7 +8,7 @@ covers more by being bigger: read coverage beside it). A summary covers the mome
 lines link to, not the whole meeting. With the meeting as a source filter, and without.
 
     .venv/bin/python bench/qmsum.py [--data ../shared/eval/qmsum-val] [--chunk-seconds 60]
-        [--meetings N] [--limit N]
+        [--meetings N] [--limit N] [--show N]
 
 QMSum has no timestamps, so each meeting is written as WebVTT with times laid out at
 150 words a minute; chunk times map back to utterance indices exactly.
@@ -30,7 +30,6 @@ from typing import Literal
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
-from weaviate.classes.query import Filter
 
 from bench.common import temp_store
 from retrieval.chunking import ChunkConfig
@@ -149,17 +148,56 @@ def _span(hit: Hit) -> float:
 
 async def _units(service: SearchService, meeting: str, level: Level) -> list[Hit]:
     """Every unit of one level of a meeting."""
-    where = Filter.by_property("source_id").equal(meeting)
     found: list[Hit] = []
     while True:
-        page = await service.store.fetch_ordered(KB, where, len(found), 500, level=level)
+        page = await service.store.fetch_ordered(
+            KB, meeting, offset=len(found), limit=500, level=level
+        )
         found += page
         if len(page) < 500:
             return found
 
 
+def _ranges(indices: set[int]) -> list[tuple[int, int]]:
+    """Sorted indices as runs of consecutive ones, first and last."""
+    runs: list[tuple[int, int]] = []
+    for i in sorted(indices):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
+
+
+def _show(query: str, gold: set[int], m: Meeting, hits: list[Hit], ranked: list[set[int]]) -> None:
+    """One question as the scorer saw it (the router, inside its meeting): its gold spans
+    in utterances and seconds, the top 5 with theirs, and what was counted."""
+
+    def at(i: int) -> str:
+        return format_timestamp(m.starts[min(i, len(m.starts) - 1)])
+
+    spans = ", ".join(f"utt {a}-{b} ({at(a)}-{at(b + 1)})" for a, b in _ranges(gold))
+    console.print(f"[bold]{m.id}[/]: {query}\n  gold: {spans}")
+    for n, (h, u) in enumerate(zip(hits[:5], ranked[:5], strict=True), 1):
+        seg = h.segment
+        where = ", ".join(f"utt {a}-{b}" for a, b in _ranges(u)) or "another meeting"
+        seconds = f"{format_timestamp(seg.start_s or 0)}-{format_timestamp(seg.end_s or 0)}"
+        mark = "RELEVANT" if u & gold else "-"
+        console.print(f"  {n}. {seg.level:7} {seconds} {where}: {mark}")
+    covered = set().union(*ranked[:5]) if ranked else set()
+    first = bool(ranked and ranked[0] & gold)
+    top5 = any(u & gold for u in ranked[:5])
+    cov = len(covered & gold) / len(gold)
+    console.print(f"  scored: hit@1 {int(first)}, hit@5 {int(top5)}, coverage@5 {cov:.3f}")
+
+
 async def evaluate(
-    data: Path, chunk_seconds: float, limit: int | None, only: int | None, only_router: bool
+    data: Path,
+    chunk_seconds: float,
+    limit: int | None,
+    only: int | None,
+    only_router: bool,
+    show: int = 0,
 ) -> None:
     embedder = SentenceTransformerEmbedder.from_path()
     levels = list(LEVELS)
@@ -193,7 +231,7 @@ async def evaluate(
             queries = [(m, q, g) for m in meetings for q, g in m.queries][:limit]
             with Progress(console=console) as progress:
                 task = progress.add_task("querying", total=len(queries))
-                for m, query, gold in queries:
+                for nth, (m, query, gold) in enumerate(queries):
                     for scope in scopes:
                         ids = (m.id,) if scope == scopes[0] else ()
                         for system in systems:
@@ -210,6 +248,8 @@ async def evaluate(
                             relevant = sum(1 for u in relevant_units[(m.id, unit)] if u & gold)
                             spans = [_span(h) for h in hits]
                             scores[(scope, system)].add(ranked, spans, relevant, gold)
+                            if nth < show and scope == scopes[0] and system == "router":
+                                _show(query, gold, m, hits, ranked)
                     progress.advance(task)
     table = Table(title=f"QMSum val: {len(queries)} queries over {len(meetings)} meetings")
     for col in ("scope", "level", "hit@1", "hit@5", "coverage@5", "nDCG@10", "top-5 span s"):
@@ -227,10 +267,15 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="only the first N queries")
     parser.add_argument("--meetings", type=int, default=None, help="only the first N meetings")
     parser.add_argument("--router-only", action="store_true", help="skip the per-level rows")
+    parser.add_argument(
+        "--show", type=int, default=0, help="print the first N questions as scored, to check"
+    )
     args = parser.parse_args()
     t0 = time.perf_counter()
     asyncio.run(
-        evaluate(args.data, args.chunk_seconds, args.limit, args.meetings, args.router_only)
+        evaluate(
+            args.data, args.chunk_seconds, args.limit, args.meetings, args.router_only, args.show
+        )
     )
     console.print(f"[dim]{time.perf_counter() - t0:.0f} s[/]")
 

@@ -1,11 +1,16 @@
 """Ingest files into a knowledge base: read, skip unchanged, embed, upsert.
 
-Reading and embedding of the next file overlap with writing the current one to
-Weaviate (a two-stage pipeline), so the encoder, the CPU-bound part, rarely waits.
-A file that fails is reported with its reason and skipped; nothing already indexed
-is touched by a failure. A source id (from the file's stem unless its metadata gives
-one) already holding another file that still exists is never silently replaced: the
-second file fails, saying how to give it its own id.
+Work is batched across files: files are read a group at a time in a worker thread and
+looked up in the store with one query per group; the windows of several files are
+encoded in one call (``EMBED_BATCH`` at least), each file's other levels are built from
+its window vectors, and the batch is written in shared requests. Reading and encoding
+the next batch overlap with writing the current one to Weaviate (a two-stage pipeline),
+so the encoder, the CPU-bound part, rarely waits. Each file still gets its own result: a
+file that fails is reported with its reason and skipped, and each source becomes visible
+whole (``Store.upsert_many``); nothing already indexed is touched by a failure. A source
+id (from the file's stem unless its metadata gives one) already holding another file
+that still exists is never silently replaced: the second file fails, saying how to give
+it its own id.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
@@ -21,10 +26,11 @@ from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
 from retrieval.errors import ConfigError, IngestError, QuorumError
 from retrieval.ingest import discover, read_source
+from retrieval.ingest.media import MEDIA_SUFFIXES
 from retrieval.models import Document
 from retrieval.multilevel import build
 from retrieval.schema import check_kb
-from retrieval.store import Store
+from retrieval.store import Embedded, Store, StoredSource
 from retrieval.summary import Summarizer
 from retrieval.transcribe import OnProgress, Transcriber
 
@@ -101,8 +107,13 @@ class _Silent:
 class _Ready:
     path: Path
     doc: Document
-    vectors: list[list[float]]
+    stored: StoredSource | None
+    vectors: list[list[float]] = field(default_factory=list)
     level_vectors: list[list[float]] = field(default_factory=list)
+
+
+EMBED_BATCH = 256  # windows encoded per call, across files (a few model batches)
+READ_GROUP = 32  # files read per worker-thread call and looked up per store query
 
 
 async def ingest(
@@ -120,60 +131,204 @@ async def ingest(
     """Ingest files and folders into ``kb``; unchanged files are skipped unless ``force``.
     Audio and video are transcribed with ``transcriber`` (without one they fail)."""
     check_kb(kb)
-    progress = progress or _Silent()
-    report = IngestReport()
+    run = _Run(store, embedder, kb, chunking, force, transcriber, summarizer, progress)
     # What a crashed ingest left behind (never visible to search) is removed first.
     if removed := await store.clean_orphans(kb):
         log.info("removed %d orphan segments from %s", removed, kb)
     files, missing = await asyncio.to_thread(_discover, paths)
     for p in missing:
-        _record(report, progress, FileResult(str(p), "failed", reason="no such file or folder"))
-    progress.started(len(files) + len(missing))
-    queue: asyncio.Queue[_Ready | None] = asyncio.Queue(maxsize=2)
-    owners: dict[str, str] = {}
-
-    async def produce() -> None:
-        try:
-            for path, root in files:
-                heard = _listener(progress, str(path))
-                ready = await _prepare(
-                    store,
-                    embedder,
-                    kb,
-                    path,
-                    root,
-                    chunking,
-                    force,
-                    owners,
-                    transcriber,
-                    heard,
-                    summarizer,
-                )
-                if isinstance(ready, FileResult):
-                    _record(report, progress, ready)
-                else:
-                    await queue.put(ready)
-        finally:
-            await queue.put(None)
-
-    producer = asyncio.create_task(produce())
+        run.record(FileResult(str(p), "failed", reason="no such file or folder"))
+    run.progress.started(len(files) + len(missing))
+    queue: asyncio.Queue[list[_Ready] | None] = asyncio.Queue(maxsize=2)
+    producer = asyncio.create_task(run.produce(files, queue))
     try:
-        while (item := await queue.get()) is not None:
-            try:
-                up = await store.upsert(
-                    kb, item.doc, item.vectors, level_vectors=item.level_vectors
-                )
-            except QuorumError as exc:
-                reason = brief(str(exc))
-                result = FileResult(str(item.path), "failed", item.doc.source.id, reason=reason)
-            else:
-                status: Status = "added" if up.status == "added" else "updated"
-                result = FileResult(str(item.path), status, item.doc.source.id, up.segments)
-            _record(report, progress, result)
+        while (batch := await queue.get()) is not None:
+            for result in await run.write(batch):
+                run.record(result)
         await producer
     finally:
         producer.cancel()
-    return report
+    return run.report
+
+
+class _Run:
+    """One ingest run: files are read a group at a time, checked against the store with
+    one lookup per group, encoded many files to a call, and written in shared requests.
+    Reading and encoding the next batch overlap with writing this one (``ingest``)."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        kb: str,
+        chunking: ChunkConfig | None,
+        force: bool,
+        transcriber: Transcriber | None,
+        summarizer: Summarizer | None,
+        progress: Progress | None,
+    ) -> None:
+        self.store, self.embedder, self.kb = store, embedder, kb
+        self.chunking, self.force = chunking, force
+        self.transcriber, self.summarizer = transcriber, summarizer
+        self.progress = progress or _Silent()
+        self.report = IngestReport()
+        self.owners: dict[str, str] = {}  # source id -> the file that took it in this run
+
+    def record(self, result: FileResult) -> None:
+        """One file's outcome: into the report, and out to the progress display."""
+        self.report.results.append(result)
+        self.progress.file_done(result)
+
+    async def produce(
+        self, files: Sequence[tuple[Path, Path]], queue: asyncio.Queue[list[_Ready] | None]
+    ) -> None:
+        """Read, check and encode ``files``, putting batches of ready documents on ``queue``
+        (``None`` when done)."""
+        try:
+            pending: list[_Ready] = []
+            for group in _groups(files):
+                for item in await self.check(await self.read(group)):
+                    if isinstance(item, FileResult):
+                        self.record(item)
+                        continue
+                    pending.append(item)
+                    # Flushed file by file, not group by group: a group of long recordings
+                    # would otherwise be encoded whole before the first of them is written.
+                    if sum(len(r.doc.segments) for r in pending) >= EMBED_BATCH:
+                        await queue.put(await self.embed(pending))
+                        pending = []
+            if pending:
+                await queue.put(await self.embed(pending))
+        finally:
+            await queue.put(None)
+
+    async def read(
+        self, group: Sequence[tuple[Path, Path]]
+    ) -> list[tuple[Path, Document | FileResult]]:
+        """Read a group of files in a worker thread, each to a document or its failure."""
+        heard = [_listener(self.progress, str(path)) for path, _ in group]
+
+        def read_all() -> list[tuple[Path, Document | FileResult]]:
+            return [
+                (path, self._read_one(path, root, on_progress))
+                for (path, root), on_progress in zip(group, heard, strict=True)
+            ]
+
+        return await asyncio.to_thread(read_all)
+
+    def _read_one(self, path: Path, root: Path, heard: OnProgress | None) -> Document | FileResult:
+        try:
+            return read_source(
+                path,
+                root=root,
+                chunking=self.chunking,
+                transcriber=self.transcriber,
+                on_progress=heard,
+            )
+        except IngestError as exc:
+            return FileResult(str(path), "failed", reason=brief(exc.reason))
+        except ConfigError:  # a bad setting (the Whisper model) fails the run, not each file
+            raise
+        except Exception as exc:  # a reader's bug or a hostile file costs that file, not the run
+            log.debug("reading %s failed", path, exc_info=True)
+            reason = f"could not be read ({type(exc).__name__})"
+            return FileResult(str(path), "failed", reason=reason)
+
+    async def check(
+        self, read: Sequence[tuple[Path, Document | FileResult]]
+    ) -> list[_Ready | FileResult]:
+        """Each read file's fate before encoding: failed (unreadable, or its id is taken),
+        skipped (unchanged), or ready. One store lookup for the whole group."""
+        ids = [doc.source.id for _, doc in read if isinstance(doc, Document)]
+        stored_by_id = await self.store.stored_sources(self.kb, ids)
+        out: list[_Ready | FileResult] = []
+        for path, doc in read:
+            if isinstance(doc, FileResult):
+                out.append(doc)
+                continue
+            stored = stored_by_id.get(doc.source.id)
+            taken = await self._taken(path, doc.source.id, stored)
+            if taken is not None:
+                out.append(taken)
+            elif not self.force and stored and stored.content_hash == doc.source.content_hash:
+                out.append(FileResult(str(path), "skipped", doc.source.id, len(doc.segments)))
+            else:
+                out.append(_Ready(path, doc, stored))
+        return out
+
+    async def _taken(self, path: Path, sid: str, stored: StoredSource | None) -> FileResult | None:
+        """The failure of a file whose source id belongs to another file (of this run, or
+        indexed and still there); None when the id is this file's to use."""
+        if sid in self.owners:
+            return FileResult(
+                str(path),
+                "failed",
+                sid,
+                reason=f"source id {sid!r} is already used by {self.owners[sid]}; "
+                "give one of them an 'id' in its .meta.json",
+            )
+        self.owners[sid] = str(path)
+        if stored is not None and await asyncio.to_thread(_another_file, stored.path, path):
+            return FileResult(
+                str(path),
+                "failed",
+                sid,
+                reason=f"source id {sid!r} already holds {stored.path}, another file; give this "
+                f"one an 'id' in its .meta.json, or `quorum remove {sid}` first to replace it",
+            )
+        return None
+
+    async def embed(self, batch: list[_Ready]) -> list[_Ready]:
+        """The batch with its vectors: every file's windows encoded in one call, then each
+        file's turns, topics and summary built from them (``retrieval.multilevel``)."""
+        texts = [s.text for r in batch for s in r.doc.segments]
+        vectors = await self.embedder.embed_documents(texts)
+        out: list[_Ready] = []
+        at = 0
+        for r in batch:
+            mine = vectors[at : at + len(r.doc.segments)]
+            at += len(r.doc.segments)
+            levels = await build(r.doc, mine, self.embedder, self.summarizer)
+            out.append(replace(r, doc=levels.doc, vectors=mine, level_vectors=levels.vectors))
+        return out
+
+    async def write(self, batch: list[_Ready]) -> list[FileResult]:
+        """Write a batch; one result per file, a failure costing only its own file unless
+        Weaviate itself fails (then every file of the batch says why)."""
+        known = {r.doc.source.id: r.stored for r in batch if r.stored is not None}
+        items = [Embedded(r.doc, r.vectors, r.level_vectors) for r in batch]
+        try:
+            results = await self.store.upsert_many(self.kb, items, known=known)
+        except QuorumError as exc:
+            why = brief(str(exc))
+            return [FileResult(str(r.path), "failed", r.doc.source.id, reason=why) for r in batch]
+        out: list[FileResult] = []
+        for r, up in zip(batch, results, strict=True):
+            sid = r.doc.source.id
+            if isinstance(up, QuorumError):
+                out.append(FileResult(str(r.path), "failed", sid, reason=brief(str(up))))
+            else:
+                status: Status = "added" if up.status == "added" else "updated"
+                out.append(FileResult(str(r.path), status, sid, up.segments))
+        return out
+
+
+def _groups(files: Sequence[tuple[Path, Path]]) -> list[list[tuple[Path, Path]]]:
+    """Files in reading groups of up to ``READ_GROUP``; a recording is a group of its own,
+    so that its transcription (minutes) does not hold back the files read with it."""
+    groups: list[list[tuple[Path, Path]]] = []
+    current: list[tuple[Path, Path]] = []
+    for file in files:
+        if file[0].suffix.lower() in MEDIA_SUFFIXES:
+            groups.append([file])
+            continue
+        current.append(file)
+        if len(current) == READ_GROUP:
+            groups.append(current)
+            current = []
+    if current:
+        groups.append(current)
+    return groups
 
 
 def _discover(paths: Sequence[Path]) -> tuple[list[tuple[Path, Path]], list[Path]]:
@@ -192,7 +347,7 @@ def _discover(paths: Sequence[Path]) -> tuple[list[tuple[Path, Path]], list[Path
 def _another_file(stored: str, path: Path) -> bool:
     """True when ``stored`` (the path a source was ingested from) is a different file that
     still exists. A moved or deleted original lets the new path take the source over."""
-    if not stored:
+    if not stored or stored == str(path):
         return False
     try:
         return Path(stored).exists() and not Path(stored).samefile(path)
@@ -211,64 +366,3 @@ def _listener(progress: Progress, path: str) -> OnProgress | None:
         loop.call_soon_threadsafe(listener.transcribing, path, done_s, total_s)
 
     return heard
-
-
-def _record(report: IngestReport, progress: Progress, result: FileResult) -> None:
-    report.results.append(result)
-    progress.file_done(result)
-
-
-async def _prepare(
-    store: Store,
-    embedder: Embedder,
-    kb: str,
-    path: Path,
-    root: Path,
-    chunking: ChunkConfig | None,
-    force: bool,
-    owners: dict[str, str],
-    transcriber: Transcriber | None,
-    heard: OnProgress | None,
-    summarizer: Summarizer | None = None,
-) -> _Ready | FileResult:
-    try:
-        doc = await asyncio.to_thread(
-            read_source,
-            path,
-            root=root,
-            chunking=chunking,
-            transcriber=transcriber,
-            on_progress=heard,
-        )
-    except IngestError as exc:
-        return FileResult(str(path), "failed", reason=brief(exc.reason))
-    except ConfigError:  # a bad setting (the Whisper model) fails the run, not each file
-        raise
-    except Exception as exc:  # a reader's bug or a hostile file costs that file, not the run
-        log.debug("reading %s failed", path, exc_info=True)
-        return FileResult(str(path), "failed", reason=f"could not be read ({type(exc).__name__})")
-    sid = doc.source.id
-    if sid in owners:
-        return FileResult(
-            str(path),
-            "failed",
-            sid,
-            reason=f"source id {sid!r} is already used by {owners[sid]}; "
-            "give one of them an 'id' in its .meta.json",
-        )
-    owners[sid] = str(path)
-    stored = await store.stored_source(kb, sid)
-    if stored is not None and await asyncio.to_thread(_another_file, stored.path, path):
-        return FileResult(
-            str(path),
-            "failed",
-            sid,
-            reason=f"source id {sid!r} already holds {stored.path}, another file; give this "
-            f"one an 'id' in its .meta.json, or `quorum remove {sid}` first to replace it",
-        )
-    if not force and stored is not None and stored.content_hash == doc.source.content_hash:
-        return FileResult(str(path), "skipped", sid, len(doc.segments))
-    vectors = await embedder.embed_documents([s.text for s in doc.segments])
-    # Turns, topics and the summary, from the window vectors (``retrieval.multilevel``).
-    levels = await build(doc, vectors, embedder, summarizer)
-    return _Ready(path, levels.doc, vectors, levels.vectors)

@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Protocol
-
-from weaviate.classes.query import Filter
-from weaviate.collections.classes.filters import _Filters
 
 from retrieval.embed import Embedder
 from retrieval.errors import InvalidInput
 from retrieval.models import KINDS, LEVELS, Hit, SearchFilters, SourceInfo
 from retrieval.names import SourceChoice, choose_sources, title_matches
 from retrieval.route import fixed, fuse, route
-from retrieval.schema import as_datetime, check_kb, speaker_keys
+from retrieval.schema import check_kb
 from retrieval.store import Store
 
 MAX_K = 100
@@ -148,37 +145,17 @@ class SearchService:
         """Ids of the sources a typed name selects."""
         return list((await self.choose_sources(kb, title)).ids)
 
-    async def build_filter(self, kb: str, filters: SearchFilters) -> _Filters | None:
-        """Weaviate filter for ``filters`` (None: no filter); raises NothingMatches when a
-        title matches no source."""
+    async def resolve_filters(self, kb: str, filters: SearchFilters) -> SearchFilters:
+        """``filters`` validated, with a typed source name resolved to the ids it selects
+        (the store takes ids); raises NothingMatches when the name selects no source."""
         validate_filters(filters)
-        parts: list[_Filters] = []
-        if filters.speaker:
-            keys = speaker_keys([filters.speaker])
-            parts.append(Filter.by_property("speaker_keys").contains_any(keys[:1]))
-        ids = list(filters.source_ids)
-        if filters.source:
-            matched = await self.resolve_source_ids(kb, filters.source)
-            ids = [i for i in ids if i in matched] if ids else matched
-            if not ids:
-                raise NothingMatches(filters.source)
-        if ids:
-            parts.append(Filter.by_property("source_id").contains_any(ids))
-        if filters.lesson is not None:
-            parts.append(Filter.by_property("lesson").equal(filters.lesson))
-        if filters.kind:
-            parts.append(Filter.by_property("source_kind").equal(filters.kind))
-        if filters.after:
-            parts.append(
-                Filter.by_property("recorded_at").greater_or_equal(as_datetime(filters.after))
-            )
-        if filters.before:
-            parts.append(
-                Filter.by_property("recorded_at").less_or_equal(as_datetime(filters.before))
-            )
-        if not parts:
-            return None
-        return Filter.all_of(parts) if len(parts) > 1 else parts[0]
+        if not filters.source:
+            return filters
+        matched = await self.resolve_source_ids(kb, filters.source)
+        ids = [i for i in filters.source_ids if i in matched] if filters.source_ids else matched
+        if not ids:
+            raise NothingMatches(filters.source)
+        return replace(filters, source=None, source_ids=tuple(ids))
 
     async def search(
         self, kb: str, query: str, filters: SearchFilters | None = None, k: int = 8
@@ -195,7 +172,7 @@ class SearchService:
         timings = SearchTimings()
         text = validate_query(query, k)
         try:
-            where = await self.build_filter(kb, filters or SearchFilters())
+            resolved = await self.resolve_filters(kb, filters or SearchFilters())
         except NothingMatches:
             timings.total_ms = (time.perf_counter() - t0) * 1000
             return [], timings
@@ -207,7 +184,7 @@ class SearchService:
         plan = fixed(levels) if levels else route(text)
         each = limit if len(plan) == 1 else max(limit, FUSE_CANDIDATES)
         runs = await asyncio.gather(
-            *(self.store.hybrid(kb, text, vector, where, each, self.alpha, lv) for lv, _ in plan)
+            *(self.store.hybrid(kb, text, vector, resolved, each, self.alpha, lv) for lv, _ in plan)
         )
         hits = fuse([(weight, run) for (_, weight), run in zip(plan, runs, strict=True)], limit)
         t3 = time.perf_counter()
@@ -246,12 +223,10 @@ class KbArchive:
         if hit is None:
             raise InvalidInput(f"No segment with id {hit_id!r} in this knowledge base.")
         pos = hit.segment.position
-        where = (
-            Filter.by_property("source_id").equal(hit.source.id)
-            & Filter.by_property("position").greater_or_equal(max(0, pos - before))
-            & Filter.by_property("position").less_or_equal(pos + after)
+        around = (max(0, pos - before), pos + after)
+        return await store.fetch_ordered(
+            self._kb, hit.source.id, positions=around, limit=before + after + 1
         )
-        return await store.fetch_ordered(self._kb, where, limit=before + after + 1)
 
     async def transcript(
         self,
@@ -269,12 +244,9 @@ class KbArchive:
                 f"offset must be between 0 and {MAX_RESULTS - limit:,} (Weaviate pages through "
                 f"at most {MAX_RESULTS:,} results), not {offset:,}."
             )
-        where = Filter.by_property("source_id").equal(source_id)
-        if start_s is not None:
-            where = where & Filter.by_property("end_s").greater_or_equal(start_s)
-        if end_s is not None:
-            where = where & Filter.by_property("start_s").less_or_equal(end_s)
-        return await self._service.store.fetch_ordered(self._kb, where, offset=offset, limit=limit)
+        return await self._service.store.fetch_ordered(
+            self._kb, source_id, start_s=start_s, end_s=end_s, offset=offset, limit=limit
+        )
 
     async def summary(self, source: str) -> Hit:
         """The stored summary of a source, named by id or title; InvalidInput says why
@@ -288,8 +260,9 @@ class KbArchive:
             names = ", ".join(i.source.id for i in found[:5])
             raise InvalidInput(f"{source!r} matches several sources ({names}); name one by id.")
         info = found[0]
-        where = Filter.by_property("source_id").equal(info.source.id)
-        units = await self._service.store.fetch_ordered(self._kb, where, limit=1, level="summary")
+        units = await self._service.store.fetch_ordered(
+            self._kb, info.source.id, limit=1, level="summary"
+        )
         if not units:
             raise InvalidInput(
                 f"{info.source.id} has no summary: it is too short to need one, or it was "

@@ -1,52 +1,32 @@
-"""Weaviate storage: one tenant per knowledge base, idempotent upserts, hybrid search
-with filters, neighbours, transcripts, deletes (the schema is in ``retrieval.schema``).
+"""Weaviate storage: one tenant per knowledge base, hybrid search with filters over each
+level, neighbours, transcripts and listings; writes come from ``retrieval.writes``, the
+collections and the schema from ``retrieval.collections`` and ``retrieval.schema``.
 
-A source becomes visible whole or not at all. Each write of a source is a *generation*
-(a microsecond timestamp): its segments are written under new ids carrying that
-generation, then the source record is written naming it (the flip), then older
-generations are deleted. Every read keeps only segments of a source's live generation,
-so a crash (of Quorum or of Weaviate) mid-write leaves invisible orphans, never half a
-source; ``clean_orphans`` (run at the start of each ingest) deletes them.
+Every read keeps only the units of a source's live generation (``retrieval.writes``), so a
+reader never sees half a source.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
 from datetime import date
-from typing import Any
 
 import weaviate
-from weaviate.classes.aggregate import GroupByAggregate
-from weaviate.classes.config import Configure, Property
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
-from weaviate.classes.tenants import Tenant
-from weaviate.collections.classes.data import DataObject
-from weaviate.collections.classes.filters import _Filters
-from weaviate.exceptions import UnexpectedStatusCodeError, WeaviateBaseError, WeaviateQueryError
 
-from retrieval.errors import InvalidInput, SearchUnavailable
-from retrieval.models import Document, Hit, Level, SourceInfo
+from retrieval.collections import StoredSource as StoredSource  # re-exported for callers
+from retrieval.errors import SearchUnavailable
+from retrieval.filters import both, of_source
+from retrieval.filters import where as to_where
+from retrieval.models import Hit, Level, SearchFilters, SourceInfo
 from retrieval.names import title_matches as title_matches  # re-exported for callers
-from retrieval.schema import (
-    SEGMENT_PROPERTIES,
-    SEGMENTS,
-    SOURCE_PROPERTIES,
-    SOURCES,
-    UNIT_PROPERTIES,
-    UNITS,
-    VECTOR,
-    as_datetime,
-    check_kb,
-    hit_from_object,
-    segment_properties,
-    segment_uuid,
-    source_from_object,
-    source_uuid,
-)
+from retrieval.schema import VECTOR, hit_from_object, source_from_object
 from retrieval.schema import speaker_keys as speaker_keys  # re-exported for callers
+from retrieval.weaviate_errors import translate_errors as translate_errors  # re-exported
+from retrieval.writes import Embedded as Embedded  # re-exported for callers
+from retrieval.writes import UpsertResult as UpsertResult  # re-exported for callers
+from retrieval.writes import Writes
 
 # What keyword search reads: the text, where it sits, and what it is part of (title and
 # speakers: "what did the retro say about rollback" finds a window that never says "retro").
@@ -55,78 +35,8 @@ from retrieval.schema import speaker_keys as speaker_keys  # re-exported for cal
 QUERY_PROPERTIES = ["text^2", "heading", "lesson_title", "context"]
 
 
-@dataclass(frozen=True)
-class UpsertResult:
-    """What an upsert did to one source."""
-
-    status: str  # "added" | "updated" | "skipped"
-    segments: int
-    removed: int = 0
-
-
-@dataclass(frozen=True)
-class StoredSource:
-    """What the store remembers of an indexed file: its content hash and path."""
-
-    content_hash: str
-    path: str
-
-
-def _status(exc: BaseException) -> int | None:
-    return exc.status_code if isinstance(exc, UnexpectedStatusCodeError) else None
-
-
-def _already_exists(exc: BaseException) -> bool:
-    """A 422 "already exists": another process created it first, which is what we wanted."""
-    return _status(exc) == 422 and "already exists" in str(exc).lower()
-
-
-def _gen(obj: Any) -> int:
-    """An object's generation; 0 for one written before generations existed."""
-    return int(obj.properties.get("generation") or 0)
-
-
-def _brief(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= 200 else text[:197] + "..."
-
-
-@contextlib.contextmanager
-def translate_errors(url: str) -> Iterator[None]:
-    """Turn client and transport errors into SearchUnavailable naming the server, by what
-    happened: unreachable, refused credentials, a rejected request, or a failed query."""
-    try:
-        yield
-    except (InvalidInput, SearchUnavailable):
-        raise
-    except UnexpectedStatusCodeError as exc:
-        status = exc.status_code
-        if status in (401, 403):
-            raise SearchUnavailable(
-                f"Weaviate at {url} refused Quorum's credentials (HTTP {status}); "
-                "check QUORUM_WEAVIATE_API_KEY."
-            ) from exc
-        if status < 500:
-            raise SearchUnavailable(
-                f"Weaviate at {url} rejected a request (HTTP {status}): {_brief(exc)}"
-            ) from exc
-        raise SearchUnavailable(f"Weaviate at {url} failed (HTTP {status}); see its log.") from exc
-    except WeaviateQueryError as exc:
-        raise SearchUnavailable(f"Weaviate at {url} failed a query: {_brief(exc)}") from exc
-    except (WeaviateBaseError, OSError, TimeoutError) as exc:
-        raise SearchUnavailable(
-            f"Weaviate at {url} is not reachable or failed ({type(exc).__name__}); "
-            "check that it is running."
-        ) from exc
-
-
-class Store:
-    """Quorum's Weaviate collections, reached through one async client."""
-
-    def __init__(self, client: weaviate.WeaviateAsyncClient, url: str) -> None:
-        self.client = client
-        self.url = url
-        self._tenants: set[str] = set()
+class Store(Writes):
+    """Quorum's Weaviate store: connect, write (``Writes``), search and list."""
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -147,287 +57,6 @@ class Store:
             with contextlib.suppress(Exception):
                 await client.close()
 
-    async def ensure_schema(self) -> None:
-        """Create the two collections if they are missing. Idempotent across processes:
-        when two create them at once, the loser's 422 "already exists" is success."""
-        with translate_errors(self.url):
-            existing = await self.client.collections.list_all(simple=True)
-            mt = Configure.multi_tenancy(
-                enabled=True, auto_tenant_creation=True, auto_tenant_activation=True
-            )
-            for name, props in ((SEGMENTS, SEGMENT_PROPERTIES), (UNITS, UNIT_PROPERTIES)):
-                if name in existing:
-                    await self._add_missing_properties(name, props)
-                else:
-                    await self._create(
-                        name,
-                        properties=props,
-                        multi_tenancy_config=mt,
-                        vector_config=Configure.Vectors.self_provided(name=VECTOR),
-                        inverted_index_config=Configure.inverted_index(index_null_state=True),
-                    )
-            if SOURCES in existing:
-                await self._add_missing_properties(SOURCES, SOURCE_PROPERTIES)
-            else:
-                await self._create(
-                    SOURCES,
-                    properties=SOURCE_PROPERTIES,
-                    multi_tenancy_config=mt,
-                    vector_config=Configure.Vectors.self_provided(name=VECTOR),
-                )
-
-    async def _create(self, name: str, **config: Any) -> None:
-        try:
-            await self.client.collections.create(name, **config)
-        except UnexpectedStatusCodeError as exc:
-            if not _already_exists(exc):
-                raise
-
-    async def _add_missing_properties(self, name: str, wanted: Sequence[Property]) -> None:
-        """Add properties a newer Quorum defines to a collection an older one created, so
-        an existing archive keeps working (its old segments simply lack the new fields)."""
-        col = self.client.collections.use(name)
-        config = await col.config.get(simple=True)
-        have = {p.name for p in config.properties}
-        for prop in wanted:
-            if prop.name not in have:
-                try:
-                    await col.config.add_property(prop)
-                except UnexpectedStatusCodeError as exc:
-                    if not _already_exists(exc):  # another process added it first
-                        raise
-
-    async def _ensure_tenant(self, kb: str) -> None:
-        if kb in self._tenants:
-            return
-        with translate_errors(self.url):
-            for name in (SEGMENTS, UNITS, SOURCES):
-                col = self.client.collections.use(name)
-                if await col.tenants.get_by_name(kb) is None:
-                    try:
-                        await col.tenants.create([Tenant(name=kb)])
-                    except UnexpectedStatusCodeError as exc:
-                        if not _already_exists(exc):  # another ingest created it first
-                            raise
-        self._tenants.add(kb)
-
-    async def has_kb(self, kb: str) -> bool:
-        """True when the knowledge base has been created (something was ingested)."""
-        check_kb(kb)
-        if kb in self._tenants:
-            return True
-        # SOURCES gets its tenant last in _ensure_tenant, so seeing it there means both exist.
-        with translate_errors(self.url):
-            found = await self.client.collections.use(SOURCES).tenants.get_by_name(kb) is not None
-        if found:
-            self._tenants.add(kb)
-        return found
-
-    async def knowledge_bases(self) -> list[str]:
-        """Every knowledge base (tenant) name."""
-        with translate_errors(self.url):
-            tenants = await self.client.collections.use(SEGMENTS).tenants.get()
-        return sorted(tenants)
-
-    def segments(self, kb: str) -> Any:
-        """The segment collection bound to one tenant."""
-        return self.client.collections.use(SEGMENTS).with_tenant(check_kb(kb))
-
-    def units(self, kb: str) -> Any:
-        """The collection of the other levels (turns, topics, summaries), in one tenant."""
-        return self.client.collections.use(UNITS).with_tenant(check_kb(kb))
-
-    def of_level(self, kb: str, level: Level) -> tuple[Any, _Filters | None]:
-        """The collection holding ``level`` and the filter that keeps only it."""
-        if level == "window":
-            return self.segments(kb), None
-        return self.units(kb), Filter.by_property("level").equal(level)
-
-    def sources_collection(self, kb: str) -> Any:
-        """The source collection bound to one tenant."""
-        return self.client.collections.use(SOURCES).with_tenant(check_kb(kb))
-
-    async def source_hash(self, kb: str, source_id: str) -> str | None:
-        """The content hash stored for a source, or None when it is not indexed."""
-        stored = await self.stored_source(kb, source_id)
-        return None if stored is None else stored.content_hash
-
-    async def stored_source(self, kb: str, source_id: str) -> StoredSource | None:
-        """The content hash and file path stored for a source; None when it is not indexed."""
-        if not await self.has_kb(kb):
-            return None
-        with translate_errors(self.url):
-            obj = await self.sources_collection(kb).query.fetch_object_by_id(source_uuid(source_id))
-        if obj is None:
-            return None
-        props = obj.properties
-        return StoredSource(str(props.get("content_hash") or ""), str(props.get("path") or ""))
-
-    async def upsert(
-        self,
-        kb: str,
-        doc: Document,
-        vectors: Sequence[Sequence[float]],
-        batch_size: int = 256,
-        level_vectors: Sequence[Sequence[float]] = (),
-    ) -> UpsertResult:
-        """Write a document's segments, its units of other levels and its source record;
-        remove what an older write left."""
-        check_kb(kb)
-        if len(vectors) != len(doc.segments) or len(level_vectors) != len(doc.levels):
-            raise ValueError("one vector per segment")
-        await self._ensure_tenant(kb)
-        source = doc.source
-        previous = await self.source_hash(kb, source.id)
-        segments = self.segments(kb)
-        generation = time.time_ns() // 1000
-        with translate_errors(self.url):
-            for col, units, unit_vectors in (
-                (segments, doc.segments, vectors),
-                (self.units(kb), doc.levels, level_vectors),
-            ):
-                for i in range(0, len(units), batch_size):
-                    objects = [
-                        DataObject(
-                            properties={
-                                **segment_properties(source, seg),
-                                "generation": generation,
-                            },
-                            uuid=segment_uuid(source.id, seg.position, generation, seg.level),
-                            vector={VECTOR: list(vec)},
-                        )
-                        for seg, vec in zip(
-                            units[i : i + batch_size],
-                            unit_vectors[i : i + batch_size],
-                            strict=True,
-                        )
-                    ]
-                    result = await col.data.insert_many(objects)
-                    if result.has_errors:
-                        first = next(iter(result.errors.values()))
-                        raise SearchUnavailable(
-                            f"Weaviate at {self.url} rejected a segment: {first.message}"
-                        )
-            src_props: dict[str, Any] = {
-                "source_id": source.id,
-                "title": source.title,
-                "kind": source.kind,
-                "url": source.url,
-                "recorded_at": as_datetime(source.recorded_at) if source.recorded_at else None,
-                "speakers": list(source.speakers),
-                "path": source.path,
-                "content_hash": source.content_hash,
-                "description": source.description,
-                "segment_count": len(doc.segments),
-                "unit_count": len(doc.levels),
-                "generation": generation,
-            }
-            src_obj = DataObject(
-                properties={k: v for k, v in src_props.items() if v is not None},
-                uuid=source_uuid(source.id),
-                vector={VECTOR: [float(x) for x in vectors[0]] if vectors else []},
-            )
-            # The flip: from here on this generation is the source.
-            await self.sources_collection(kb).data.insert_many([src_obj])
-            removed = await self._drop_older(kb, source.id, generation)
-        status = "added" if previous is None else "updated"
-        return UpsertResult(status=status, segments=len(doc.segments), removed=removed)
-
-    async def _drop_older(self, kb: str, source_id: str, generation: int) -> int:
-        """Delete a source's segments older than ``generation`` (a newer one being written
-        by another ingest is left alone); returns how many went."""
-        of_source = Filter.by_property("source_id").equal(source_id)
-        removed = 0
-        for col in (self.segments(kb), self.units(kb)):
-            older = await col.data.delete_many(
-                where=of_source & Filter.by_property("generation").less_than(generation)
-            )
-            # Segments written before generations existed have none.
-            legacy = await col.data.delete_many(
-                where=of_source & Filter.by_property("generation").is_none(True)
-            )
-            removed += int(older.successful) + int(legacy.successful)
-        return removed
-
-    async def delete_source(self, kb: str, source_id: str) -> int:
-        """Delete a source and its segments; returns how many segments went."""
-        if not await self.has_kb(kb):
-            return 0
-        with translate_errors(self.url):
-            # The record first: its segments are invisible from then on, whatever happens.
-            await self.sources_collection(kb).data.delete_many(
-                where=Filter.by_property("source_id").equal(source_id)
-            )
-            res = await self.segments(kb).data.delete_many(
-                where=Filter.by_property("source_id").equal(source_id)
-            )
-            await self.units(kb).data.delete_many(
-                where=Filter.by_property("source_id").equal(source_id)
-            )
-        return int(res.successful)
-
-    async def clean_orphans(self, kb: str, min_age_s: float = 3600.0) -> int:
-        """Delete segments no source record makes live: generations of a source older than
-        its live one, and other generations older than ``min_age_s`` (a younger one may be
-        an ingest still writing). Returns how many went."""
-        if not await self.has_kb(kb):
-            return 0
-        cutoff = (time.time_ns() // 1000) - int(min_age_s * 1_000_000)
-        with translate_errors(self.url):
-            live = {
-                str(o.properties.get("source_id")): (
-                    int(o.properties.get("generation") or 0),
-                    int(o.properties.get("segment_count") or 0),
-                    int(o.properties.get("unit_count") or 0),
-                )
-                async for o in self._iterate(self.sources_collection(kb))
-            }
-            removed = 0
-            for nth, col in ((1, self.segments(kb)), (2, self.units(kb))):
-                groups = await col.aggregate.over_all(
-                    group_by=GroupByAggregate(prop="source_id", limit=1_000_000),
-                    total_count=True,
-                )
-                for group in groups.groups:
-                    sid, count = str(group.grouped_by.value), int(group.total_count or 0)
-                    if sid not in live:
-                        res = await col.data.delete_many(
-                            where=Filter.by_property("source_id").equal(sid)
-                            & Filter.by_property("generation").less_than(cutoff)
-                        )
-                        removed += int(res.successful)
-                    elif count > live[sid][nth]:  # more than the live generation has
-                        generation = live[sid][0]
-                        removed += await self._drop_older(kb, sid, generation)
-                        res = await col.data.delete_many(  # a crashed update's
-                            where=Filter.by_property("source_id").equal(sid)
-                            & Filter.by_property("generation").greater_than(generation)
-                            & Filter.by_property("generation").less_than(cutoff)
-                        )
-                        removed += int(res.successful)
-        return removed
-
-    async def _live(self, kb: str, objects: Sequence[Any]) -> list[Any]:
-        """The objects that belong to their source's live generation."""
-        ids = sorted({str(o.properties.get("source_id")) for o in objects})
-        if not ids:
-            return []
-        res = await self.sources_collection(kb).query.fetch_objects(
-            filters=Filter.by_property("source_id").contains_any(ids),
-            limit=len(ids),
-            return_properties=["source_id", "generation"],
-        )
-        live = {
-            str(o.properties.get("source_id")): int(o.properties.get("generation") or 0)
-            for o in res.objects
-        }
-        return [
-            o
-            for o in objects
-            if live.get(str(o.properties.get("source_id")))
-            == int(o.properties.get("generation") or 0)
-        ]
-
     async def list_sources(self, kb: str) -> list[SourceInfo]:
         """Every source in the knowledge base, newest recording first, then by title."""
         if not await self.has_kb(kb):
@@ -438,16 +67,6 @@ class Store:
                 infos.append(source_from_object(obj))
         infos.sort(key=lambda i: (-(i.source.recorded_at or date.min).toordinal(), i.source.title))
         return infos
-
-    async def _iterate(self, col: Any) -> AsyncIterator[Any]:
-        offset = 0
-        while True:
-            page = await col.query.fetch_objects(limit=500, offset=offset)
-            for obj in page.objects:
-                yield obj
-            if len(page.objects) < 500:
-                return
-            offset += 500
 
     async def count(self, kb: str) -> int:
         """How many segments the knowledge base holds."""
@@ -462,7 +81,7 @@ class Store:
         kb: str,
         query: str,
         vector: Sequence[float],
-        where: _Filters | None,
+        filters: SearchFilters | None,
         k: int,
         alpha: float,
         level: Level = "window",
@@ -472,9 +91,8 @@ class Store:
         if not await self.has_kb(kb):
             return []
         limit = k
-        col, only = self.of_level(kb, level)
-        if only is not None:
-            where = only if where is None else Filter.all_of([only, where])
+        col, only = self._of_level(kb, level)
+        where = both([f for f in (only, to_where(filters)) if f is not None])
         with translate_errors(self.url):
             while True:
                 res = await col.query.hybrid(
@@ -496,24 +114,27 @@ class Store:
                 limit = min(k + 2 * (len(res.objects) - len(live)) + 10, 1000)
         return [hit_from_object(o, float(o.metadata.score or 0.0), vector) for o in live[:k]]
 
-    async def bm25(self, kb: str, query: str, where: _Filters | None, k: int) -> list[Hit]:
+    async def bm25(self, kb: str, query: str, filters: SearchFilters | None, k: int) -> list[Hit]:
         """Keyword search alone (for benchmarks and diagnostics)."""
         with translate_errors(self.url):
             res = await self.segments(kb).query.bm25(
-                query=query, filters=where, limit=k, return_metadata=MetadataQuery(score=True)
+                query=query,
+                filters=to_where(filters),
+                limit=k,
+                return_metadata=MetadataQuery(score=True),
             )
             live = await self._live(kb, res.objects)
         return [hit_from_object(o, float(o.metadata.score or 0.0)) for o in live]
 
     async def near_vector(
-        self, kb: str, vector: Sequence[float], where: _Filters | None, k: int
+        self, kb: str, vector: Sequence[float], filters: SearchFilters | None, k: int
     ) -> list[Hit]:
         """Vector search alone (for benchmarks and diagnostics)."""
         with translate_errors(self.url):
             res = await self.segments(kb).query.near_vector(
                 near_vector=list(vector),
                 target_vector=VECTOR,
-                filters=where,
+                filters=to_where(filters),
                 limit=k,
                 return_metadata=MetadataQuery(distance=True),
             )
@@ -532,18 +153,23 @@ class Store:
     async def fetch_ordered(
         self,
         kb: str,
-        where: _Filters,
+        source_id: str,
+        *,
+        positions: tuple[int, int] | None = None,
+        start_s: float | None = None,
+        end_s: float | None = None,
         offset: int = 0,
         limit: int = 200,
         level: Level = "window",
     ) -> list[Hit]:
-        """Segments (or units of ``level``) matching ``where`` in source order (by source,
-        then position)."""
+        """A source's segments (or units of ``level``) in order of position: those at
+        ``positions`` (first and last, inclusive) and overlapping ``start_s``..``end_s``
+        when given."""
         if not await self.has_kb(kb):
             return []
-        col, only = self.of_level(kb, level)
-        if only is not None:
-            where = Filter.all_of([only, where])
+        col, only = self._of_level(kb, level)
+        span = of_source(source_id, positions, start_s, end_s)
+        where = span if only is None else Filter.all_of([only, span])
         with translate_errors(self.url):
             res = await col.query.fetch_objects(
                 filters=where,

@@ -70,3 +70,20 @@ def test_the_map_names_every_module() -> None:
         and f"`{path.name}`" not in text
     ]
     assert missing == []
+
+
+def test_the_store_takes_and_returns_quorum_types() -> None:
+    """Swapping the store means re-implementing its methods, not learning Weaviate's
+    filter classes from their signatures (``connect`` alone takes the vendor's client)."""
+    import inspect
+
+    from retrieval.store import Store
+
+    leaks = []
+    for name, fn in inspect.getmembers(Store, inspect.isfunction):
+        if name.startswith("_") or name == "connect":
+            continue
+        sig = inspect.signature(fn)
+        shown = [str(p.annotation) for p in sig.parameters.values()] + [str(sig.return_annotation)]
+        leaks += [f"{name}: {a}" for a in shown if "_Filter" in a or "weaviate" in a.lower()]
+    assert not leaks

@@ -41,10 +41,10 @@ WRITER = textwrap.dedent(
             seed = hashlib.sha256(text.encode()).digest()
             return [(seed[i % 32] - 128) / 128 for i in range(384)]
 
-    upsert = Store.upsert
-    async def slow_upsert(self, kb, doc, vectors, batch_size=256, **more):
-        return await upsert(self, kb, doc, vectors, batch_size=2, **more)
-    Store.upsert = slow_upsert
+    upsert_many = Store.upsert_many
+    async def slow_upsert_many(self, kb, items, batch_size=256, known=None):
+        return await upsert_many(self, kb, items, batch_size=2, known=known)
+    Store.upsert_many = slow_upsert_many
 
     async def main():
         port, grpc, kb, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]

@@ -93,9 +93,7 @@ async def test_a_fresh_server_two_stores_at_once_and_a_stale_state_file(
 
 
 async def _past_window(store: Store) -> None:
-    from weaviate.classes.query import Filter
-
-    await store.fetch_ordered("race", Filter.by_property("source_id").equal("x"), offset=20_000)
+    await store.fetch_ordered("race", "x", offset=20_000)
 
 
 def test_a_password_in_the_weaviate_url_is_never_echoed() -> None:

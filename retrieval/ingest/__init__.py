@@ -98,47 +98,10 @@ def read_source(
 ) -> Document:
     """Parse one file into a ``Document``; ``root`` bounds the search for manifests. Audio
     and video are transcribed with ``transcriber`` (``on_progress`` hears how far)."""
-    name, suffix = str(path), path.suffix.lower()
-    if _is_metadata_file(path.name):
-        raise IngestError(name, "this is a metadata file; ingest the file it describes")
-    if suffix not in SUPPORTED_SUFFIXES:
-        supported = ", ".join(sorted(SUPPORTED_SUFFIXES))
-        raise IngestError(name, f"unsupported file type {suffix or '(none)'}; use {supported}")
-    media = suffix in MEDIA_SUFFIXES
-    if media:
-        if transcriber is None:
-            raise IngestError(name, "audio and video need a transcriber to be ingested")
-        # Media is hashed in blocks, never read whole: its digest stands for its bytes
-        # (in the source's content hash) and keys its kept transcript.
-        data = file_digest(path).encode()
-    else:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise IngestError(name, f"cannot read the file: {exc.strerror or exc}") from exc
-        if not data.strip():
-            raise IngestError(name, "the file is empty")
+    name = str(path)
+    data = _load(path, transcriber)
     sidecar, sidecar_bytes = read_sidecar(path)
-
-    in_file = Metadata()
-    kind: Kind = "document" if suffix in _DOCUMENTS else "video"
-    if media:
-        assert transcriber is not None
-        units, kind = read_media(path, data.decode(), transcriber, on_progress)
-    elif suffix == ".pdf":
-        units = read_pdf(data, path)
-    else:
-        text = _decode(data, path)
-        if suffix in _FRONT_MATTER:
-            in_file, text = split_front_matter(text, path)
-        if suffix == ".txt" and is_course(text):
-            course = read_course(text, path)
-            units, kind = course.units, "course"
-            speakers = (course.instructor,) if course.instructor else None
-            header = Metadata(title=course.title, url=course.url, speakers=speakers)
-            in_file = in_file.over(header)
-        else:
-            units = _TEXT_READERS[suffix](text, path)
+    units, kind, in_file = _parse(path, data, transcriber, on_progress)
     if not any(u.text.strip() for u in units):
         raise IngestError(name, "no text found in the file")
 
@@ -165,3 +128,51 @@ def read_source(
         description=meta.description,
     )
     return Document(source=source, segments=tuple(segments), levels=tuple(turns(units, source_id)))
+
+
+def _load(path: Path, transcriber: Transcriber | None) -> bytes:
+    """The bytes that stand for a file (a recording's digest, any other file's content),
+    once it is known to be a file Quorum can ingest; IngestError says why not."""
+    name, suffix = str(path), path.suffix.lower()
+    if _is_metadata_file(path.name):
+        raise IngestError(name, "this is a metadata file; ingest the file it describes")
+    if suffix not in SUPPORTED_SUFFIXES:
+        supported = ", ".join(sorted(SUPPORTED_SUFFIXES))
+        raise IngestError(name, f"unsupported file type {suffix or '(none)'}; use {supported}")
+    if suffix in MEDIA_SUFFIXES:
+        if transcriber is None:
+            raise IngestError(name, "audio and video need a transcriber to be ingested")
+        # Media is hashed in blocks, never read whole: its digest stands for its bytes
+        # (in the source's content hash) and keys its kept transcript.
+        return file_digest(path).encode()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise IngestError(name, f"cannot read the file: {exc.strerror or exc}") from exc
+    if not data.strip():
+        raise IngestError(name, "the file is empty")
+    return data
+
+
+def _parse(
+    path: Path, data: bytes, transcriber: Transcriber | None, on_progress: OnProgress | None
+) -> tuple[list[Unit], Kind, Metadata]:
+    """A file's units in its format's reader, its kind, and the metadata written inside it
+    (front matter, a course's header)."""
+    suffix = path.suffix.lower()
+    kind: Kind = "document" if suffix in _DOCUMENTS else "video"
+    if suffix in MEDIA_SUFFIXES:
+        assert transcriber is not None  # _load refused media without one
+        units, kind = read_media(path, data.decode(), transcriber, on_progress)
+        return units, kind, Metadata()
+    if suffix == ".pdf":
+        return read_pdf(data, path), kind, Metadata()
+    in_file, text = Metadata(), _decode(data, path)
+    if suffix in _FRONT_MATTER:
+        in_file, text = split_front_matter(text, path)
+    if suffix == ".txt" and is_course(text):
+        course = read_course(text, path)
+        speakers = (course.instructor,) if course.instructor else None
+        header = Metadata(title=course.title, url=course.url, speakers=speakers)
+        return course.units, "course", in_file.over(header)
+    return _TEXT_READERS[suffix](text, path), kind, in_file
