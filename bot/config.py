@@ -48,6 +48,13 @@ class Settings(BaseSettings):
     weaviate_api_key: SecretStr | None = Field(None, description="API key for Weaviate Cloud.")
     weaviate_binary: str | None = Field(None, description="Path of weaviate-server to run.")
     weaviate_timeout_s: float = Field(30.0, gt=0, description="Timeout of one Weaviate query.")
+    weaviate_replicas: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Copies of each object in a Weaviate cluster (replication factor): 3 keeps "
+        "answering with one node down. Reads and writes then use QUORUM consistency.",
+    )
 
     # --- embedding, search, chunking
     embed_model_path: Path | None = Field(

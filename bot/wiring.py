@@ -43,6 +43,7 @@ def retrieval_config(settings: Settings) -> RetrievalConfig:
         weaviate_api_key=s.weaviate_api_key.get_secret_value() if s.weaviate_api_key else None,
         weaviate_binary=s.weaviate_binary,
         weaviate_timeout_s=s.weaviate_timeout_s,
+        weaviate_replicas=s.weaviate_replicas,
         embed_model_path=s.embed_model_path,
         embed_batch_size=s.embed_batch_size,
         embed_backend=s.embed_backend,

@@ -16,6 +16,7 @@ from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import UnexpectedStatusCodeError
 
+from retrieval.errors import ConfigError
 from retrieval.models import Level
 from retrieval.schema import (
     SEGMENT_PROPERTIES,
@@ -26,6 +27,8 @@ from retrieval.schema import (
     UNITS,
     VECTOR,
     check_kb,
+    consistency,
+    replication,
     source_uuid,
 )
 from retrieval.weaviate_errors import _already_exists, translate_errors
@@ -42,9 +45,11 @@ class StoredSource:
 class Collections:
     """Quorum's Weaviate collections, reached through one async client."""
 
-    def __init__(self, client: weaviate.WeaviateAsyncClient, url: str) -> None:
+    def __init__(self, client: weaviate.WeaviateAsyncClient, url: str, replicas: int = 1) -> None:
         self.client = client
         self.url = url
+        self.replicas = replicas  # copies of every object, one per node (a cluster's factor)
+        self._consistency = consistency(replicas)
         self._tenants: set[str] = set()
 
     async def ensure_schema(self) -> None:
@@ -55,6 +60,8 @@ class Collections:
             mt = Configure.multi_tenancy(
                 enabled=True, auto_tenant_creation=True, auto_tenant_activation=True
             )
+            if self.replicas > 1 and not {SEGMENTS, UNITS, SOURCES} <= set(existing):
+                await self._check_nodes()
             for name, props in ((SEGMENTS, SEGMENT_PROPERTIES), (UNITS, UNIT_PROPERTIES)):
                 if name in existing:
                     await self._add_missing_properties(name, props)
@@ -76,7 +83,24 @@ class Collections:
                     vector_config=Configure.Vectors.self_provided(name=VECTOR),
                 )
 
+    async def _check_nodes(self) -> None:
+        """More copies than nodes cannot be kept: say so before Weaviate refuses."""
+        nodes = await self.client.cluster.nodes()
+        if len(nodes) < self.replicas:
+            raise ConfigError(
+                f"QUORUM_WEAVIATE_REPLICAS is {self.replicas} but Weaviate at {self.url} has "
+                f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}: start a cluster of at "
+                f"least {self.replicas} or lower the setting."
+            )
+
+    def _use(self, name: str) -> Any:
+        """A collection read and written at the consistency level replication needs."""
+        col = self.client.collections.use(name)
+        return col if self._consistency is None else col.with_consistency_level(self._consistency)
+
     async def _create(self, name: str, **config: Any) -> None:
+        if self.replicas > 1:
+            config["replication_config"] = replication(self.replicas)
         try:
             await self.client.collections.create(name, **config)
         except UnexpectedStatusCodeError as exc:
@@ -87,7 +111,15 @@ class Collections:
         """Add properties a newer Quorum defines to a collection an older one created, so
         an existing archive keeps working (its old segments simply lack the new fields)."""
         col = self.client.collections.use(name)
-        config = await col.config.get(simple=True)
+        config = await col.config.get()  # the full config: the simple one lacks replication
+        factor = config.replication_config.factor
+        if factor != self.replicas:
+            raise ConfigError(
+                f"Weaviate's {name} keeps {factor} cop{'ies' if factor != 1 else 'y'} of each "
+                f"object but QUORUM_WEAVIATE_REPLICAS is {self.replicas}: set "
+                f"QUORUM_WEAVIATE_REPLICAS={factor} (the factor of existing collections is "
+                "changed in Weaviate, not by Quorum)."
+            )
         have = {p.name for p in config.properties}
         for prop in wanted:
             if prop.name not in have:
@@ -131,11 +163,11 @@ class Collections:
 
     def segments(self, kb: str) -> Any:
         """The segment collection bound to one tenant."""
-        return self.client.collections.use(SEGMENTS).with_tenant(check_kb(kb))
+        return self._use(SEGMENTS).with_tenant(check_kb(kb))
 
     def units(self, kb: str) -> Any:
         """The collection of the other levels (turns, topics, summaries), in one tenant."""
-        return self.client.collections.use(UNITS).with_tenant(check_kb(kb))
+        return self._use(UNITS).with_tenant(check_kb(kb))
 
     def _of_level(self, kb: str, level: Level) -> tuple[Any, _Filters | None]:
         """The collection holding ``level`` and the filter that keeps only it."""
@@ -145,7 +177,7 @@ class Collections:
 
     def sources_collection(self, kb: str) -> Any:
         """The source collection bound to one tenant."""
-        return self.client.collections.use(SOURCES).with_tenant(check_kb(kb))
+        return self._use(SOURCES).with_tenant(check_kb(kb))
 
     async def source_hash(self, kb: str, source_id: str) -> str | None:
         """The content hash stored for a source, or None when it is not indexed."""

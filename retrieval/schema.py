@@ -14,7 +14,15 @@ from datetime import UTC, date, datetime
 from typing import Any
 from uuid import NAMESPACE_URL, uuid5
 
-from weaviate.classes.config import DataType, Property, Tokenization
+from weaviate.classes.config import (
+    Configure,
+    ConsistencyLevel,
+    DataType,
+    Property,
+    ReplicationDeletionStrategy,
+    Tokenization,
+)
+from weaviate.collections.classes.config import _ReplicationConfigCreate
 
 from retrieval.embed import cosine
 from retrieval.errors import InvalidInput
@@ -28,6 +36,28 @@ UNITS = "QuorumUnit"  # the other levels (turns, topics, summaries): ``retrieval
 VECTOR = "default"
 KB_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")  # whole name: fullmatch, so no "kb\n"
 _NS = uuid5(NAMESPACE_URL, "https://quorum.invalid/segments")
+
+
+def replication(replicas: int) -> _ReplicationConfigCreate:
+    """Each tenant's objects kept on ``replicas`` nodes. A delete and a write of one object
+    that two nodes disagree on resolve to whichever came last (a source forgotten, then
+    added again, stays added); async replication brings a node that was down up to date in
+    the background."""
+    return Configure.replication(
+        factor=replicas,
+        async_enabled=True,
+        deletion_strategy=ReplicationDeletionStrategy.TIME_BASED_RESOLUTION,
+    )
+
+
+def consistency(replicas: int) -> ConsistencyLevel | None:
+    """The consistency level of every read and write: QUORUM when replicated (None for one
+    copy, Weaviate's default). A quorum (2 of 3) answers with one node down, and since
+    reads and writes each reach a majority (R + W > N) every read meets at least one
+    replica holding the latest write, even on a node that has just come back. ONE would
+    be faster but could read a rejoined node's stale copy (a forgotten source back in an
+    answer); ALL would fail with any node down."""
+    return ConsistencyLevel.QUORUM if replicas > 1 else None
 
 
 def check_kb(kb: str) -> str:

@@ -43,6 +43,7 @@ class RetrievalConfig:
     weaviate_api_key: str | None = None
     weaviate_binary: str | None = None
     weaviate_timeout_s: float = 30.0
+    weaviate_replicas: int = 1  # a cluster's replication factor (see ``retrieval.schema``)
     embed_model_path: Path | None = None
     embed_batch_size: int = 64
     embed_backend: EmbedBackend = "onnx"
@@ -142,7 +143,9 @@ async def open_retrieval(
             embedder.warm()
         endpoint = await _endpoint(config, stack)
         client = async_client(endpoint, timeout_s=config.weaviate_timeout_s)
-        store = await stack.enter_async_context(Store.connect(client, endpoint.url))
+        store = await stack.enter_async_context(
+            Store.connect(client, endpoint.url, config.weaviate_replicas)
+        )
         reranker = None
         if config.rerank_model_path:
             reranker = await asyncio.to_thread(

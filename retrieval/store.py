@@ -40,8 +40,11 @@ class Store(Writes):
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def connect(cls, client: weaviate.WeaviateAsyncClient, url: str) -> AsyncIterator[Store]:
-        """Connect, make sure the schema exists, and close on exit."""
+    async def connect(
+        cls, client: weaviate.WeaviateAsyncClient, url: str, replicas: int = 1
+    ) -> AsyncIterator[Store]:
+        """Connect, make sure the schema exists (``replicas`` copies of each object), and
+        close on exit."""
         try:
             with translate_errors(url):
                 await client.connect()
@@ -50,7 +53,7 @@ class Store(Writes):
                 await client.close()
             raise
         try:
-            store = cls(client, url)
+            store = cls(client, url, replicas)
             await store.ensure_schema()
             yield store
         finally:
