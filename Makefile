@@ -28,6 +28,7 @@ bench: install
 	.venv/bin/python bench/slack_load.py
 	.venv/bin/python bench/soak.py
 	.venv/bin/python bench/serve_start.py
+	.venv/bin/python bench/cluster.py
 
 clean:
 	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache

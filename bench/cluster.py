@@ -43,10 +43,17 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
+from weaviate.classes.config import ConsistencyLevel
 
 from bench.common import percentile, weaviate_binary
-from retrieval.weaviate_server import Endpoint
+from bot.config import load_settings
+from bot.models import Question, ThreadKey
+from bot.wiring import open_core
+from retrieval.indexer import ingest
+from retrieval.schema import SOURCES
+from retrieval.weaviate_server import Endpoint, async_client
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -234,6 +241,7 @@ class LocalCluster:
         self._spawn(node, [n for n in self.nodes if n is not node and n.proc is not None])
 
     def stop(self) -> None:
+        """SIGTERM every live node; SIGKILL what has not stopped after 20 s."""
         for node in self.nodes:
             if node.proc is not None and node.proc.poll() is None:
                 node.proc.terminate()
@@ -304,11 +312,6 @@ def eval_questions() -> list[str]:
 async def all_read(node: Node, kb: str) -> int:
     """How many sources a read at consistency ALL (every copy must answer) returns when the
     question goes to ``node``."""
-    from weaviate.classes.config import ConsistencyLevel
-
-    from retrieval.schema import SOURCES
-    from retrieval.weaviate_server import async_client
-
     async with async_client(node.endpoint) as client:
         col = client.collections.use(SOURCES).with_tenant(kb)
         res = await col.with_consistency_level(ConsistencyLevel.ALL).query.fetch_objects(limit=1000)
@@ -327,11 +330,6 @@ async def run(
     """Form the cluster, ingest ``paths``, ask ``n_questions`` with a node killed a third
     of the way in and restarted two thirds in; ingest ``written_while_down`` while it is
     down."""
-    from bot.config import load_settings
-    from bot.models import Question, ThreadKey
-    from bot.wiring import open_core
-    from retrieval.indexer import ingest
-
     on_step("starting three weaviate-server nodes")
     t0 = time.monotonic()
     with local_cluster(root / "weaviate") as cluster:
@@ -431,8 +429,10 @@ async def run(
             # the others; it does not add what that copy lacks).
             caught_up_s: float | None = None
             deadline = time.monotonic() + catch_up_timeout_s
+            read = 0
             while True:
-                read = await all_read(victim, KB)
+                with contextlib.suppress(Exception):  # not serving yet: ask again
+                    read = await all_read(victim, KB)
                 if read == sources:
                     caught_up_s = time.monotonic() - restarted_at
                     break
@@ -506,8 +506,6 @@ def tables(result: Result) -> tuple[Table, Table]:
 
 
 async def main(n: int) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     console = Console()
     examples = REPO / "examples"
     with (
@@ -538,4 +536,7 @@ async def main(n: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=90, help="questions in the stream")
-    asyncio.run(main(parser.parse_args().questions))
+    args = parser.parse_args()
+    if args.questions < 3:
+        parser.error("--questions must be at least 3 (one per phase).")
+    asyncio.run(main(args.questions))
