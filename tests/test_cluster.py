@@ -30,9 +30,10 @@ async def test_a_node_killed_mid_stream_loses_no_question_and_rejoins(tmp_path: 
     )
     seen = [(p.name, p.asked, p.answered, p.errors, p.nothing_found) for p in result.phases]
     assert [s[1:] for s in seen] == [(2, 2, 0, 0)] * 3, (seen, result)
-    # Written at QUORUM with the node down; once caught up, a read at ALL through the
+    # Written at QUORUM with the node down (in the seconds after the kill a write may fail
+    # and is then run again, as a user would); once caught up, a read at ALL through the
     # restarted node (every copy must answer) finds both sources.
-    assert result.write_while_down.startswith("ok"), result
+    assert result.write_while_down.endswith("segments)"), result
     assert result.caught_up_s is not None, result
     assert (result.all_read, result.sources) == (2, 2), result
 
