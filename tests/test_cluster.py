@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import adapters.cli.main  # noqa: F401  (registers every command on the app)
-from adapters.cli.commands import app
+from adapters.cli.main import app
 from bench.cluster import run
 from retrieval.errors import ConfigError
 from retrieval.store import Store
