@@ -17,7 +17,6 @@ from datetime import date
 from typing import Any
 
 from bot import prompts
-from bot.align import SentenceVectors, sentence_vectors
 from bot.citations import resolve
 from bot.config import Settings
 from bot.errors import LLMError
@@ -30,6 +29,7 @@ from bot.models import ProgressEvent as Progress
 from bot.passages import Passage, assemble, merge, widen
 from bot.sessions import Exchange
 from bot.understand import choice_note, understand
+from bot.vectors import SentenceVectors, sentence_vectors
 from bot.write import EXTRACT_PASSAGES, Clock, Writer
 from retrieval.archive import Archive
 from retrieval.embed import Embedder

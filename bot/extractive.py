@@ -8,6 +8,7 @@ with concrete suggestions (wider dates, no speaker filter, the closest names and
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -49,8 +50,15 @@ def _stem(word: str) -> str:
 
 def terms(text: str) -> list[str]:
     """The content words of ``text``, stemmed, in order, without repeats."""
+    return list(_terms(text))
+
+
+@functools.lru_cache(maxsize=16384)
+def _terms(text: str) -> tuple[str, ...]:
+    # cached: the extractive answer, alignment and a thread's follow-ups read the same
+    # sentences again
     words = (_stem(w) for w in _WORD.findall(text.casefold()) if w not in STOPWORDS)
-    return list(dict.fromkeys(w for w in words if len(w) > 1))
+    return tuple(dict.fromkeys(w for w in words if len(w) > 1))
 
 
 def matches(term: str, word: str) -> bool:

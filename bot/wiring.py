@@ -11,13 +11,13 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from bot.align import SentenceVectors
 from bot.config import Settings
 from bot.engine import Engine, ResearchHook
 from bot.library import KbLibrary
 from bot.llm import ClaudeLLM
 from bot.router import ResearchRouter
 from bot.sessions import SessionStore
+from bot.vectors import SentenceVectors
 from retrieval import service as retrieval_service
 from retrieval.chunking import ChunkConfig
 from retrieval.service import Retrieval, RetrievalConfig

@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 
 from bot import prompts
-from bot.align import SentenceVectors, texts_to_compare
+from bot.align import texts_to_compare
 from bot.errors import LLMError
 from bot.extractive import NO_KEY, UNAVAILABLE, extractive
 from bot.llm import LLM, Usage
@@ -19,6 +19,7 @@ from bot.models import AnswerKind, EventSink, NumberedSource, PartialAnswer
 from bot.models import ProgressEvent as Progress
 from bot.passages import Passage
 from bot.sessions import Exchange
+from bot.vectors import SentenceVectors
 from retrieval.embed import cosine
 
 log = logging.getLogger("quorum.answer")
