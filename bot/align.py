@@ -31,7 +31,7 @@ import math
 import operator
 import re
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from bot.citations import MARKER, at_second, parse_numbers
@@ -257,10 +257,17 @@ class Plan:
                 short[(k, n)] = order if not any(row) else order[:SHORTLIST]
         return cls(by_n, sentences, lex, short, [c.text for c in found])
 
-    def texts(self) -> list[str]:
-        """Every text whose vector the alignment needs."""
-        picked = [self.sentences[n][i].text for (_, n), idx in self.shortlist.items() for i in idx]
-        return list(dict.fromkeys([*self.claims, *picked]))
+    def texts(self, pinned: Collection[int] = ()) -> list[str]:
+        """Every text whose vector the alignment needs (none for a ``pinned`` claim:
+        its sentence is known)."""
+        picked = [
+            self.sentences[n][i].text
+            for (k, n), idx in self.shortlist.items()
+            if k not in pinned
+            for i in idx
+        ]
+        claims = [c for k, c in enumerate(self.claims) if k not in pinned]
+        return list(dict.fromkeys([*claims, *picked]))
 
 
 def texts_to_compare(text: str, sources: Sequence[NumberedSource]) -> list[str]:
@@ -294,7 +301,8 @@ class Aligner:
         """For each claim, one moment per number it cites (``pins`` fixes the sentence
         of a claim by its index: an extractive quote cites what it quotes)."""
         plan = Plan.of(found, sources)
-        vectors = await self._vectors(plan.texts())
+        # an extractive answer pins every claim: it then costs no encoding at all
+        vectors = await self._vectors(plan.texts(pins or {}))
         out: list[list[Moment]] = []
         for k, claim in enumerate(found):
             row: list[Moment] = []
@@ -306,12 +314,13 @@ class Aligner:
                     row.append(Moment(plan.by_n[n], None, 0.0))
                     continue
                 lex = plan.lexical[(k, n)]
+                meant = vectors if k not in (pins or {}) else None
                 scores: dict[int, float] = {}
                 for i in plan.shortlist[(k, n)]:
                     score = LEXICAL_WEIGHT * lex[i]
-                    if vectors is not None:
-                        score += _dot(vectors[claim.text], vectors[options[i].text])
-                    scores[i] = score / (1 + LEXICAL_WEIGHT if vectors else LEXICAL_WEIGHT)
+                    if meant is not None:
+                        score += _dot(meant[claim.text], meant[options[i].text])
+                    scores[i] = score / (1 + LEXICAL_WEIGHT if meant else LEXICAL_WEIGHT)
                 best = max(scores, key=lambda i: (scores[i], -i))
                 pinned = (pins or {}).get(k)
                 if pinned is not None:
