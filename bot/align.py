@@ -26,19 +26,21 @@ its marker is dropped and the answer says so (``grounding`` below).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
+import operator
 import re
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from bot.citations import MARKER, at_second, parse_numbers
 from bot.extractive import matches, terms
 from bot.models import Answer, Citation, NumberedSource
 from bot.passages import Sentence, link_second, sentences_of
-from retrieval.embed import Embedder, cosine
+from bot.vectors import sentence_vectors
+from retrieval.embed import Embedder
+from retrieval.models import Segment
 
 log = logging.getLogger("quorum.align")
 
@@ -120,14 +122,68 @@ def _weights(sentences: Sequence[Sentence]) -> tuple[list[set[str]], dict[str, f
     return bags, {t: math.log(1 + (n + 1) / (1 + c)) for t, c in df.items()}
 
 
-def lexical(claim: Sequence[str], bag: set[str], weights: Mapping[str, float]) -> float:
-    """The weighted share of the claim's words found in ``bag`` (0..1)."""
+PREFIX = 4  # ``matches``: words shorter than this match only exactly
+
+
+class Vocabulary:
+    """The words of one source's sentences, and for a claim's term the words it
+    ``matches`` (found once per term: comparing every term with every word of every
+    sentence was most of alignment's time)."""
+
+    def __init__(self, words: set[str]) -> None:
+        self.words = words
+        self.by_prefix: dict[str, list[str]] = {}
+        for w in words:
+            if len(w) >= PREFIX:
+                self.by_prefix.setdefault(w[:PREFIX], []).append(w)
+        self._found: dict[str, frozenset[str]] = {}
+
+    def matching(self, term: str) -> frozenset[str]:
+        """The words ``term`` matches (itself, or a long shared prefix)."""
+        found = self._found.get(term)
+        if found is None:
+            near = self.by_prefix.get(term[:PREFIX], []) if len(term) >= PREFIX else []
+            exact = [term] if term in self.words else []
+            found = frozenset([*exact, *(w for w in near if matches(term, w))])
+            self._found[term] = found
+        return found
+
+
+def lexical_row(
+    claim: Sequence[str], bags: Sequence[set[str]], weights: Mapping[str, float], vocab: Vocabulary
+) -> list[float]:
+    """Per sentence (its ``bag`` of words), the weighted share of the claim's words it
+    holds (0..1); ``vocab`` holds every word of the source the bags belong to."""
     if not claim:
-        return 0.0
+        return [0.0] * len(bags)
     top = max(weights.values(), default=1.0)
-    total = sum(weights.get(t, top) for t in claim)
-    found = sum(weights.get(t, top) for t in claim if any(matches(t, w) for w in bag))
-    return found / total if total else 0.0
+    wanted = [(weights.get(t, top), vocab.matching(t)) for t in claim]
+    total = sum(w for w, _ in wanted)
+    if not total:
+        return [0.0] * len(bags)
+    return [sum(w for w, m in wanted if not bag.isdisjoint(m)) / total for bag in bags]
+
+
+_SENTENCES: OrderedDict[tuple[object, ...], list[Sentence]] = OrderedDict()
+
+
+def _sentences(seg: Segment) -> list[Sentence]:
+    """``sentences_of(seg)``, remembered: while Claude streams, every new marker plans
+    the alignment again over the same sources."""
+    key = (seg.text, seg.marks, seg.speakers, seg.start_s, seg.end_s)
+    found = _SENTENCES.get(key)
+    if found is None:
+        found = _SENTENCES[key] = sentences_of(seg)
+        while len(_SENTENCES) > 256:
+            _SENTENCES.popitem(last=False)
+    else:
+        _SENTENCES.move_to_end(key)
+    return found
+
+
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    # our vectors are L2-normalised: cosine is the dot product (map is ~2x a generator)
+    return float(sum(map(operator.mul, a, b)))
 
 
 def citation_of(n: int, moment: Moment) -> Citation:
@@ -154,88 +210,6 @@ def citation_of(n: int, moment: Moment) -> Citation:
         source_n=source.n,
         quote=sentence.text if sentence else None,
     )
-
-
-class SentenceVectors:
-    """The embedder, remembering sentence vectors (an Embedder itself).
-
-    The quick path ``prefetch``-es its passages' sentences while Claude writes, so when
-    the answer arrives only its own few claims still need encoding; a thread's
-    follow-ups see the same passages again."""
-
-    def __init__(self, embedder: Embedder, size: int = 8192) -> None:
-        self.embedder = embedder
-        self.size = size
-        self._rows: OrderedDict[str, list[float]] = OrderedDict()
-        self._pending: dict[str, asyncio.Future[list[float]]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    @property
-    def dim(self) -> int:
-        """Vector length."""
-        return self.embedder.dim
-
-    async def embed_query(self, text: str) -> list[float]:
-        """A search query's vector (the embedder caches those itself)."""
-        return await self.embedder.embed_query(text)
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text: remembered, being computed, or computed now in one batch."""
-        loop = asyncio.get_running_loop()
-        mine = [t for t in dict.fromkeys(texts) if t not in self._rows and t not in self._pending]
-        for t in mine:
-            self._pending[t] = loop.create_future()
-        if mine:
-            try:
-                rows = await self.embedder.embed_documents(mine)
-            except BaseException as exc:
-                for t in mine:  # waiters on these texts fail (or stop) with this call
-                    future = self._pending.pop(t)
-                    if isinstance(exc, Exception):
-                        future.set_exception(exc)
-                        future.exception()  # marked retrieved: no warning if none waits
-                    else:
-                        future.cancel()
-                raise
-            for t, row in zip(mine, rows, strict=True):
-                self._rows[t] = row
-                future = self._pending.pop(t)
-                if not future.done():
-                    future.set_result(row)
-        out: list[list[float]] = []
-        for t in texts:
-            known = self._rows.get(t)
-            if known is None:
-                known = await asyncio.shield(self._pending[t])
-            else:
-                self._rows.move_to_end(t)
-            out.append(known)
-        while len(self._rows) > self.size:
-            self._rows.popitem(last=False)
-        return out
-
-    def prefetch(self, texts: Sequence[str]) -> None:
-        """Start computing vectors for ``texts`` in the background."""
-        missing = [t for t in dict.fromkeys(texts) if t not in self._rows]
-        if not missing:
-            return
-
-        async def run() -> None:
-            try:
-                await self.embed_documents(missing)
-            except Exception:
-                log.debug("prefetching sentence vectors failed", exc_info=True)
-
-        task = asyncio.get_running_loop().create_task(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-
-def sentence_vectors(embedder: Embedder | None) -> SentenceVectors | None:
-    """``embedder`` as a ``SentenceVectors`` (the same one if it already is)."""
-    if embedder is None or isinstance(embedder, SentenceVectors):
-        return embedder
-    return SentenceVectors(embedder)
 
 
 @dataclass(frozen=True)
@@ -266,8 +240,9 @@ class Plan:
         """The plan for ``found`` over ``sources``."""
         by_n = {s.n: s for s in sources}
         cited = {n for c in found for n in c.numbers if n in by_n}
-        sentences = {n: sentences_of(by_n[n].hit.segment) for n in cited}
+        sentences = {n: _sentences(by_n[n].hit.segment) for n in cited}
         stats = {n: _weights(sentences[n]) for n in cited}
+        vocab = {n: Vocabulary(set().union(*stats[n][0])) for n in cited}
         lex: dict[tuple[int, int], list[float]] = {}
         short: dict[tuple[int, int], list[int]] = {}
         for k, claim in enumerate(found):
@@ -276,16 +251,23 @@ class Plan:
                 if n not in cited:
                     continue
                 bags, weights = stats[n]
-                row = [lexical(words, bag, weights) for bag in bags]
+                row = lexical_row(words, bags, weights, vocab[n])
                 order = sorted(range(len(row)), key=lambda i: (-row[i], i))
                 lex[(k, n)] = row
                 short[(k, n)] = order if not any(row) else order[:SHORTLIST]
         return cls(by_n, sentences, lex, short, [c.text for c in found])
 
-    def texts(self) -> list[str]:
-        """Every text whose vector the alignment needs."""
-        picked = [self.sentences[n][i].text for (_, n), idx in self.shortlist.items() for i in idx]
-        return list(dict.fromkeys([*self.claims, *picked]))
+    def texts(self, pinned: Collection[int] = ()) -> list[str]:
+        """Every text whose vector the alignment needs (none for a ``pinned`` claim:
+        its sentence is known)."""
+        picked = [
+            self.sentences[n][i].text
+            for (k, n), idx in self.shortlist.items()
+            if k not in pinned
+            for i in idx
+        ]
+        claims = [c for k, c in enumerate(self.claims) if k not in pinned]
+        return list(dict.fromkeys([*claims, *picked]))
 
 
 def texts_to_compare(text: str, sources: Sequence[NumberedSource]) -> list[str]:
@@ -319,7 +301,8 @@ class Aligner:
         """For each claim, one moment per number it cites (``pins`` fixes the sentence
         of a claim by its index: an extractive quote cites what it quotes)."""
         plan = Plan.of(found, sources)
-        vectors = await self._vectors(plan.texts())
+        # an extractive answer pins every claim: it then costs no encoding at all
+        vectors = await self._vectors(plan.texts(pins or {}))
         out: list[list[Moment]] = []
         for k, claim in enumerate(found):
             row: list[Moment] = []
@@ -331,12 +314,13 @@ class Aligner:
                     row.append(Moment(plan.by_n[n], None, 0.0))
                     continue
                 lex = plan.lexical[(k, n)]
+                meant = vectors if k not in (pins or {}) else None
                 scores: dict[int, float] = {}
                 for i in plan.shortlist[(k, n)]:
                     score = LEXICAL_WEIGHT * lex[i]
-                    if vectors is not None:
-                        score += cosine(vectors[claim.text], vectors[options[i].text])
-                    scores[i] = score / (1 + LEXICAL_WEIGHT if vectors else LEXICAL_WEIGHT)
+                    if meant is not None:
+                        score += _dot(meant[claim.text], meant[options[i].text])
+                    scores[i] = score / (1 + LEXICAL_WEIGHT if meant else LEXICAL_WEIGHT)
                 best = max(scores, key=lambda i: (scores[i], -i))
                 pinned = (pins or {}).get(k)
                 if pinned is not None:

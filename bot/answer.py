@@ -10,7 +10,6 @@ hits it says what to try instead. All LLM calls of one question share one deadli
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -18,58 +17,44 @@ from datetime import date
 from typing import Any
 
 from bot import prompts
-from bot.align import sentence_vectors, texts_to_compare
 from bot.citations import resolve
 from bot.config import Settings
 from bot.errors import LLMError
 from bot.expand import RERANK_TOP, alternative_queries, claude_rerank, fuse, is_hard
-from bot.extractive import (
-    NO_KEY,
-    STOPWORDS,
-    UNAVAILABLE,
-    extractive,
-    nothing_found,
-    relevant,
-)
+from bot.extractive import nothing_found, relevant
+from bot.followup import error_answer, heuristic_rewrite, looks_like_follow_up, precheck
 from bot.llm import LLM, Usage
-from bot.models import (
-    Answer,
-    AnswerKind,
-    EventSink,
-    Mode,
-    NumberedSource,
-    PartialAnswer,
-    Question,
-    guarded_sink,
-)
+from bot.models import Answer, EventSink, NumberedSource, Question, guarded_sink
 from bot.models import ProgressEvent as Progress
 from bot.passages import Passage, assemble, merge, widen
 from bot.sessions import Exchange
 from bot.understand import choice_note, understand
+from bot.vectors import SentenceVectors, sentence_vectors
+from bot.write import EXTRACT_PASSAGES, Clock, Writer
 from retrieval.archive import Archive
-from retrieval.embed import Embedder, cosine
+from retrieval.embed import Embedder
 from retrieval.models import Hit, SearchFilters
 from retrieval.names import choose_sources
 from retrieval.search import MAX_QUERY_CHARS
 
+# re-exported: callers and tests import the question checks from the pipeline
+__all__ = [
+    "AnswerConfig",
+    "Outcome",
+    "QuickAnswerer",
+    "SearchRecord",
+    "error_answer",
+    "heuristic_rewrite",
+    "looks_like_follow_up",
+    "precheck",
+]
+
 log = logging.getLogger("quorum.answer")
-EXTRACT_PASSAGES = 3  # the extractive answer compares meaning in this many passages
 # A best window this close to the question in meaning (MiniLM cosine, from the stored
 # vectors: free) is relevant; under it, the top passages' sentences are compared one by
 # one (bot.extractive.relevant), which costs an encode. Of the 53 answerable questions
 # of examples/eval.jsonl and bench/answer.py, 7 fall under it, as do both unanswerable.
 RELEVANT_WINDOW = 0.35
-
-_HELP = re.compile(
-    r"^\s*(?:(?:hi|hello|hey|hiya|yo|howdy|good (?:morning|afternoon|evening)|thanks|thank you)"
-    r"(?: there| quorum| all| team)?|help|/?help me|what can you do|what do you do|"
-    r"how do(?:es)? (?:this|it|you|quorum) work|how do i use (?:this|you|quorum)|"
-    r"who are you|what are you|what is quorum|what's quorum)\s*[!?.]*\s*$",
-    re.IGNORECASE,
-)
-_PERSONAL = frozenset("he she they him her them his hers their theirs".split())
-_POINTING = frozenset("it its that this those these there then former latter one ones".split())
-_FOLLOW_UP_START = re.compile(r"^\s*(?:and|also|so|but|what about|how about|why not)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -123,81 +108,11 @@ class Outcome:
     pins: dict[int, str] = field(default_factory=dict)  # marker index -> quoted sentence
 
 
-def error_answer(text: str, mode: Mode = "quick") -> Answer:
-    """A one-sentence answer of kind "error"."""
-    return Answer(text=text, kind="error", mode=mode)
-
-
-def precheck(question: Question, max_chars: int) -> Answer | None:
-    """An answer without searching: for an empty or over-long question, or a greeting or
-    a question about Quorum itself (help). None when the question should be answered."""
-    text = question.text.strip()
-    if not text:
-        return error_answer("Ask me a question about your recordings or documents.")
-    if len(text) > max_chars:
-        return error_answer(
-            f"That question is too long ({len(text):,} characters; the limit is "
-            f"{max_chars:,}), please shorten it."
-        )
-    if _HELP.match(text):
-        return Answer(text=prompts.HELP_TEXT.strip(), kind="help", mode="quick")
-    return None
-
-
-def looks_like_follow_up(question: str) -> bool:
-    """True when a question leans on earlier turns: it starts with "and ..."/"what about",
-    says "he"/"they" without naming anyone, or points ("it", "that") with little else."""
-    if _FOLLOW_UP_START.match(question):
-        return True
-    words = re.findall(r"[a-z']+", question.casefold())
-    content = [w for w in words if w not in STOPWORDS]
-    names = re.findall(r"(?<!^)(?<![.?!]\s)\b[A-Z][a-z]+", question.strip())
-    if any(w in _PERSONAL for w in words) and not names:
-        return True
-    if any(w in _POINTING for w in words) and len(content) <= 2:
-        return True
-    return len(content) < 2
-
-
-def key_terms(text: str, limit: int = 6) -> list[str]:
-    """The words of a question worth carrying into a follow-up: names, products, numbers
-    first (as written), then other content words."""
-    words = re.findall(r"[A-Za-z0-9][\w'.-]*[\w]|[A-Za-z0-9]", text)
-    content = [w for w in words if w.casefold() not in STOPWORDS and len(w) > 1]
-    strong = [w for w in content if w[0].isupper() or any(c.isdigit() for c in w)]
-    ordered = list(dict.fromkeys([*strong, *content]))
-    return ordered[:limit]
-
-
-def heuristic_rewrite(question: str, history: Sequence[Exchange]) -> str:
-    """Without Claude: a follow-up gets the previous question's key terms appended."""
-    if not history or not looks_like_follow_up(question):
-        return question
-    prev = history[-1].standalone_query or history[-1].question
-    have = {w.casefold() for w in re.findall(r"[\w'.-]+", question)}
-    extra = [t for t in key_terms(prev) if t.casefold() not in have]
-    return f"{question.strip()} {' '.join(extra)}".strip()
-
-
 def _search_text(query: str) -> str:
     text = " ".join(query.split())
     if len(text) <= MAX_QUERY_CHARS:
         return text
     return text[:MAX_QUERY_CHARS].rsplit(" ", 1)[0]
-
-
-class _Clock:
-    """Milliseconds per step, and the LLM time spent against one deadline."""
-
-    def __init__(self, llm_budget_s: float) -> None:
-        self.t0 = time.perf_counter()
-        self.ms: dict[str, float] = {}
-        self.llm_left_s = llm_budget_s
-
-    def lap(self, name: str, since: float) -> float:
-        now = time.perf_counter()
-        self.ms[name] = self.ms.get(name, 0.0) + (now - since) * 1000
-        return now
 
 
 class QuickAnswerer:
@@ -213,10 +128,10 @@ class QuickAnswerer:
         self.llm = llm
         self.today = today  # dates in questions ("last week") are relative to this
         self.config = config or AnswerConfig()
-        self.embedder = sentence_vectors(embedder)
+        self.writer = Writer(llm, sentence_vectors(embedder), self.config.answer_max_tokens)
 
     async def rewrite(
-        self, question: str, history: Sequence[Exchange], clock: _Clock, usage: Usage
+        self, question: str, history: Sequence[Exchange], clock: Clock, usage: Usage
     ) -> str:
         """A standalone query: Claude's fast model with history, else the heuristic."""
         if not history:
@@ -242,6 +157,15 @@ class QuickAnswerer:
         query = next((ln for ln in lines if ln), "")
         return query[:MAX_QUERY_CHARS] or heuristic_rewrite(question, history)
 
+    @property
+    def embedder(self) -> SentenceVectors | None:
+        """The sentence vectors the writer compares (shared with alignment)."""
+        return self.writer.embedder
+
+    @embedder.setter
+    def embedder(self, vectors: SentenceVectors | None) -> None:
+        self.writer.embedder = vectors
+
     async def answer(
         self,
         question: Question,
@@ -250,7 +174,7 @@ class QuickAnswerer:
         on_event: EventSink | None = None,
     ) -> Outcome:
         """Answer ``question`` from ``archive`` in the context of ``history``."""
-        clock = _Clock(self.config.llm_timeout_s)
+        clock = Clock(self.config.llm_timeout_s)
         emit = guarded_sink(on_event)
         early = precheck(question, self.config.max_question_chars)
         if early is not None:
@@ -269,30 +193,15 @@ class QuickAnswerer:
         searches = [
             SearchRecord(query, question.filters, tuple(h.id for h in hits), clock.ms["search"])
         ]
-        if not hits:
-            return await self._nothing(text, query, question, archive, clock, t, usage, searches)
-
-        windows = await widen(archive, hits, self.config.neighbours)
-        t = clock.lap("expand", t)
-        numbered = assemble(merge(hits, windows), self.config.context_token_budget)
-        sources = tuple(n for n, _ in numbered)
-        recordings = len({n.hit.source.id for n in sources})
-        t = clock.lap("assemble", t)
-        await emit(Progress(f"Reading {len(sources)} passages from {recordings} sources..."))
-
-        best_first = sorted(numbered, key=lambda item: -item[1].score)
-        passages = [p for _, p in best_first]
-        meaning: dict[str, float] = {}
-        closest = max((h.similarity for h in hits if h.similarity is not None), default=None)
-        if closest is not None and closest < RELEVANT_WINDOW:
-            meaning = await self._meaning(query, passages[:EXTRACT_PASSAGES])
-        if not relevant(query, [s for p in passages for s in p.sentences], meaning):
-            return await self._nothing(text, query, question, archive, clock, t, usage, searches)
-        t = clock.lap("relevance", t)
-        reply, kind, pins = await self._write(
+        found = await self._read(query, hits, archive, clock, emit) if hits else None
+        if found is None:
+            return await self._nothing(text, query, question, archive, clock, usage, searches)
+        best_first, meaning = found
+        reply, kind, pins = await self.writer.write(
             text, query, history, best_first, clock, usage, emit, meaning
         )
         t = time.perf_counter()
+        sources = tuple(sorted((n for n, _ in best_first), key=lambda s: s.n))
         resolved = resolve(reply, sources)
         answer = Answer(
             text=resolved.text,
@@ -306,12 +215,37 @@ class QuickAnswerer:
         clock.lap("render", t)
         return Outcome(self._timed(answer, clock), usage, searches, pins=pins)
 
+    async def _read(
+        self, query: str, hits: Sequence[Hit], archive: Archive, clock: Clock, emit: EventSink
+    ) -> tuple[list[tuple[NumberedSource, Passage]], dict[str, float]] | None:
+        """The hits widened, merged and numbered within the budget, best passage first,
+        with each sentence's meaning when it was needed; None when no passage is close
+        enough to the query to be worth quoting (``bot.extractive.relevant``)."""
+        t = time.perf_counter()
+        windows = await widen(archive, hits, self.config.neighbours)
+        t = clock.lap("expand", t)
+        numbered = assemble(merge(hits, windows), self.config.context_token_budget)
+        recordings = len({n.hit.source.id for n, _ in numbered})
+        t = clock.lap("assemble", t)
+        await emit(Progress(f"Reading {len(numbered)} passages from {recordings} sources..."))
+
+        best_first = sorted(numbered, key=lambda item: -item[1].score)
+        passages = [p for _, p in best_first]
+        meaning: dict[str, float] = {}
+        closest = max((h.similarity for h in hits if h.similarity is not None), default=None)
+        if closest is not None and closest < RELEVANT_WINDOW:
+            meaning = await self.writer.meaning(query, passages[:EXTRACT_PASSAGES])
+        if not relevant(query, [s for p in passages for s in p.sentences], meaning):
+            return None
+        clock.lap("relevance", t)
+        return best_first, meaning
+
     async def _search(
         self,
         query: str,
         filters: SearchFilters,
         archive: Archive,
-        clock: _Clock | None = None,
+        clock: Clock | None = None,
         usage: Usage | None = None,
     ) -> tuple[list[Hit], str | None]:
         """Hybrid search, and a note saying what it understood. When the question names a
@@ -353,7 +287,7 @@ class QuickAnswerer:
         archive: Archive,
         hits: list[Hit],
         pool: int,
-        clock: _Clock,
+        clock: Clock,
         usage: Usage,
     ) -> list[Hit]:
         """Other phrasings of a hard question fused in, then the optional rerank."""
@@ -382,92 +316,21 @@ class QuickAnswerer:
         query: str,
         question: Question,
         archive: Archive,
-        clock: _Clock,
-        since: float,
+        clock: Clock,
         usage: Usage,
         searches: list[SearchRecord],
     ) -> Outcome:
         """The "nothing found" answer, with what to try instead."""
         known = await archive.sources()
         speakers = await archive.speakers()
+        t = time.perf_counter()
         reply = nothing_found(text, question.filters, speakers, known, archive.kb)
-        clock.lap("assemble", since)
+        clock.lap("assemble", t)
         answer = Answer(reply, "nothing_found", "quick", standalone_query=query)
         return Outcome(self._timed(answer, clock), usage, searches)
 
-    async def _write(
-        self,
-        question: str,
-        query: str,
-        history: Sequence[Exchange],
-        best_first: Sequence[tuple[NumberedSource, Passage]],
-        clock: _Clock,
-        usage: Usage,
-        emit: EventSink,
-        meaning: dict[str, float],
-    ) -> tuple[str, AnswerKind, dict[int, str]]:
-        """Claude's answer (streamed), or the extractive one when Claude is absent or fails.
-
-        ``best_first`` pairs each numbered source with its passage, best passage first."""
-
-        async def fallback(reason: str) -> tuple[str, AnswerKind, dict[int, str]]:
-            t = time.perf_counter()
-            near = meaning or await self._meaning(
-                query, [p for _, p in best_first[:EXTRACT_PASSAGES]]
-            )
-            found = extractive(query, best_first, reason, near)
-            clock.lap("extractive", t)
-            return found.text, "extractive", found.pins
-
-        if self.llm is None:
-            return await fallback(NO_KEY)
-        await emit(Progress("Writing the answer..."))
-        sources = sorted((n for n, _ in best_first), key=lambda s: s.n)  # as numbered
-
-        async def partial(text_so_far: str) -> None:
-            await emit(PartialAnswer(text_so_far))
-            if self.embedder is not None:
-                # While Claude writes, encode what alignment will compare: each claim is
-                # final once its marker has streamed, and so is its shortlist.
-                self.embedder.prefetch(texts_to_compare(text_so_far, sources))
-
-        t = time.perf_counter()
-        try:
-            done = await self.llm.stream(
-                system=prompts.SYSTEM_PROMPT,
-                messages=prompts.answer_messages(question, history, sources),
-                max_tokens=self.config.answer_max_tokens,
-                on_text=partial,
-                timeout_s=max(0.001, clock.llm_left_s),
-            )
-        except LLMError as exc:
-            log.warning("Claude failed (%s); answering extractively", exc)
-            return await fallback(UNAVAILABLE)
-        finally:
-            clock.llm_left_s -= time.perf_counter() - t
-            clock.lap("llm", t)
-        usage.add(done.usage)
-        if not done.text.strip():
-            log.warning("Claude returned an empty answer; answering extractively")
-            return await fallback(UNAVAILABLE)
-        return done.text, "answer", {}
-
-    async def _meaning(self, query: str, passages: Sequence[Passage]) -> dict[str, float]:
-        """Each sentence's similarity in meaning to the query (MiniLM cosine); empty
-        without an embedder or when it fails (words alone then pick the quotes)."""
-        texts = list(dict.fromkeys(s.text for p in passages for s in p.sentences))
-        if self.embedder is None or not texts:
-            return {}
-        try:
-            q = await self.embedder.embed_query(query)
-            rows = await self.embedder.embed_documents(texts)
-        except Exception:
-            log.warning("embedding sentences for the extractive answer failed", exc_info=True)
-            return {}
-        return {t: cosine(q, v) for t, v in zip(texts, rows, strict=True)}
-
     @staticmethod
-    def _timed(answer: Answer, clock: _Clock) -> Answer:
+    def _timed(answer: Answer, clock: Clock) -> Answer:
         timings = {k: round(v, 2) for k, v in clock.ms.items()}
         timings["total"] = round((time.perf_counter() - clock.t0) * 1000, 2)
         return replace(answer, timings=timings)

@@ -19,7 +19,7 @@ from typing import Protocol
 from anthropic.types import MessageParam
 
 from bot import prompts
-from bot.align import Aligner, sentence_vectors
+from bot.align import Aligner
 from bot.answer import AnswerConfig, Outcome, QuickAnswerer, error_answer, precheck
 from bot.citations import citation_json, resolve, source_json
 from bot.config import Settings
@@ -29,6 +29,7 @@ from bot.models import Answer, EventSink, Library, Question, ThreadKey, guarded_
 from bot.research.loop import Researcher
 from bot.router import ResearchRouter
 from bot.sessions import Exchange, ExchangeRecord, QueryRecord, Sessions, clip
+from bot.vectors import sentence_vectors
 from retrieval.archive import Archive
 from retrieval.embed import Embedder
 from retrieval.models import SearchFilters, SourceInfo

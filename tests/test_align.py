@@ -7,10 +7,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from bot.align import MIN_SUPPORT, Aligner, SentenceVectors, claims
+from bot.align import MIN_SUPPORT, Aligner, claims
 from bot.citations import number_sources, resolve
+from bot.extractive import extractive
 from bot.models import Answer
 from bot.passages import Passage, link_second, merge, sentences_of, timed_text
+from bot.vectors import SentenceVectors
 from retrieval.chunking import Unit, chunk
 from retrieval.links import segment_link
 from retrieval.models import Hit, Mark, Segment, Source
@@ -185,3 +187,15 @@ async def test_ranges_and_lists_come_out_as_plain_numbered_links() -> None:
     # "[1-2]" is what the core accepts; platforms render "[1, 2]" as two links
     assert aligned.answer.text.endswith("MAU [1, 2].")
     assert [c.n for c in aligned.answer.citations] == [1, 2]
+
+
+def test_an_extractive_answer_quotes_a_sentence_once() -> None:
+    # a turn hit and the window around it are two passages holding the same sentences
+    hits = window_hits(kickoff_segments())
+    (window,) = merge(hits, hits)
+    turn = Passage(KICKOFF, window.windows, window.matched, 0.9, window.sentences)
+    numbered = number_sources([window.as_hit(), turn.as_hit()])
+    pairs = list(zip(numbered, [window, turn], strict=True))
+    text = extractive("Why are we leaving Auth0?", pairs).text
+    quotes = [line.split('"')[1] for line in text.splitlines() if line.startswith("- ")]
+    assert quotes and len(quotes) == len(set(quotes))

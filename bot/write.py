@@ -1,0 +1,122 @@
+"""Who writes a quick answer from its numbered passages: Claude, streamed (alignment's
+texts encoded while it writes), or, without a key or when Claude fails or says nothing,
+the extractive quotes (``bot.extractive``), each sentence's meaning compared to the
+query with MiniLM.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from bot import prompts
+from bot.align import texts_to_compare
+from bot.errors import LLMError
+from bot.extractive import NO_KEY, UNAVAILABLE, extractive
+from bot.llm import LLM, Usage
+from bot.models import AnswerKind, EventSink, NumberedSource, PartialAnswer
+from bot.models import ProgressEvent as Progress
+from bot.passages import Passage
+from bot.sessions import Exchange
+from bot.vectors import SentenceVectors
+from retrieval.embed import cosine
+
+log = logging.getLogger("quorum.answer")
+EXTRACT_PASSAGES = 3  # the extractive answer compares meaning in this many passages
+
+
+class Clock:
+    """Milliseconds per step, and the LLM time spent against one deadline."""
+
+    def __init__(self, llm_budget_s: float) -> None:
+        self.t0 = time.perf_counter()
+        self.ms: dict[str, float] = {}
+        self.llm_left_s = llm_budget_s
+
+    def lap(self, name: str, since: float) -> float:
+        now = time.perf_counter()
+        self.ms[name] = self.ms.get(name, 0.0) + (now - since) * 1000
+        return now
+
+
+class Writer:
+    """Writes the answer: Claude when there is one, else (or when it fails) extractively."""
+
+    def __init__(
+        self, llm: LLM | None, embedder: SentenceVectors | None, max_tokens: int = 1200
+    ) -> None:
+        self.llm = llm
+        self.embedder = embedder
+        self.max_tokens = max_tokens
+
+    async def write(
+        self,
+        question: str,
+        query: str,
+        history: Sequence[Exchange],
+        best_first: Sequence[tuple[NumberedSource, Passage]],
+        clock: Clock,
+        usage: Usage,
+        emit: EventSink,
+        meaning: dict[str, float],
+    ) -> tuple[str, AnswerKind, dict[int, str]]:
+        """Claude's answer (streamed), or the extractive one when Claude is absent or fails.
+
+        ``best_first`` pairs each numbered source with its passage, best passage first."""
+
+        async def fallback(reason: str) -> tuple[str, AnswerKind, dict[int, str]]:
+            t = time.perf_counter()
+            near = meaning or await self.meaning(
+                query, [p for _, p in best_first[:EXTRACT_PASSAGES]]
+            )
+            found = extractive(query, best_first, reason, near)
+            clock.lap("extractive", t)
+            return found.text, "extractive", found.pins
+
+        if self.llm is None:
+            return await fallback(NO_KEY)
+        await emit(Progress("Writing the answer..."))
+        sources = sorted((n for n, _ in best_first), key=lambda s: s.n)  # as numbered
+
+        async def partial(text_so_far: str) -> None:
+            await emit(PartialAnswer(text_so_far))
+            if self.embedder is not None:
+                # While Claude writes, encode what alignment will compare: each claim is
+                # final once its marker has streamed, and so is its shortlist.
+                self.embedder.prefetch(texts_to_compare(text_so_far, sources))
+
+        t = time.perf_counter()
+        try:
+            done = await self.llm.stream(
+                system=prompts.SYSTEM_PROMPT,
+                messages=prompts.answer_messages(question, history, sources),
+                max_tokens=self.max_tokens,
+                on_text=partial,
+                timeout_s=max(0.001, clock.llm_left_s),
+            )
+        except LLMError as exc:
+            log.warning("Claude failed (%s); answering extractively", exc)
+            return await fallback(UNAVAILABLE)
+        finally:
+            clock.llm_left_s -= time.perf_counter() - t
+            clock.lap("llm", t)
+        usage.add(done.usage)
+        if not done.text.strip():
+            log.warning("Claude returned an empty answer; answering extractively")
+            return await fallback(UNAVAILABLE)
+        return done.text, "answer", {}
+
+    async def meaning(self, query: str, passages: Sequence[Passage]) -> dict[str, float]:
+        """Each sentence's similarity in meaning to the query (MiniLM cosine); empty
+        without an embedder or when it fails (words alone then pick the quotes)."""
+        texts = list(dict.fromkeys(s.text for p in passages for s in p.sentences))
+        if self.embedder is None or not texts:
+            return {}
+        try:
+            q = await self.embedder.embed_query(query)
+            rows = await self.embedder.embed_documents(texts)
+        except Exception:
+            log.warning("embedding sentences for the extractive answer failed", exc_info=True)
+            return {}
+        return {t: cosine(q, v) for t, v in zip(texts, rows, strict=True)}
