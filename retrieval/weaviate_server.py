@@ -252,6 +252,10 @@ class EmbeddedServer:
             "RAFT_INTERNAL_RPC_PORT": str(raft_rpc),
             "RAFT_JOIN": f"quorum:{raft}",
             "RAFT_BOOTSTRAP_EXPECT": "1",
+            # Weaviate stretches Raft's timeouts 5x for clusters on real networks; a lone
+            # node on loopback then waits 5 s for a heartbeat no peer will send before it
+            # elects itself. 1x: the server is ready in about 2.4 s instead of 7.9 s.
+            "RAFT_TIMEOUTS_MULTIPLIER": "1",
             "LOG_LEVEL": "warning",
         }
         cmd = [str(binary), "--host", "127.0.0.1", "--port", str(port), "--scheme", "http"]
