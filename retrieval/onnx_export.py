@@ -35,8 +35,6 @@ def export(model_dir: Path, out: Path) -> None:
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
 
-    from retrieval.embed import load_model
-
     class TokenVectors(torch.nn.Module):  # type: ignore[misc]  # torch is untyped here
         """The transformer with plain tensor inputs and its last hidden state as output."""
 
@@ -84,17 +82,24 @@ def export(model_dir: Path, out: Path) -> None:
             dynamo=False,
         )
     try:
-        onnx_vectors = OnnxEncoder(model_dir, tmp).encode(CHECK_SENTENCES)
-        torch_vectors = load_model(model_dir).encode(
-            list(CHECK_SENTENCES), normalize_embeddings=True, convert_to_numpy=True
-        )
-        for text, a, b in zip(CHECK_SENTENCES, onnx_vectors, torch_vectors, strict=True):
-            cos = float(sum(x * float(y) for x, y in zip(a, b, strict=True)))
-            if cos < MIN_COSINE:
-                raise SystemExit(f"ONNX export disagrees with torch on {text[:40]!r}: {cos:.5f}")
+        _check_against_torch(model_dir, tmp)
         tmp.replace(out)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _check_against_torch(model_dir: Path, exported: Path) -> None:
+    """Refuse an export whose vectors differ from torch's on the check sentences."""
+    from retrieval.embed import load_model
+
+    onnx_vectors = OnnxEncoder(model_dir, exported).encode(CHECK_SENTENCES)
+    torch_vectors = load_model(model_dir).encode(
+        list(CHECK_SENTENCES), normalize_embeddings=True, convert_to_numpy=True
+    )
+    for text, a, b in zip(CHECK_SENTENCES, onnx_vectors, torch_vectors, strict=True):
+        cos = float(sum(x * float(y) for x, y in zip(a, b, strict=True)))
+        if cos < MIN_COSINE:
+            raise SystemExit(f"ONNX export disagrees with torch on {text[:40]!r}: {cos:.5f}")
 
 
 def main(argv: list[str] | None = None) -> int:

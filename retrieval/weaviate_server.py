@@ -144,6 +144,39 @@ def is_ready(url: str, timeout: float = 1.0) -> bool:
         return False
 
 
+def _server_env(
+    data_dir: Path, grpc_port: int, gossip: int, data: int, raft: int, raft_rpc: int
+) -> dict[str, str]:
+    """A lone loopback node's environment: its data under ``data_dir``, these ports."""
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "PERSISTENCE_DATA_PATH": str(data_dir / "weaviate"),
+        "AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED": "true",
+        "DEFAULT_VECTORIZER_MODULE": "none",
+        "ENABLE_MODULES": "",
+        "GO_PROFILING_DISABLE": "true",
+        "DISABLE_TELEMETRY": "true",
+        "PROMETHEUS_MONITORING_ENABLED": "false",
+        "QUERY_DEFAULTS_LIMIT": "25",
+        "GRPC_PORT": str(grpc_port),
+        "CLUSTER_HOSTNAME": "quorum",
+        "CLUSTER_IN_LOCALHOST": "true",
+        "CLUSTER_BIND_ADDR": "127.0.0.1",
+        "CLUSTER_ADVERTISE_ADDR": "127.0.0.1",
+        "CLUSTER_GOSSIP_BIND_PORT": str(gossip),
+        "CLUSTER_DATA_BIND_PORT": str(data),
+        "RAFT_PORT": str(raft),
+        "RAFT_INTERNAL_RPC_PORT": str(raft_rpc),
+        "RAFT_JOIN": f"quorum:{raft}",
+        "RAFT_BOOTSTRAP_EXPECT": "1",
+        # Weaviate stretches Raft's timeouts 5x for clusters on real networks; a lone
+        # node on loopback then waits 5 s for a heartbeat no peer will send before it
+        # elects itself. 1x: the server is ready in about 2.4 s instead of 7.9 s.
+        "RAFT_TIMEOUTS_MULTIPLIER": "1",
+        "LOG_LEVEL": "warning",
+    }
+
+
 class EmbeddedServer:
     """A ``weaviate-server`` child process shared by every Quorum process on one data dir."""
 
@@ -231,33 +264,7 @@ class EmbeddedServer:
             )
         base = _free_port_block(6) if base is None else base
         port, grpc_port, gossip, data, raft, raft_rpc = range(base, base + 6)
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "PERSISTENCE_DATA_PATH": str(self.data_dir / "weaviate"),
-            "AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED": "true",
-            "DEFAULT_VECTORIZER_MODULE": "none",
-            "ENABLE_MODULES": "",
-            "GO_PROFILING_DISABLE": "true",
-            "DISABLE_TELEMETRY": "true",
-            "PROMETHEUS_MONITORING_ENABLED": "false",
-            "QUERY_DEFAULTS_LIMIT": "25",
-            "GRPC_PORT": str(grpc_port),
-            "CLUSTER_HOSTNAME": "quorum",
-            "CLUSTER_IN_LOCALHOST": "true",
-            "CLUSTER_BIND_ADDR": "127.0.0.1",
-            "CLUSTER_ADVERTISE_ADDR": "127.0.0.1",
-            "CLUSTER_GOSSIP_BIND_PORT": str(gossip),
-            "CLUSTER_DATA_BIND_PORT": str(data),
-            "RAFT_PORT": str(raft),
-            "RAFT_INTERNAL_RPC_PORT": str(raft_rpc),
-            "RAFT_JOIN": f"quorum:{raft}",
-            "RAFT_BOOTSTRAP_EXPECT": "1",
-            # Weaviate stretches Raft's timeouts 5x for clusters on real networks; a lone
-            # node on loopback then waits 5 s for a heartbeat no peer will send before it
-            # elects itself. 1x: the server is ready in about 2.4 s instead of 7.9 s.
-            "RAFT_TIMEOUTS_MULTIPLIER": "1",
-            "LOG_LEVEL": "warning",
-        }
+        env = _server_env(self.data_dir, grpc_port, gossip, data, raft, raft_rpc)
         cmd = [str(binary), "--host", "127.0.0.1", "--port", str(port), "--scheme", "http"]
         log_path = self.data_dir / "weaviate.log"
         with open(log_path, "ab") as log_fh:
