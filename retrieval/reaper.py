@@ -118,9 +118,18 @@ def start_reaper(data_dir: Path, server_pid: int) -> int:
 def reap(data_dir: Path, server_pid: int, interval_s: float = INTERVAL_S) -> None:
     """Watch ``server_pid`` until it exits, stopping it when no user of it is left."""
     state_file, lock_file = data_dir / "server.json", data_dir / "server.lock"
-    while pid_alive(server_pid):
+    while True:
         time.sleep(interval_s)
-        with locked(lock_file):
+        if not pid_alive(server_pid):
+            return
+        # Never create anything: the last user may be deleting the data dir right now
+        # (a temporary folder), and a lock file made here would leave it "not empty".
+        try:
+            fd = os.open(lock_file, os.O_RDWR)
+        except OSError:
+            return
+        with os.fdopen(fd, "r+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
             state = read_state(state_file)
             ours = state is not None and int(state.get("pid", -1)) == server_pid
             users = [p for p in state.get("users", []) if pid_alive(p)] if state and ours else []

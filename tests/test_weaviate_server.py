@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -95,6 +96,18 @@ def test_server_does_not_outlive_users_killed_with_sigkill(tmp_path: Path) -> No
         assert is_ready(endpoint.url)
     finally:
         fresh.stop()
+
+
+def test_reaper_leaves_a_deleted_data_dir_deleted(tmp_path: Path) -> None:
+    """A temporary data dir removed right after its server stops stays removed: the
+    reaper, waking after its server is gone, creates nothing (no lock file, no folder)."""
+    data_dir = tmp_path / "short-lived"
+    server = EmbeddedServer(data_dir)
+    server.start()
+    server.stop()
+    shutil.rmtree(data_dir)
+    time.sleep(3)  # the reaper wakes every second
+    assert not data_dir.exists()
 
 
 def test_endpoint_from_url() -> None:
