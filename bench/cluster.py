@@ -30,14 +30,9 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
-import socket
-import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,236 +42,23 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 from weaviate.classes.config import ConsistencyLevel
 
-from bench.common import percentile, weaviate_binary
+from bench.cluster_nodes import LocalCluster, Node, local_cluster
+from bench.common import percentile
 from bot.config import load_settings
+from bot.engine import Engine
 from bot.models import Question, ThreadKey
 from bot.wiring import open_core
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
 from retrieval.indexer import ingest
 from retrieval.schema import SOURCES
+from retrieval.service import Retrieval
 from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint, async_client
+from retrieval.weaviate_server import async_client
 
 REPO = Path(__file__).resolve().parent.parent
 
 KB = "bench"
-PORTS_PER_NODE = 6  # http, grpc, gossip, data (gossip + 1), raft, raft rpc (raft + 1)
-
-
-@dataclass
-class Node:
-    """One weaviate-server of the cluster: its name, ports and data."""
-
-    name: str
-    base: int  # the HTTP port; the others follow it
-    data_dir: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def http(self) -> int:
-        return self.base
-
-    @property
-    def grpc(self) -> int:
-        return self.base + 1
-
-    @property
-    def gossip(self) -> int:
-        return self.base + 2
-
-    @property
-    def raft(self) -> int:
-        return self.base + 4
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.http}"
-
-    @property
-    def endpoint(self) -> Endpoint:
-        return Endpoint("127.0.0.1", self.http, "127.0.0.1", self.grpc)
-
-
-def _free_block(size: int) -> int:
-    """A port p such that p .. p+size-1 are free on loopback now."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = int(s.getsockname()[1])
-        if base + size >= 65535:
-            continue
-        try:
-            with contextlib.ExitStack() as stack:
-                for port in range(base, base + size):
-                    sock = stack.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no block of free local ports")
-
-
-def _get_json(url: str, timeout: float = 2.0) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        return json.loads(resp.read())
-
-
-class LocalCluster:
-    """``size`` weaviate-server processes on loopback forming one cluster, data under
-    ``root``. Start, kill a node (SIGKILL), restart it, stop all."""
-
-    def __init__(self, root: Path, binary: Path, size: int = 3, timeout_s: float = 120.0):
-        self.root = root
-        self.binary = binary
-        self.timeout_s = timeout_s
-        base = _free_block(PORTS_PER_NODE * size)
-        self.nodes = [
-            Node(f"node{i}", base + PORTS_PER_NODE * i, root / f"node{i}") for i in range(size)
-        ]
-
-    def _env(self, node: Node, join: list[Node]) -> dict[str, str]:
-        return {
-            "PATH": os.environ.get("PATH", ""),
-            "PERSISTENCE_DATA_PATH": str(node.data_dir / "weaviate"),
-            "AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED": "true",
-            "DEFAULT_VECTORIZER_MODULE": "none",
-            "ENABLE_MODULES": "",
-            "GO_PROFILING_DISABLE": "true",
-            "DISABLE_TELEMETRY": "true",
-            "PROMETHEUS_MONITORING_ENABLED": "false",
-            "QUERY_DEFAULTS_LIMIT": "25",
-            "GRPC_PORT": str(node.grpc),
-            "CLUSTER_HOSTNAME": node.name,
-            "CLUSTER_IN_LOCALHOST": "true",
-            "CLUSTER_BIND_ADDR": "127.0.0.1",
-            "CLUSTER_ADVERTISE_ADDR": "127.0.0.1",
-            "CLUSTER_GOSSIP_BIND_PORT": str(node.gossip),
-            "CLUSTER_DATA_BIND_PORT": str(node.gossip + 1),
-            "CLUSTER_JOIN": ",".join(f"127.0.0.1:{n.gossip}" for n in join),
-            "RAFT_PORT": str(node.raft),
-            "RAFT_INTERNAL_RPC_PORT": str(node.raft + 1),
-            "RAFT_JOIN": ",".join(f"{n.name}:{n.raft}" for n in self.nodes),
-            "RAFT_BOOTSTRAP_EXPECT": str(len(self.nodes)),
-            "LOG_LEVEL": "warning",
-        }
-
-    def _spawn(self, node: Node, join: list[Node]) -> None:
-        node.data_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [str(self.binary), "--host", "127.0.0.1", "--port", str(node.http)]
-        cmd += ["--scheme", "http"]
-        with open(node.data_dir / "weaviate.log", "ab") as log:
-            node.proc = subprocess.Popen(
-                cmd,
-                env=self._env(node, join),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-
-    def start(self) -> None:
-        """Start every node (the first alone, the others joining it) and wait until each
-        is ready and sees all of them healthy."""
-        first, *others = self.nodes
-        self._spawn(first, [])
-        for node in others:
-            self._spawn(node, [first])
-        self.wait(self.formed)
-
-    def wait(self, done: Callable[[], bool], what: str = "the cluster to form") -> float:
-        """Seconds until ``done()`` holds; fails naming ``what`` and the logs on timeout."""
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < self.timeout_s:
-            for node in self.nodes:
-                if node.proc is not None and node.proc.poll() is not None:
-                    log = (node.data_dir / "weaviate.log").read_text(errors="replace")
-                    last = log.strip().splitlines()[-1][:300] if log.strip() else ""
-                    raise RuntimeError(f"{node.name} exited ({node.proc.returncode}): {last}")
-            if done():
-                return time.monotonic() - t0
-            time.sleep(0.2)
-        raise RuntimeError(f"timed out waiting for {what}; logs under {self.root}")
-
-    def formed(self) -> bool:
-        """Every node answers and lists every node as healthy."""
-        return all(self.healthy(n) == len(self.nodes) for n in self.nodes)
-
-    def healthy(self, node: Node) -> int:
-        """How many nodes ``node`` lists as HEALTHY (0 when it does not answer)."""
-        try:
-            if not self.ready(node):
-                return 0
-            nodes = _get_json(f"{node.url}/v1/nodes")["nodes"]
-        except (urllib.error.URLError, OSError, ValueError, KeyError):
-            return 0
-        return sum(1 for n in nodes if n.get("status") == "HEALTHY")
-
-    @staticmethod
-    def ready(node: Node) -> bool:
-        try:
-            with urllib.request.urlopen(f"{node.url}/v1/.well-known/ready", timeout=1) as r:
-                return bool(r.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
-
-    def leader(self) -> str | None:
-        """The node that leads Raft (schema changes), as the first live node sees it."""
-        for node in self.nodes:
-            try:
-                stats = _get_json(f"{node.url}/v1/cluster/statistics")["statistics"]
-            except (urllib.error.URLError, OSError, ValueError, KeyError):
-                continue
-            for s in stats:
-                if s.get("status") == "HEALTHY" and s.get("raft", {}).get("state") == "Leader":
-                    return str(s.get("name"))
-        return None
-
-    def kill(self, node: Node) -> None:
-        """SIGKILL: no flush, no goodbye to the others."""
-        assert node.proc is not None
-        node.proc.send_signal(signal.SIGKILL)
-        node.proc.wait()
-        node.proc = None
-
-    def restart(self, node: Node) -> None:
-        """Start a killed node again on its ports and data, joining the live ones."""
-        self._spawn(node, [n for n in self.nodes if n is not node and n.proc is not None])
-
-    def stop(self) -> None:
-        """SIGTERM every live node; SIGKILL what has not stopped after 20 s."""
-        for node in self.nodes:
-            if node.proc is not None and node.proc.poll() is None:
-                node.proc.terminate()
-        for node in self.nodes:
-            if node.proc is not None:
-                try:
-                    node.proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    node.proc.kill()
-                    node.proc.wait()
-                node.proc = None
-
-
-@contextlib.contextmanager
-def local_cluster(root: Path, size: int = 3) -> Iterator[LocalCluster]:
-    """A started ``LocalCluster`` of the product's weaviate-server, stopped on exit. A start
-    that fails (another program took one of the free ports picked) is tried again on others,
-    twice at most."""
-    for attempt in range(3):
-        cluster = LocalCluster(root / f"try{attempt}", weaviate_binary(), size)
-        try:
-            cluster.start()
-        except RuntimeError:
-            cluster.stop()
-            if attempt == 2:
-                raise
-            continue
-        break
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 @dataclass
@@ -344,6 +126,104 @@ async def write_down(store: Store, embedder: Embedder, chunking: ChunkConfig, pa
     return f"failed ({first.failed[0].reason}); run again: {outcome}"
 
 
+async def ask(engine: Engine, text: str, phase: Phase) -> None:
+    """Ask ``text`` through the engine, counting the outcome and latency in ``phase``."""
+    question = Question(
+        text=text,
+        thread=ThreadKey("bench", "local", "cluster", f"q{time.monotonic_ns()}"),
+        user="bench",
+        kb=KB,
+    )
+    t = time.perf_counter()
+    try:
+        answer = await engine.ask(question)
+    except Exception:
+        phase.errors += 1
+    else:
+        if answer.kind == "error":
+            phase.errors += 1
+        elif answer.kind == "nothing_found":
+            phase.nothing_found += 1
+            phase.answered += 1
+        else:
+            phase.answered += 1
+        if "search" in answer.timings:
+            phase.search_ms.append(answer.timings["search"])
+    phase.latencies_ms.append((time.perf_counter() - t) * 1000)
+
+
+async def caught_up(
+    node: Node, sources: int, since: float, timeout_s: float
+) -> tuple[float | None, int]:
+    """Seconds from ``since`` until a read at consistency ALL through ``node`` finds every
+    source (None if it never does within ``timeout_s``), and how many it last found. A
+    search reads one copy's index (QUORUM checks the objects it found against the
+    others; it does not add what that copy lacks)."""
+    deadline = time.monotonic() + timeout_s
+    read = 0
+    while True:
+        with contextlib.suppress(Exception):  # not serving yet: ask again
+            read = await all_read(node, KB)
+        if read == sources:
+            return time.monotonic() - since, read
+        if time.monotonic() > deadline:
+            return None, read
+        await asyncio.sleep(0.5)
+
+
+@dataclass
+class Stream:
+    """What happened around the questions: the write made while a node was down, when the
+    node was restarted and how long it took to rejoin, the load before and after."""
+
+    write_status: Any
+    restarted_at: float
+    rejoin_s: float
+    load: tuple[float, float]
+
+
+async def stream_through_kill(
+    engine: Engine,
+    r: Retrieval,
+    cluster: LocalCluster,
+    victim: Node,
+    questions: list[str],
+    phases: list[Phase],
+    n_questions: int,
+    written_while_down: Path,
+    on_step: Callable[[str], None],
+    on_question: Callable[[], None],
+) -> Stream:
+    """Ask ``n_questions`` in three phases: all nodes up, ``victim`` killed with SIGKILL
+    (a file ingested meanwhile), ``victim`` restarted and rejoining."""
+    write: asyncio.Task[Any] | None = None
+    rejoin: asyncio.Task[float] | None = None
+    restarted_at = 0.0
+    load_start = os.getloadavg()[0]
+    for i in range(n_questions):
+        if i == n_questions // 3:
+            on_step(f"SIGKILL {victim.name}; ingesting a file while it is down")
+            cluster.kill(victim)
+            write = asyncio.create_task(
+                write_down(r.store, r.embedder, r.chunking, written_while_down)
+            )
+        if i == 2 * n_questions // 3:
+            assert write is not None
+            await asyncio.gather(write, return_exceptions=True)
+            on_step(f"restarting {victim.name}; waiting for it to rejoin")
+            cluster.restart(victim)
+            restarted_at = time.monotonic()
+            rejoin = asyncio.create_task(
+                asyncio.to_thread(cluster.wait, cluster.formed, f"{victim.name} to rejoin")
+            )
+        nth = min(2, i * 3 // n_questions)
+        await ask(engine, questions[(i - nth * n_questions // 3) % len(questions)], phases[nth])
+        on_question()
+    load_end = os.getloadavg()[0]
+    assert write is not None and rejoin is not None
+    return Stream(await write, restarted_at, await rejoin, (load_start, load_end))
+
+
 async def run(
     root: Path,
     n_questions: int,
@@ -381,84 +261,22 @@ async def run(
             if report.failed:
                 raise RuntimeError(f"ingest failed: {report.failed[0].reason}")
             questions = eval_questions()
-            restarted_at = 0.0
             phases = [Phase("before"), Phase(f"{victim.name} killed"), Phase("rejoining")]
-
-            async def ask(text: str, phase: Phase) -> None:
-                question = Question(
-                    text=text,
-                    thread=ThreadKey("bench", "local", "cluster", f"q{time.monotonic_ns()}"),
-                    user="bench",
-                    kb=KB,
-                )
-                t = time.perf_counter()
-                try:
-                    answer = await core.engine.ask(question)
-                except Exception:
-                    phase.errors += 1
-                else:
-                    if answer.kind == "error":
-                        phase.errors += 1
-                    elif answer.kind == "nothing_found":
-                        phase.nothing_found += 1
-                        phase.answered += 1
-                    else:
-                        phase.answered += 1
-                    if "search" in answer.timings:
-                        phase.search_ms.append(answer.timings["search"])
-                phase.latencies_ms.append((time.perf_counter() - t) * 1000)
 
             # Each phase asks the same questions in the same order, all asked once before
             # (caches warm alike), so the phases differ only in the cluster's state.
             on_step("asking each question once to warm up (not counted)")
             for text in questions[: min(len(questions), max(1, n_questions // 3))]:
-                await ask(text, Phase("warm-up"))
-            write: asyncio.Task[Any] | None = None
-            load_start = os.getloadavg()[0]
-            rejoin: asyncio.Task[float] | None = None
-            for i in range(n_questions):
-                if i == n_questions // 3:
-                    on_step(f"SIGKILL {victim.name}; ingesting a file while it is down")
-                    cluster.kill(victim)
-                    write = asyncio.create_task(
-                        write_down(r.store, r.embedder, r.chunking, written_while_down)
-                    )
-                if i == 2 * n_questions // 3:
-                    assert write is not None
-                    await asyncio.gather(write, return_exceptions=True)
-                    on_step(f"restarting {victim.name}; waiting for it to rejoin")
-                    cluster.restart(victim)
-                    restarted_at = time.monotonic()
-                    rejoin = asyncio.create_task(
-                        asyncio.to_thread(
-                            cluster.wait,
-                            cluster.formed,
-                            f"{victim.name} to rejoin",
-                        )
-                    )
-                nth = min(2, i * 3 // n_questions)
-                await ask(questions[(i - nth * n_questions // 3) % len(questions)], phases[nth])
-                on_question()
-            load_end = os.getloadavg()[0]
-            assert write is not None and rejoin is not None
-            write_status = await write
-            rejoin_s = await rejoin
+                await ask(core.engine, text, Phase("warm-up"))
+            stream = await stream_through_kill(
+                core.engine, r, cluster, victim, questions, phases, n_questions,
+                written_while_down, on_step, on_question,
+            )  # fmt: skip
             sources = len(await r.store.list_sources(KB))
             on_step(f"reading every source at consistency ALL through {victim.name}")
-            # A search reads one copy's index (QUORUM checks the objects it found against
-            # the others; it does not add what that copy lacks).
-            caught_up_s: float | None = None
-            deadline = time.monotonic() + catch_up_timeout_s
-            read = 0
-            while True:
-                with contextlib.suppress(Exception):  # not serving yet: ask again
-                    read = await all_read(victim, KB)
-                if read == sources:
-                    caught_up_s = time.monotonic() - restarted_at
-                    break
-                if time.monotonic() > deadline:
-                    break
-                await asyncio.sleep(0.5)
+            caught_up_s, read = await caught_up(
+                victim, sources, stream.restarted_at, catch_up_timeout_s
+            )
     return Result(
         phases=phases,
         killed=victim.name,
@@ -466,12 +284,12 @@ async def run(
         formed_s=formed_s,
         ingest_s=ingest_s,
         segments=report.segments,
-        write_while_down=write_status,
-        rejoin_s=rejoin_s,
+        write_while_down=stream.write_status,
+        rejoin_s=stream.rejoin_s,
         caught_up_s=caught_up_s,
         all_read=read,
         sources=sources,
-        load=(load_start, load_end),
+        load=stream.load,
     )
 
 
