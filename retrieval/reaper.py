@@ -126,7 +126,9 @@ def reap(data_dir: Path, server_pid: int, interval_s: float = INTERVAL_S) -> Non
         # (a temporary folder), and a lock file made here would leave it "not empty".
         try:
             fd = os.open(lock_file, os.O_RDWR)
-        except OSError:
+        except OSError:  # the data dir is gone: no one can find this server any more
+            if is_our_server(server_pid, data_dir):
+                terminate(server_pid, None)
             return
         with os.fdopen(fd, "r+") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
