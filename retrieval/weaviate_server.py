@@ -278,6 +278,9 @@ class EmbeddedServer:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
+        # At once, not once ready: a process killed while waiting must not leave it behind
+        # (the reaper waits on server.lock, held until server.json names its users).
+        start_reaper(self.data_dir, proc.pid)
         endpoint = Endpoint("127.0.0.1", port, "127.0.0.1", grpc_port)
         if not self._wait_ready(endpoint, proc.pid):
             proc.kill()
@@ -287,7 +290,6 @@ class EmbeddedServer:
                 f"(log: {log_path}): {tail.strip().splitlines()[-1] if tail.strip() else ''}"
             )
         self._proc = proc
-        start_reaper(self.data_dir, proc.pid)
         log.info("started weaviate-server pid=%s at %s", proc.pid, endpoint.url)
         return {"pid": proc.pid, "port": port, "grpc_port": grpc_port, "users": [os.getpid()]}
 

@@ -98,6 +98,42 @@ def test_server_does_not_outlive_users_killed_with_sigkill(tmp_path: Path) -> No
         fresh.stop()
 
 
+def _servers_of(data_dir: Path) -> list[int]:
+    """Pids of live weaviate-servers keeping their data in ``data_dir``."""
+    mark = f"PERSISTENCE_DATA_PATH={data_dir / 'weaviate'}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if mark in (proc / "environ").read_bytes().split(b"\0"):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return [pid for pid in found if pid_alive(pid)]
+
+
+def test_a_process_killed_while_its_server_starts_leaves_none(tmp_path: Path) -> None:
+    """SIGKILL while waiting for a fresh server to become ready: the server is stopped."""
+    script = (
+        "from pathlib import Path\n"
+        "from retrieval.weaviate_server import EmbeddedServer\n"
+        f"EmbeddedServer(Path({str(tmp_path)!r})).start()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    starter = subprocess.Popen([sys.executable, "-c", script], env=env)
+    deadline = time.monotonic() + 60
+    while not _servers_of(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _servers_of(tmp_path), "the server never started"
+    assert not (tmp_path / "server.json").exists()  # still waiting for it to be ready
+    starter.kill()
+    starter.wait()
+    deadline = time.monotonic() + 30
+    while _servers_of(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _servers_of(tmp_path), "weaviate-server outlived the process starting it"
+
+
 def test_reaper_leaves_a_deleted_data_dir_deleted(tmp_path: Path) -> None:
     """A temporary data dir removed right after its server stops stays removed: the
     reaper, waking after its server is gone, creates nothing (no lock file, no folder)."""
