@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import weaviate_binary
-from retrieval.weaviate_server import Endpoint
+from retrieval.weaviate_server import Endpoint, free_port_block
 
 PORTS_PER_NODE = 6  # http, grpc, gossip, data (gossip + 1), raft, raft rpc (raft + 1)
 
@@ -58,25 +57,6 @@ class Node:
         return Endpoint("127.0.0.1", self.http, "127.0.0.1", self.grpc)
 
 
-def _free_block(size: int) -> int:
-    """A port p such that p .. p+size-1 are free on loopback now."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = int(s.getsockname()[1])
-        if base + size >= 65535:
-            continue
-        try:
-            with contextlib.ExitStack() as stack:
-                for port in range(base, base + size):
-                    sock = stack.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no block of free local ports")
-
-
 def _get_json(url: str, timeout: float = 2.0) -> Any:
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return json.loads(resp.read())
@@ -90,7 +70,7 @@ class LocalCluster:
         self.root = root
         self.binary = binary
         self.timeout_s = timeout_s
-        base = _free_block(PORTS_PER_NODE * size)
+        base = free_port_block(PORTS_PER_NODE * size)
         self.nodes = [
             Node(f"node{i}", base + PORTS_PER_NODE * i, root / f"node{i}") for i in range(size)
         ]

@@ -113,7 +113,7 @@ def find_binary(explicit: str | None = None) -> Path | None:
     return cached if cached.exists() else None
 
 
-def _free_port_block(size: int) -> int:
+def free_port_block(size: int) -> int:
     """A port p such that p .. p+size-1 are all free on loopback right now."""
     for _ in range(200):
         with socket.socket() as s:
@@ -262,7 +262,7 @@ class EmbeddedServer:
                 "No weaviate-server binary: run `make install`, put weaviate-server on PATH, "
                 "or set QUORUM_WEAVIATE_BINARY."
             )
-        base = _free_port_block(6) if base is None else base
+        base = free_port_block(6) if base is None else base
         port, grpc_port, gossip, data, raft, raft_rpc = range(base, base + 6)
         env = _server_env(self.data_dir, grpc_port, gossip, data, raft, raft_rpc)
         cmd = [str(binary), "--host", "127.0.0.1", "--port", str(port), "--scheme", "http"]
