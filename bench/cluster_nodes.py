@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import weaviate_binary
-from retrieval.weaviate_server import Endpoint, free_port_block
+from retrieval.weaviate_server import Endpoint, free_port_block, node_env
 
 PORTS_PER_NODE = 6  # http, grpc, gossip, data (gossip + 1), raft, raft rpc (raft + 1)
 
@@ -76,29 +75,11 @@ class LocalCluster:
         ]
 
     def _env(self, node: Node, join: list[Node]) -> dict[str, str]:
-        return {
-            "PATH": os.environ.get("PATH", ""),
-            "PERSISTENCE_DATA_PATH": str(node.data_dir / "weaviate"),
-            "AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED": "true",
-            "DEFAULT_VECTORIZER_MODULE": "none",
-            "ENABLE_MODULES": "",
-            "GO_PROFILING_DISABLE": "true",
-            "DISABLE_TELEMETRY": "true",
-            "PROMETHEUS_MONITORING_ENABLED": "false",
-            "QUERY_DEFAULTS_LIMIT": "25",
-            "GRPC_PORT": str(node.grpc),
-            "CLUSTER_HOSTNAME": node.name,
-            "CLUSTER_IN_LOCALHOST": "true",
-            "CLUSTER_BIND_ADDR": "127.0.0.1",
-            "CLUSTER_ADVERTISE_ADDR": "127.0.0.1",
-            "CLUSTER_GOSSIP_BIND_PORT": str(node.gossip),
-            "CLUSTER_DATA_BIND_PORT": str(node.gossip + 1),
+        ports = (node.grpc, node.gossip, node.gossip + 1, node.raft, node.raft + 1)
+        return node_env(node.data_dir, node.name, *ports) | {
             "CLUSTER_JOIN": ",".join(f"127.0.0.1:{n.gossip}" for n in join),
-            "RAFT_PORT": str(node.raft),
-            "RAFT_INTERNAL_RPC_PORT": str(node.raft + 1),
             "RAFT_JOIN": ",".join(f"{n.name}:{n.raft}" for n in self.nodes),
             "RAFT_BOOTSTRAP_EXPECT": str(len(self.nodes)),
-            "LOG_LEVEL": "warning",
         }
 
     def _spawn(self, node: Node, join: list[Node]) -> None:
