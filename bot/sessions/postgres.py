@@ -26,7 +26,14 @@ import asyncpg
 from bot.errors import ConfigError, InvalidInput
 from bot.models import ThreadKey
 from bot.sessions.migrations import LEDGER, MIGRATIONS, statements
-from bot.sessions.records import HISTORY_KINDS, Exchange, ExchangeRecord, QueryRecord, as_json
+from bot.sessions.records import (
+    EXCHANGE_COLUMNS,
+    HISTORY_KINDS,
+    Exchange,
+    ExchangeRecord,
+    QueryRecord,
+    as_json,
+)
 from bot.sessions.store import EVENT_TTL_S
 
 CONNECT_TIMEOUT_S = 10.0
@@ -212,26 +219,11 @@ class PostgresSessionStore:
                 thread.thread,
                 now,
             )
+            row = record.row(session_id, now)
+            places = ", ".join(f"${n}" for n in range(1, len(row) + 1))
             exchange_id = await conn.fetchval(
-                'INSERT INTO exchanges (session_id, "user", question, standalone_query, answer,'
-                " kind, mode, sources_json, citations_json, timings_json, input_tokens,"
-                " output_tokens, research_trace_json, created_at)"
-                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
-                " RETURNING id",
-                session_id,
-                record.user,
-                record.question,
-                record.standalone_query,
-                record.answer,
-                record.kind,
-                record.mode,
-                as_json(list(record.sources)),
-                as_json(list(record.citations)),
-                as_json(record.timings),
-                record.input_tokens,
-                record.output_tokens,
-                None if record.research_trace is None else as_json(record.research_trace),
-                now,
+                f"INSERT INTO exchanges ({EXCHANGE_COLUMNS}) VALUES ({places}) RETURNING id",
+                *row,
             )
         return int(exchange_id)
 

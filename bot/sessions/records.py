@@ -41,6 +41,33 @@ class ExchangeRecord:
     output_tokens: int = 0
     research_trace: Any = None
 
+    def row(self, session_id: int, created_at: float) -> tuple[Any, ...]:
+        """The values of an ``exchanges`` row, in ``EXCHANGE_COLUMNS`` order."""
+        return (
+            session_id,
+            self.user,
+            self.question,
+            self.standalone_query,
+            self.answer,
+            self.kind,
+            self.mode,
+            as_json(list(self.sources)),
+            as_json(list(self.citations)),
+            as_json(self.timings),
+            self.input_tokens,
+            self.output_tokens,
+            None if self.research_trace is None else as_json(self.research_trace),
+            created_at,
+        )
+
+
+# "user" is quoted: PostgreSQL reserves the word, SQLite reads the quotes the same way.
+EXCHANGE_COLUMNS = (
+    'session_id, "user", question, standalone_query, answer, kind, mode, sources_json,'
+    " citations_json, timings_json, input_tokens, output_tokens, research_trace_json,"
+    " created_at"
+)
+
 
 @dataclass(frozen=True)
 class QueryRecord:

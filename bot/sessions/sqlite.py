@@ -25,6 +25,7 @@ from bot.errors import ConfigError, InvalidInput
 from bot.models import ThreadKey
 from bot.sessions.migrations import LEDGER, MIGRATIONS, statements
 from bot.sessions.records import (
+    EXCHANGE_COLUMNS,
     HISTORY_KINDS,
     Exchange,
     ExchangeRecord,
@@ -170,27 +171,12 @@ class SessionStore:
             await self._db.execute("BEGIN IMMEDIATE")
             try:
                 session_id = await self._session_id(thread, create=True)
+                assert session_id is not None  # just inserted or updated, in this transaction
+                row = record.row(session_id, time.time())
                 cur = await self._db.execute(
-                    "INSERT INTO exchanges (session_id, user, question, standalone_query, answer,"
-                    " kind, mode, sources_json, citations_json, timings_json, input_tokens,"
-                    " output_tokens, research_trace_json, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        session_id,
-                        record.user,
-                        record.question,
-                        record.standalone_query,
-                        record.answer,
-                        record.kind,
-                        record.mode,
-                        as_json(list(record.sources)),
-                        as_json(list(record.citations)),
-                        as_json(record.timings),
-                        record.input_tokens,
-                        record.output_tokens,
-                        None if record.research_trace is None else as_json(record.research_trace),
-                        time.time(),
-                    ),
+                    f"INSERT INTO exchanges ({EXCHANGE_COLUMNS})"
+                    f" VALUES ({', '.join('?' * len(row))})",
+                    row,
                 )
                 await self._db.execute("COMMIT")
             except BaseException:
