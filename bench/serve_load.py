@@ -338,7 +338,9 @@ async def soak(
     workers = [asyncio.create_task(worker()) for _ in range(2)]
     t0 = time.monotonic()
     a, b = replicas
-    while time.monotonic() < stop:
+
+    def sample() -> None:
+        """One row: time, answers, errors, lost, duplicates, each replica's RSS and files."""
         table.add_row(
             f"{time.monotonic() - t0:.0f}",
             str(len(out.latencies_ms)),
@@ -350,19 +352,12 @@ async def soak(
             str(a.open_files()),
             str(b.open_files()),
         )
+
+    while time.monotonic() < stop:
+        sample()
         await asyncio.sleep(max(5.0, soak_s / 10))
     await asyncio.gather(*workers)
-    table.add_row(
-        f"{time.monotonic() - t0:.0f}",
-        str(len(out.latencies_ms)),
-        str(out.errors),
-        str(out.lost),
-        str(out.duplicates),
-        f"{a.rss_mb():.0f}",
-        f"{b.rss_mb():.0f}",
-        str(a.open_files()),
-        str(b.open_files()),
-    )
+    sample()
     console.print(table)
     stored = await load.exchanges() - before
     console.print(f"soak: {asked} questions asked, {stored} exchanges stored")
