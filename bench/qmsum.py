@@ -8,7 +8,10 @@ covers more by being bigger: read coverage beside it). A summary covers the mome
 lines link to, not the whole meeting. With the meeting as a source filter, and without.
 
     .venv/bin/python bench/qmsum.py [--data ../shared/eval/qmsum-val] [--chunk-seconds 60]
-        [--meetings N] [--limit N] [--show N]
+        [--meetings N] [--limit N] [--show N] [--index DIR]
+
+``--index DIR`` keeps the ingested meetings there, so a second run (a search change to
+compare) only asks the questions.
 
 QMSum has no timestamps, so each meeting is written as WebVTT with times laid out at
 150 words a minute; chunk times map back to utterance indices exactly.
@@ -39,6 +42,7 @@ from retrieval.ingest.metadata import slug
 from retrieval.links import format_timestamp
 from retrieval.models import LEVELS, Hit, Level, SearchFilters
 from retrieval.search import SearchService
+from retrieval.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
 KB = "qmsum"
@@ -191,6 +195,27 @@ def _show(query: str, gold: set[int], m: Meeting, hits: list[Hit], ranked: list[
     console.print(f"  scored: hit@1 {int(first)}, hit@5 {int(top5)}, coverage@5 {cov:.3f}")
 
 
+async def _ingest(
+    store: Store,
+    embedder: SentenceTransformerEmbedder,
+    meetings: list[Meeting],
+    folder: Path,
+    chunk_seconds: float,
+) -> None:
+    t0 = time.perf_counter()
+    config = ChunkConfig(max_seconds=chunk_seconds, overlap_seconds=chunk_seconds / 6)
+    console.print(f"ingesting {len(meetings)} meetings...")
+    report = await ingest(store, embedder, KB, [folder], chunking=config)
+    assert not report.failed, report.failed
+    ingest_s = time.perf_counter() - t0
+    hours = sum(m.starts[-1] for m in meetings) / 3600
+    console.print(
+        f"{report.segments:,} windows in {ingest_s:.0f} s: "
+        f"{hours / ingest_s * 3600:.0f} recorded hours per hour of ingest "
+        f"(window {format_timestamp(chunk_seconds)})"
+    )
+
+
 async def evaluate(
     data: Path,
     chunk_seconds: float,
@@ -198,25 +223,21 @@ async def evaluate(
     only: int | None,
     only_router: bool,
     show: int = 0,
+    index: Path | None = None,
 ) -> None:
     embedder = SentenceTransformerEmbedder.from_path()
     levels = list(LEVELS)
     with tempfile.TemporaryDirectory() as tmp:
-        meetings = write_meetings(data, Path(tmp) / "vtt", only)
+        root = index or Path(tmp)
+        done = root / f"ingested-{chunk_seconds:g}s-{only or 'all'}"
+        meetings = write_meetings(data, root / "vtt", only)
         by_id = {m.id: m for m in meetings}
-        async with temp_store(Path(tmp) / "weaviate") as store:
-            t0 = time.perf_counter()
-            config = ChunkConfig(max_seconds=chunk_seconds, overlap_seconds=chunk_seconds / 6)
-            console.print(f"ingesting {len(meetings)} meetings...")
-            report = await ingest(store, embedder, KB, [Path(tmp) / "vtt"], chunking=config)
-            assert not report.failed, report.failed
-            ingest_s = time.perf_counter() - t0
-            hours = sum(m.starts[-1] for m in meetings) / 3600
-            console.print(
-                f"{report.segments:,} windows in {ingest_s:.0f} s: "
-                f"{hours / ingest_s * 3600:.0f} recorded hours per hour of ingest "
-                f"(window {format_timestamp(chunk_seconds)})"
-            )
+        async with temp_store(root / "weaviate") as store:
+            if done.exists():
+                console.print(f"reusing the index in {root} (delete it to ingest again)")
+            else:
+                await _ingest(store, embedder, meetings, root / "vtt", chunk_seconds)
+                done.touch()
             service = SearchService(store, embedder)
             relevant_units: dict[tuple[str, str], list[set[int]]] = {}
             for m in meetings:
@@ -270,11 +291,23 @@ def main() -> None:
     parser.add_argument(
         "--show", type=int, default=0, help="print the first N questions as scored, to check"
     )
+    parser.add_argument(
+        "--index",
+        type=Path,
+        default=None,
+        help="keep the ingested meetings in this folder and reuse them on the next run",
+    )
     args = parser.parse_args()
     t0 = time.perf_counter()
     asyncio.run(
         evaluate(
-            args.data, args.chunk_seconds, args.limit, args.meetings, args.router_only, args.show
+            args.data,
+            args.chunk_seconds,
+            args.limit,
+            args.meetings,
+            args.router_only,
+            args.show,
+            args.index,
         )
     )
     console.print(f"[dim]{time.perf_counter() - t0:.0f} s[/]")
