@@ -3,9 +3,11 @@ how well Quorum's real ingest path (WebVTT reader, time-aware chunking) and sear
 the gold spans, at each resolution (turns, windows, topics, summaries) and through the
 router that picks them from the question. Reported: hit@1 and hit@5 (a unit overlapping a
 gold span ranks first, or in the top 5), span coverage@5 (the share of gold utterances
-inside the top 5), nDCG@10, and the mean span of the top 5 in seconds (a bigger unit
-covers more by being bigger: read coverage beside it). A summary covers the moments its
-lines link to, not the whole meeting. With the meeting as a source filter, and without.
+inside the top 5), nDCG@10, meeting@1 and meeting@5 (a unit of the right meeting ranks
+first, or in the top 5: whether the meeting was found at all), and the mean span of the
+top 5 in seconds (a bigger unit covers more by being bigger: read coverage beside it). A
+summary covers the moments its lines link to, not the whole meeting. With the meeting as
+a source filter, and without.
 
     .venv/bin/python bench/qmsum.py [--data ../shared/eval/qmsum-val] [--chunk-seconds 60]
         [--meetings N] [--limit N] [--show N] [--index DIR]
@@ -47,7 +49,7 @@ from retrieval.store import Store
 REPO = Path(__file__).resolve().parent.parent
 KB = "qmsum"
 WORDS_PER_SECOND = 2.5
-console = Console()
+console = Console(width=120)  # the table is wider than a terminal default
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,8 @@ class Scores:
     coverage5: float = 0.0
     ndcg10: float = 0.0
     seconds5: float = 0.0
+    meeting1: float = 0.0
+    meeting5: float = 0.0
     n: int = 0
 
     def add(
@@ -129,6 +133,8 @@ class Scores:
         rel = [bool(u & gold) for u in ranked]
         self.hit1 += float(any(rel[:1]))
         self.hit5 += float(any(rel[:5]))
+        self.meeting1 += float(any(ranked[:1]))  # a unit of the right meeting covers some
+        self.meeting5 += float(any(ranked[:5]))
         covered = set().union(*ranked[:5]) if ranked else set()
         self.coverage5 += len(covered & gold) / len(gold)
         dcg = sum(1 / math.log2(i + 2) for i, r in enumerate(rel[:10]) if r)
@@ -140,7 +146,8 @@ class Scores:
     def row(self) -> list[str]:
         n = max(1, self.n)
         figures = (self.hit1, self.hit5, self.coverage5, self.ndcg10)
-        return [f"{x / n:.3f}" for x in figures] + [f"{self.seconds5 / n:.0f}"]
+        found = (self.meeting1, self.meeting5)
+        return [f"{x / n:.3f}" for x in (*figures, *found)] + [f"{self.seconds5 / n:.0f}"]
 
 
 def _span(hit: Hit) -> float:
@@ -273,7 +280,8 @@ async def evaluate(
                                 _show(query, gold, m, hits, ranked)
                     progress.advance(task)
     table = Table(title=f"QMSum val: {len(queries)} queries over {len(meetings)} meetings")
-    for col in ("scope", "level", "hit@1", "hit@5", "coverage@5", "nDCG@10", "top-5 span s"):
+    columns = ("hit@1", "hit@5", "coverage@5", "nDCG@10", "meeting@1", "meeting@5")
+    for col in ("scope", "level", *columns, "top-5 span s"):
         table.add_column(col, justify="left" if col in ("scope", "level") else "right")
     for scope in scopes:
         for system in systems:
