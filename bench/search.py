@@ -50,7 +50,7 @@ from rich.progress import (
 from rich.table import Table
 
 from bench.common import weaviate_binary
-from bench.machine import Contention, describe, server_pid
+from bench.machine import Contention, describe, process_cpu, server_pid
 from bench.search_corpus import CACHE, KB, Corpus, fill, label
 from bench.synthetic import FIRST, Talk
 from retrieval.embed import SentenceTransformerEmbedder
@@ -68,8 +68,9 @@ ROUTES: dict[Route, str] = {
     OVERVIEW: "overview",
     UNSURE: "unsure",
 }
-console = Console()
-Measured = tuple[str, str, SearchTimings, int]  # filter kind, route, timings, hits
+console = Console(width=None if Console().is_terminal else 120)
+# filter, route, timings, hits, CPU ms of Weaviate and of this process (embedding included)
+Measured = tuple[str, str, SearchTimings, int, tuple[float, float]]
 
 QUERY_TEMPLATES = (
     "{term} migration",
@@ -147,17 +148,21 @@ async def measure(
     warmup: int,
     k: int,
     progress: Progress,
+    server: int | None,
 ) -> list[Measured]:
     """Run the queries one at a time, each routed by the service: (filter kind, route,
-    timings, hits) for each measured one."""
+    timings, hits, CPU ms of Weaviate and this process) for each measured one."""
     out: list[Measured] = []
     task = progress.add_task("queries", total=len(queries), mem="")
     async with Store.connect(async_client(endpoint), endpoint.url) as store:
         service = SearchService(store, model)
         for n, (text, filters) in enumerate(queries):
+            theirs, ours = process_cpu(server), time.process_time()
             hits, timings = await service.search_timed(KB, text, filters, k)
+            theirs, ours = process_cpu(server) - theirs, time.process_time() - ours
+            cpu = (theirs * 1000, ours * 1000)
             if n >= warmup:
-                out.append((kind_of(filters), ROUTES[route(text)], timings, len(hits)))
+                out.append((kind_of(filters), ROUTES[route(text)], timings, len(hits), cpu))
             progress.advance(task)
     progress.remove_task(task)
     return out
@@ -241,6 +246,7 @@ def main() -> None:
     model = SentenceTransformerEmbedder.from_path(batch_size=args.batch_size)
     results: dict[int, list[Measured]] = {}
     others: dict[int, float | None] = {}
+    spent: dict[int, float] = {}  # CPU seconds per query, Weaviate's and ours
     # One pool, so no query repeats across sizes either: the embedder's cache is shared.
     per_size = args.warmup + args.queries
     pool = make_queries(args.seed, per_size * len(args.sizes))
@@ -262,37 +268,51 @@ def main() -> None:
                     asyncio.run(build(endpoint, corpus, size, model, progress))
                     stored = size
                 queries = pool[n * per_size : (n + 1) * per_size]
-                contention = Contention(server_pid(data_dir))
+                pid = server_pid(data_dir)
+                contention = Contention(pid)
+                cpu = time.process_time() + process_cpu(pid)
                 results[stored] = asyncio.run(
-                    measure(endpoint, model, queries, args.warmup, args.k, progress)
+                    measure(endpoint, model, queries, args.warmup, args.k, progress, pid)
                 )
                 others[stored] = contention.others()
+                spent[stored] = (time.process_time() + process_cpu(pid) - cpu) / len(queries)
             finally:
                 server.stop()
             console.print(f"{label(stored)}: searched {data_dir} ({stored:,} segments)")
-    report(results, others)
+    report(results, others, spent)
 
 
 def _cell(values: Sequence[float]) -> str:
     return f"{percentile(values, 50):.1f} / {percentile(values, 95):.1f}"
 
 
-def report(results: dict[int, list[Measured]], others: dict[int, float | None]) -> None:
-    """Print the latency tables and the verdict on the targets."""
-    table = Table(title="Search latency, ms (p50 / p95)")
-    for col in ("size", "queries", "embed", "weaviate", "own", "total", "other load, cores"):
+def report(
+    results: dict[int, list[Measured]], others: dict[int, float | None], spent: dict[int, float]
+) -> None:
+    """Print the latency tables and the verdict on the targets. The CPU a query cost
+    (Weaviate's and this process's, so query embedding included) is beside its latency:
+    unlike the latency it hardly moves when other processes load the machine."""
+    table = Table(title="Search latency, ms (p50 / p95); CPU ms per query; other load in cores")
+    heads = ("size", "queries", "embed", "weaviate", "own", "total", "CPU/query", "other load")
+    for col in heads:
         table.add_column(col, justify="right")
     for size, rows in results.items():
         cells = [
-            _cell([getattr(t, part) for _, _, t, _ in rows])
+            _cell([getattr(t, part) for _, _, t, _, _ in rows])
             for part in ("embed_ms", "weaviate_ms", "own_ms", "total_ms")
         ]
         busy = others.get(size)
-        table.add_row(label(size), str(len(rows)), *cells, "?" if busy is None else f"{busy:.1f}")
+        cpu = f"{spent[size] * 1000:.1f}" if size in spent else "?"
+        table.add_row(
+            label(size), str(len(rows)), *cells, cpu, "?" if busy is None else f"{busy:.1f}"
+        )
     console.print(table)
 
-    split = Table(title="By filter and by route, ms (p50 / p95); hits per query")
-    for col in ("size", "filter / route", "queries", "weaviate", "total", "mean hits"):
+    split = Table(
+        title="By filter and by route, ms (p50 / p95); hits and CPU ms per query "
+        "(Weaviate / this process, embedding included)"
+    )
+    for col in ("size", "filter / route", "queries", "weaviate", "total", "hits", "CPU"):
         split.add_column(col, justify="right")
     for size, rows in results.items():
         groups = [(kind, [r for r in rows if r[0] == kind]) for kind in ("none", "speaker", "date")]
@@ -304,14 +324,17 @@ def report(results: dict[int, list[Measured]], others: dict[int, float | None]) 
                 label(size),
                 name,
                 str(len(picked)),
-                _cell([t.weaviate_ms for _, _, t, _ in picked]),
-                _cell([t.total_ms for _, _, t, _ in picked]),
-                f"{statistics.mean(h for _, _, _, h in picked):.1f}",
+                _cell([t.weaviate_ms for _, _, t, _, _ in picked]),
+                _cell([t.total_ms for _, _, t, _, _ in picked]),
+                f"{statistics.mean(h for _, _, _, h, _ in picked):.1f}",
+                " / ".join(
+                    f"{statistics.mean(c[i] for _, _, _, _, c in picked):.0f}" for i in (0, 1)
+                ),
             )
     console.print(split)
 
     for size, rows in results.items():
-        own = percentile([t.own_ms for _, _, t, _ in rows], 50)
+        own = percentile([t.own_ms for _, _, t, _, _ in rows], 50)
         ok = own < OWN_P50_MS
         console.print(
             f"{label(size)}: own overhead p50 {own:.2f} ms (target < {OWN_P50_MS:g}): "
@@ -319,7 +342,7 @@ def report(results: dict[int, list[Measured]], others: dict[int, float | None]) 
         )
     for size, target in TARGETS.items():
         if size in results:
-            p95 = percentile([t.total_ms for _, _, t, _ in results[size]], 95)
+            p95 = percentile([t.total_ms for _, _, t, _, _ in results[size]], 95)
             ok = p95 <= target
             console.print(
                 f"{label(size)}: total p95 {p95:.1f} ms (target <= {target:g}): "
