@@ -70,10 +70,10 @@ async def test_extractive_answers_cite_the_gold_moment(
     summary = await evaluate(search, sessions, None)
     answerable = [r for r in summary.results if r.case.gold.answerable]
     assert len(answerable) >= 25
-    # Regression floors (the figures at the time of writing are in README's eval
-    # section): where search puts the gold, and where the quoted moment lands.
+    # Regression floors (at the time of writing: moment@5 0.80, first citation inside
+    # 0.571, 20 of 35): where search puts the gold, and where the quoted moment lands.
     assert summary.moment_at(5) >= 0.75
-    assert summary.first_citation >= 0.4
+    assert summary.first_citation >= 0.5, summary.json()["first_citation_accuracy"]
     found, total = summary.unanswerable
     assert total == 2 and found == total  # "nothing found", not noise passed off
     # every answerable question got a cited answer, each citation with a support score
@@ -144,9 +144,10 @@ async def test_claude_citations_align_to_the_gold_moment(
         finally:
             await llm.aclose()
     answered = [r for r in summary.results if r.case.gold.answerable and r.citations]
-    # Misses at the time of writing are questions whose gold moment search did not bring
-    # (scripted Claude then cites nothing real, and that citation is dropped).
-    assert summary.first_citation >= 0.85
+    # 32 of 35 at the time of writing. Misses are questions whose gold moment search did
+    # not bring (scripted Claude then cites nothing real, and that citation is dropped);
+    # at most one may be the alignment's (below).
+    assert summary.first_citation >= 0.88, summary.json()["first_citation_accuracy"]
     assert summary.all_citations >= 0.9
     # a citation whose source holds the gold moment opens on it (the alignment's share)
     aligned = [r for r in answered if r.first is not None and r.first.quote]
