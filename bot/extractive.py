@@ -277,10 +277,11 @@ def extractive(
     # The first quote (the link a reader follows) is the passage whose best sentence
     # answers best, helped by its search rank: search ranks whole windows, so a passage
     # it ranks second can hold the one sentence that answers (first citations inside the
-    # gold: examples/eval.jsonl 16 -> 20 of 35, QMSum val's first 120 44 -> 47, with
-    # every passage's sentences compared in meaning; by the sentence alone 15 and 42,
-    # the search order alone 16 and 45; 0.2 to 0.5 for the search's share all gave 20
-    # on the eval, 0.5 did best on QMSum). Without
+    # gold: examples/eval.jsonl 16 -> 19 of 35, QMSum val's first 120 44 -> 48; by the
+    # sentence alone 15 and 42; 0.2 to 0.5 for the search's share all did as well on
+    # the eval, 0.5 best on QMSum). ``meaning`` covers the first few passages only (as
+    # the relevance check encoded them): every passage's sentences gave 20 and 47, for
+    # a median of 97 more sentences to encode, 2.5 s on a busy 2-core machine. Without
     # ``meaning`` (no MiniLM) sentences are compared by words alone, which the search
     # does better over whole windows: its order stands (by words, a PDF's goal line
     # "move login from Auth0" came before the meeting's reasons for "why did we move

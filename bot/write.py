@@ -23,7 +23,7 @@ from bot.vectors import SentenceVectors
 from retrieval.embed import cosine
 
 log = logging.getLogger("quorum.answer")
-EXTRACT_PASSAGES = 3  # the relevance check compares meaning in this many passages
+EXTRACT_PASSAGES = 3  # the extractive answer compares meaning in this many passages
 
 
 class Clock:
@@ -67,10 +67,9 @@ class Writer:
 
         async def fallback(reason: str) -> tuple[str, AnswerKind, dict[int, str]]:
             t = time.perf_counter()
-            # every passage's sentences, not only the relevance check's first few: the
-            # quotes are ordered by their sentences' scores, which must be comparable
-            # (the vectors already computed are remembered)
-            near = await self.meaning(query, [p for _, p in best_first]) or meaning
+            near = meaning or await self.meaning(
+                query, [p for _, p in best_first[:EXTRACT_PASSAGES]]
+            )
             found = extractive(query, best_first, reason, near)
             clock.lap("extractive", t)
             return found.text, "extractive", found.pins

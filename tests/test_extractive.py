@@ -70,7 +70,7 @@ async def test_a_short_meeting_question_is_answered_by_the_reply_after_it(
             (312.0, 317.5, "Priya", "Which providers did you look at?"),
             (318.0, 322.0, "John", "AWS Cognito, Keycloak self-hosted, and Clerk."),
         ],
-        0.9,
+        0.8,
     )
     keycloak = passage(
         KICKOFF,
@@ -85,10 +85,10 @@ async def test_a_short_meeting_question_is_answered_by_the_reply_after_it(
             ),
             (488.7, 493.7, "Marcus", "I really don't want that pager."),
         ],
-        0.8,
+        0.9,
     )
     question = "Why did we rule out self-hosting Keycloak?"
-    text, opened = await answer(embedder, question, [options, keycloak])
+    text, opened = await answer(embedder, question, [keycloak, options])
     assert opened[0] == ("Very capable, and it can import bcrypt hashes.", 478.0)
     assert "John:" in text.splitlines()[2]
 
