@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.qmsum import WORDS_PER_SECOND, write_meetings
+from bot.citations import cited_numbers
 from bot.models import Answer
 from retrieval.chunking import split_sentences
 from retrieval.ingest.metadata import slug
@@ -197,15 +198,19 @@ class Script:
 
 
 def score(case: Case, answer: Answer, miss: bool) -> Result:
-    """One answer's citations against the case's gold windows."""
-    cited = [c.start_s for c in answer.citations]
+    """One answer's citations against the case's gold windows, in the order the reader
+    meets them (an answer's ``citations`` are sorted by number, and a source's number is
+    not its place in the text)."""
+    order = {n: i for i, n in enumerate(cited_numbers(answer.text))}
+    cites = sorted(answer.citations, key=lambda c: (order.get(c.n, len(order)), c.n))
+    cited = [c.start_s for c in cites]
     r = Result(
         meeting=case.meeting,
         query=case.query,
         windows=list(case.windows),
         kind=answer.kind,
         cited=cited,
-        quotes=[c.quote for c in answer.citations],
+        quotes=[c.quote for c in cites],
         align_ms=answer.timings.get("align"),
         miss=miss,
         nothing=answer.kind == "nothing_found",

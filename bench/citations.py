@@ -2,6 +2,10 @@
 each ``[n]`` of an answer open the recording inside the gold span it relies on?
 
     .venv/bin/python bench/citations.py [--path a|b|both] [--limit N] [--show 5] [--json out.json]
+        [--index DIR]
+
+``--index DIR`` keeps the ingested meetings there, so a second run (an answer change to
+compare) only asks the questions.
 
 The user's path throughout: the meetings are written as timed WebVTT exactly as
 bench/qmsum.py writes them (150 words a minute), ingested by the real indexer into an
@@ -178,32 +182,45 @@ async def ask_all(
     return out
 
 
-async def run(data: Path, paths: list[str], limit: int | None) -> dict[str, list[Result]]:
-    """Ingest the meetings, then ask every case on each path."""
+async def run(
+    data: Path, paths: list[str], limit: int | None, index: Path | None = None
+) -> dict[str, list[Result]]:
+    """Ingest the meetings (unless ``index`` already holds them), then ask every case on
+    each path."""
     embedder = SentenceTransformerEmbedder.from_path()
     results: dict[str, list[Result]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        cases = load_cases(data, Path(tmp) / "vtt")
+        root = index or Path(tmp)
+        done = root / "ingested"
+        cases = load_cases(data, root / "vtt")
         cases = cases[:limit] if limit is not None else cases
         async with (
-            temp_store(Path(tmp) / "weaviate") as store,
+            temp_store(root / "weaviate") as store,
             SessionStore.open(Path(tmp) / "sessions.sqlite3") as sessions,
         ):
             service = SearchService(store, embedder)
             with Progress(console=console) as progress:
                 t0 = time.perf_counter()
-                report = await ingest(
-                    store, embedder, KB, [Path(tmp) / "vtt"], progress=IngestProgress(progress)
-                )
-                if report.failed:
-                    raise SystemExit(f"ingest failed: {report.failed}")
+                if done.exists():
+                    progress.console.print(
+                        f"reusing the index in {root} (delete it to ingest again)"
+                    )
+                else:
+                    report = await ingest(
+                        store, embedder, KB, [root / "vtt"], progress=IngestProgress(progress)
+                    )
+                    if report.failed:
+                        raise SystemExit(f"ingest failed: {report.failed}")
+                    progress.console.print(
+                        f"{report.segments:,} windows in {time.perf_counter() - t0:.0f} s"
+                    )
+                    done.touch()
                 ids = {s.source.id for s in await service.archive(KB).sources()}
                 absent = sorted({c.meeting for c in cases} - ids)
                 if absent:  # a question scored against an id that never matches
                     raise SystemExit(f"meetings not in the store: {absent}")
                 progress.console.print(
-                    f"{report.segments:,} windows from {len(ids)} meetings in "
-                    f"{time.perf_counter() - t0:.0f} s; every question's meeting is stored"
+                    f"{len(ids)} meetings stored; every question's meeting is among them"
                 )
                 if "a" in paths:
                     engine = Engine(
@@ -322,11 +339,17 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="Only the first N questions.")
     parser.add_argument("--show", type=int, default=0, help="List the first N questions.")
     parser.add_argument("--json", type=Path, default=None, help="Write the numbers here.")
+    parser.add_argument(
+        "--index",
+        type=Path,
+        default=None,
+        help="Keep the ingested meetings in this folder and reuse them on the next run.",
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore", DeprecationWarning)
     t0 = time.perf_counter()
     paths = ["a", "b"] if args.path == "both" else [args.path]
-    results = asyncio.run(run(args.data, paths, args.limit))
+    results = asyncio.run(run(args.data, paths, args.limit, args.index))
     names = {"a": "(a) extractive", "b": "(b) Claude, emulated"}
     summaries: list[Summary] = []
     for p, rs in results.items():

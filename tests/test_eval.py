@@ -5,6 +5,7 @@ and ``quorum eval``'s handling of bad files."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import AsyncIterator
@@ -19,10 +20,12 @@ from bot.answer import AnswerConfig
 from bot.engine import Engine
 from bot.evaluate import Case, Summary, load_cases, run_eval
 from bot.llm import ClaudeLLM
+from bot.passages import EXACT_S, sentences_of
 from bot.sessions import SessionStore
 from retrieval.chunking import split_sentences
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
+from retrieval.ingest import discover, read_source
 from retrieval.search import SearchService
 from retrieval.store import Store
 from tests.conftest import EXAMPLES
@@ -70,10 +73,10 @@ async def test_extractive_answers_cite_the_gold_moment(
     summary = await evaluate(search, sessions, None)
     answerable = [r for r in summary.results if r.case.gold.answerable]
     assert len(answerable) >= 25
-    # Regression floors (the figures at the time of writing are in README's eval
-    # section): where search puts the gold, and where the quoted moment lands.
+    # Regression floors (at the time of writing: moment@5 0.80, first citation inside
+    # 0.543, 19 of 35): where search puts the gold, and where the quoted moment lands.
     assert summary.moment_at(5) >= 0.75
-    assert summary.first_citation >= 0.4
+    assert summary.first_citation >= 0.5, summary.json()["first_citation_accuracy"]
     found, total = summary.unanswerable
     assert total == 2 and found == total  # "nothing found", not noise passed off
     # every answerable question got a cited answer, each citation with a support score
@@ -90,9 +93,26 @@ def _seconds(clock: str) -> float:
     return float(sum(p * 60**i for i, p in enumerate(reversed(parts))))
 
 
+@functools.cache
+def cue_openers() -> dict[str, list[tuple[float, str]]]:
+    """Per recording title (casefolded), each sentence that opens a cue of its transcript
+    file, with the cue's second (exact: read from the file, not estimated)."""
+    out: dict[str, list[tuple[float, str]]] = {}
+    for path in discover([EXAMPLES / "recordings"]):
+        doc = read_source(path)
+        for seg in doc.segments:
+            for sentence in sentences_of(seg):
+                start, cue = sentence.start_s, sentence.cue_s
+                if start is not None and cue is not None and start - cue < EXACT_S:
+                    out.setdefault(doc.source.title.casefold(), []).append((start, sentence.text))
+    return out
+
+
 def gold_sentence(case: Case, body: dict[str, Any]) -> str:
     """What a perfect Claude says: one sentence spoken inside the gold window (or on the
-    gold page or lesson), cited with the number of the source that shows it."""
+    gold page or lesson), cited with the number of the source that shows it. A source
+    line is stamped where its turn starts; a turn that starts before the window and
+    goes on into it is quoted by a sentence that opens a cue inside the window."""
     prompt = next(str(m["content"]) for m in body["messages"] if "<sources>" in str(m["content"]))
     gold = case.gold
     sections = list(_SECTION.finditer(prompt))
@@ -110,6 +130,13 @@ def gold_sentence(case: Case, body: dict[str, Any]) -> str:
                 if any(lo - 1 <= at <= hi for lo, hi in gold.windows):
                     sentence = max(split_sentences(line.group(2)), key=len)
                     return f"{sentence} [{n}]"
+            said = [
+                text
+                for at, text in cue_openers().get(gold.source.casefold(), [])
+                if any(lo - 1 <= at <= hi for lo, hi in gold.windows) and text in block
+            ]
+            if said:
+                return f"{max(said, key=len)} [{n}]"
         elif gold.page is not None and re.match(rf"\[{n}\] p\. {gold.page}\b", block):
             return f"{max(split_sentences(block.split(chr(10), 1)[1]), key=len)} [{n}]"
         elif gold.lesson is not None and re.match(rf"\[{n}\] Lesson {gold.lesson}\b", block):
@@ -144,9 +171,10 @@ async def test_claude_citations_align_to_the_gold_moment(
         finally:
             await llm.aclose()
     answered = [r for r in summary.results if r.case.gold.answerable and r.citations]
-    # Misses at the time of writing are questions whose gold moment search did not bring
-    # (scripted Claude then cites nothing real, and that citation is dropped).
-    assert summary.first_citation >= 0.85
+    # 35 of 35 at the time of writing (the issue asks 95 %). A miss is a question whose
+    # gold moment search did not bring (scripted Claude then cites nothing real, and that
+    # citation is dropped), or the alignment's (at most one, below).
+    assert summary.first_citation >= 0.95, summary.json()["first_citation_accuracy"]
     assert summary.all_citations >= 0.9
     # a citation whose source holds the gold moment opens on it (the alignment's share)
     aligned = [r for r in answered if r.first is not None and r.first.quote]

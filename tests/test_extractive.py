@@ -1,0 +1,137 @@
+"""Extractive answers (no Claude key) quote the sentence that answers, and the first
+quote, the link a reader follows, is the passage that answers best, at the second its
+sentence is said."""
+
+from __future__ import annotations
+
+import re
+
+from bot.citations import number_sources
+from bot.llm import Usage
+from bot.models import NumberedSource, ProgressEvent
+from bot.passages import Passage, link_second, merge
+from bot.vectors import SentenceVectors
+from bot.write import Clock, Writer
+from retrieval.chunking import Unit, chunk
+from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.links import segment_link
+from retrieval.models import Hit, Source
+
+KICKOFF = Source("kickoff", "Auth kickoff", "video", "https://www.youtube.com/watch?v=p4Xk")
+REVIEW = Source("review", "Migration review", "video", "https://www.youtube.com/watch?v=r3Vw")
+RETRO = Source("retro", "Cut-over retro", "video", "https://www.youtube.com/watch?v=t7Qz")
+
+Turn = tuple[float, float, str, str]
+
+
+def passage(source: Source, turns: list[Turn], score: float) -> Passage:
+    """The turns as one window that search found with ``score``, as the quick path merges it."""
+    (seg,) = chunk([Unit(text, a, b, who) for a, b, who, text in turns], source.id)
+    hit = Hit(f"{source.id}-w0", seg, source, score, segment_link(source, seg))
+    (found,) = merge([hit], [hit])
+    return found
+
+
+async def answer(
+    embedder: SentenceTransformerEmbedder, question: str, passages: list[Passage]
+) -> tuple[str, list[tuple[str, float]]]:
+    """The answer without a Claude key to ``question`` from ``passages`` (search order,
+    best first), with MiniLM at hand as in the product, and each quote's first sentence
+    with the second its link opens."""
+    numbered = number_sources([p.as_hit() for p in passages])
+    pairs: list[tuple[NumberedSource, Passage]] = list(zip(numbered, passages, strict=True))
+
+    async def progress(event: ProgressEvent | object) -> None:
+        return None
+
+    writer = Writer(None, SentenceVectors(embedder))
+    text, kind, pins = await writer.write(
+        question, question, [], pairs, Clock(10.0), Usage(), progress, {}
+    )
+    assert kind == "extractive"
+    opened: list[tuple[str, float]] = []
+    for k, line in enumerate(ln for ln in text.splitlines() if ln.startswith("- ")):
+        n = int(re.findall(r"\[(\d+)\]", line)[-1])
+        p = next(p for s, p in pairs if s.n == n)
+        sentence = next(s for s in p.sentences if s.text == pins[k])
+        second = link_second(sentence)
+        assert second is not None
+        opened.append((sentence.text, second))
+    return text, opened
+
+
+async def test_a_short_meeting_question_is_answered_by_the_reply_after_it(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    # "Keycloak?" is two words, yet it is what the user asks; John's reply answers it.
+    options = passage(
+        KICKOFF,
+        [
+            (312.0, 317.5, "Priya", "Which providers did you look at?"),
+            (318.0, 322.0, "John", "AWS Cognito, Keycloak self-hosted, and Clerk."),
+        ],
+        0.8,
+    )
+    keycloak = passage(
+        KICKOFF,
+        [
+            (474.9, 477.9, "Priya", "Okay. Keycloak?"),
+            (
+                478.2,
+                488.2,
+                "John",
+                "Very capable, and it can import bcrypt hashes. But it's a stateful Java "
+                "service with its own Postgres that we'd have to run.",
+            ),
+            (488.7, 493.7, "Marcus", "I really don't want that pager."),
+        ],
+        0.9,
+    )
+    question = "Why did we rule out self-hosting Keycloak?"
+    text, opened = await answer(embedder, question, [keycloak, options])
+    assert opened[0] == ("Very capable, and it can import bcrypt hashes.", 478.0)
+    assert "John:" in text.splitlines()[2]
+
+
+async def test_the_first_quote_is_the_passage_that_answers_not_the_first_search_hit(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    # search ranks the review's window first (it says "users" and "migration" a lot); the
+    # retro's window, second, holds the sentence that answers
+    review = passage(
+        REVIEW,
+        [
+            (195.0, 199.0, "John", "Daily active users are about 5,500."),
+            (199.5, 205.0, "John", "So on the Monday after cut-over, most of them migrate."),
+        ],
+        0.9,
+    )
+    retro = passage(
+        RETRO,
+        [
+            (380.0, 382.0, "John", "The migration Lambda."),
+            (382.3, 387.0, "John", "4,812 users migrated in the first 72 hours."),
+            (387.2, 392.0, "John", "Zero failed migrations that weren't wrong passwords."),
+        ],
+        0.85,
+    )
+    question = "How many users did the migration Lambda move in the first 72 hours?"
+    _, opened = await answer(embedder, question, [review, retro])
+    assert opened[0] == ("4,812 users migrated in the first 72 hours.", 382.0)
+
+
+async def test_between_passages_that_answer_alike_the_search_order_stands(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    first = passage(
+        KICKOFF,
+        [(100.0, 106.0, "John", "The renewal quote for Auth0 is $9,800 a month.")],
+        0.9,
+    )
+    second = passage(
+        REVIEW,
+        [(40.0, 46.0, "Priya", "Auth0 quoted $9,800 a month at renewal.")],
+        0.7,
+    )
+    _, opened = await answer(embedder, "What did Auth0 quote at renewal?", [first, second])
+    assert opened[0][1] == 100.0
