@@ -21,8 +21,11 @@ route is measured.
 Targets: Quorum's own overhead p50 < 5 ms; total p95 < 60 ms at 100k segments and
 <= 40 ms at 1M. The cores other processes kept busy meanwhile are printed beside each
 size: on a shared 2-core box a burst of someone else's work shows up as a p95 spike.
-Run: ``nice -n 10 .venv/bin/python bench/search.py [--sizes 100000 1000000] [--real 10000]``
-(filling 1M takes about an hour the first time; later runs only search).
+Run: ``nice -n 10 .venv/bin/python bench/search.py [--sizes 100000 1000000] [--real 10000]``.
+Filling 1M is slow the first time (about 120 segments/s with their topics on the shared
+box, turns doubling the objects); a stopped fill resumes where it stopped, and
+``--no-fill`` searches what is there. A data dir is reused only with the options it was
+built with (its ``bench-corpus.json`` says which).
 """
 
 from __future__ import annotations
