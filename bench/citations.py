@@ -59,7 +59,7 @@ from bench.citation_gold import (
     overlaps,
     score,
 )
-from bench.common import percentile, temp_store
+from bench.common import KeptIndex, percentile, temp_store
 from bot.answer import AnswerConfig
 from bot.engine import Engine
 from bot.llm import ClaudeLLM
@@ -191,7 +191,7 @@ async def run(
     results: dict[str, list[Result]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = index or Path(tmp)
-        done = root / "ingested"
+        kept = KeptIndex(root, "ingested")
         cases = load_cases(data, root / "vtt")
         cases = cases[:limit] if limit is not None else cases
         async with (
@@ -201,11 +201,7 @@ async def run(
             service = SearchService(store, embedder)
             with Progress(console=console) as progress:
                 t0 = time.perf_counter()
-                if done.exists():
-                    progress.console.print(
-                        f"reusing the index in {root} (delete it to ingest again)"
-                    )
-                else:
+                if not kept.reused(progress.console.print):
                     report = await ingest(
                         store, embedder, KB, [root / "vtt"], progress=IngestProgress(progress)
                     )
@@ -214,7 +210,7 @@ async def run(
                     progress.console.print(
                         f"{report.segments:,} windows in {time.perf_counter() - t0:.0f} s"
                     )
-                    done.touch()
+                    kept.keep()
                 ids = {s.source.id for s in await service.archive(KB).sources()}
                 absent = sorted({c.meeting for c in cases} - ids)
                 if absent:  # a question scored against an id that never matches

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 from bot.config import load_settings
@@ -50,3 +50,23 @@ async def temp_store(data_dir: Path, timeout_s: float = 30.0) -> AsyncIterator[S
         Store.connect(async_client(endpoint, timeout_s=timeout_s), endpoint.url) as store,
     ):
         yield store
+
+
+class KeptIndex:
+    """An ingest kept in ``root`` between runs of a bench (``--index DIR``): a marker file
+    named for what was ingested says it finished, so a stopped ingest is never reused."""
+
+    def __init__(self, root: Path, marker: str) -> None:
+        self.root = root
+        self.marker = root / marker
+
+    def reused(self, say: Callable[[str], object]) -> bool:
+        """True (and says so) when a finished ingest is there to search again."""
+        if not self.marker.exists():
+            return False
+        say(f"reusing the index in {self.root} (delete it to ingest again)")
+        return True
+
+    def keep(self) -> None:
+        """Mark the ingest finished."""
+        self.marker.touch()

@@ -36,7 +36,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from bench.common import temp_store
+from bench.common import KeptIndex, temp_store
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
@@ -236,15 +236,13 @@ async def evaluate(
     levels = list(LEVELS)
     with tempfile.TemporaryDirectory() as tmp:
         root = index or Path(tmp)
-        done = root / f"ingested-{chunk_seconds:g}s-{only or 'all'}"
+        kept = KeptIndex(root, f"ingested-{chunk_seconds:g}s-{only or 'all'}")
         meetings = write_meetings(data, root / "vtt", only)
         by_id = {m.id: m for m in meetings}
         async with temp_store(root / "weaviate") as store:
-            if done.exists():
-                console.print(f"reusing the index in {root} (delete it to ingest again)")
-            else:
+            if not kept.reused(console.print):
                 await _ingest(store, embedder, meetings, root / "vtt", chunk_seconds)
-                done.touch()
+                kept.keep()
             service = SearchService(store, embedder)
             relevant_units: dict[tuple[str, str], list[set[int]]] = {}
             for m in meetings:

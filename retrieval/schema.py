@@ -205,9 +205,28 @@ def _opt_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def hit_from_object(obj: Any, score: float = 0.0, query: Sequence[float] | None = None) -> Hit:
-    """Build a Hit from a QuorumSegment object returned by the client (with ``query``,
-    and the object's vector, its cosine similarity to the query)."""
+# How a hybrid search explains a hit's vector half: its original score is the cosine
+# similarity (1 - cosine distance) to the query vector.
+_VECTOR_SCORE = re.compile(
+    r"Result Set vector[^)]*\) Document \S+: original score ([-+0-9.eE]+)", re.IGNORECASE
+)
+
+
+def hybrid_similarity(explanation: str | None) -> float | None:
+    """The cosine to the query a hybrid search's explanation gives a hit; None when the hit
+    came from the keyword half alone (or the explanation says nothing of vectors)."""
+    found = _VECTOR_SCORE.search(explanation or "")
+    return float(found.group(1)) if found else None
+
+
+def hit_from_object(
+    obj: Any,
+    score: float = 0.0,
+    query: Sequence[float] | None = None,
+    similarity: float | None = None,
+) -> Hit:
+    """Build a Hit from a QuorumSegment object returned by the client, with its
+    ``similarity`` to the query (or, given ``query`` and the object's vector, their cosine)."""
     p = obj.properties
     source = Source(
         id=str(p.get("source_id") or ""),
@@ -231,9 +250,13 @@ def hit_from_object(obj: Any, score: float = 0.0, query: Sequence[float] | None 
         marks=_marks(p),
         level=p.get("level") if p.get("level") in LEVELS else "window",
     )
-    similarity = None
     vectors = getattr(obj, "vector", None)
-    if query is not None and isinstance(vectors, dict) and vectors.get(VECTOR):
+    if (
+        similarity is None
+        and query is not None
+        and isinstance(vectors, dict)
+        and vectors.get(VECTOR)
+    ):
         similarity = cosine(query, vectors[VECTOR])
     return Hit(
         id=str(obj.uuid),

@@ -144,6 +144,9 @@ def is_ready(url: str, timeout: float = 1.0) -> bool:
         return False
 
 
+HYBRID_CANDIDATES = 100
+
+
 def node_env(
     data_dir: Path, name: str, grpc_port: int, gossip: int, data: int, raft: int, raft_rpc: int
 ) -> dict[str, str]:
@@ -159,6 +162,9 @@ def node_env(
         "DISABLE_TELEMETRY": "true",
         "PROMETHEUS_MONITORING_ENABLED": "false",
         "QUERY_DEFAULTS_LIMIT": "25",
+        "QUERY_HYBRID_MAXIMUM_RESULTS": os.environ.get(
+            "QUERY_HYBRID_MAXIMUM_RESULTS", str(HYBRID_CANDIDATES)
+        ),
         "GRPC_PORT": str(grpc_port),
         "CLUSTER_HOSTNAME": name,
         "CLUSTER_IN_LOCALHOST": "true",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fpdf import FPDF
 
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.embed import SentenceTransformerEmbedder, cosine
 from retrieval.errors import InvalidInput, SearchUnavailable
 from retrieval.indexer import ingest
 from retrieval.models import SearchFilters
@@ -299,3 +299,20 @@ async def test_unreachable_weaviate_is_one_clear_sentence(
     with pytest.raises(SearchUnavailable, match=r"http://127\.0\.0\.1:9"):
         async with Store.connect(async_client(dead), dead.url):
             pass
+
+
+async def test_hits_say_how_close_in_meaning_they_are(
+    store: Store, embedder: SentenceTransformerEmbedder, loaded: str
+) -> None:
+    """A hit's similarity is the cosine between the question and the hit's own stored
+    vector (it decides whether an answer is worth giving), whether the hybrid's vector half
+    found the hit or only its keyword half did."""
+    query = "why did we leave Auth0"
+    vector = await embedder.embed_query(query)
+    stored = await store.segments(loaded).query.fetch_objects(limit=100, include_vector=True)
+    cosines = {str(o.uuid): cosine(vector, o.vector["default"]) for o in stored.objects}
+    for alpha in (0.5, 0.0):  # alpha 0: keyword alone ranks, no vector half to explain
+        hits = await store.hybrid(loaded, query, vector, None, 5, alpha)
+        assert len(hits) == (5 if alpha else 3)  # alpha 0: only the texts that say a word
+        for hit in hits:
+            assert hit.similarity == pytest.approx(cosines[hit.id], abs=1e-4), alpha
