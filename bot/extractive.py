@@ -106,6 +106,11 @@ _RELATIONS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
         re.compile(r"\b(?:how much|how many|cost|price|pay|budget|numbers?)\b", re.I),
         re.compile(r"[$€£]\s?\d|\d\s?(?:%|percent|k\b|dollars?|per (?:month|year))", re.I),
     ),
+    # "how many users ...?" is answered by a count ("4,812 users"), not only by money
+    (
+        re.compile(r"\bhow (?:much|many)\b", re.I),
+        re.compile(r"\b\d{1,3}(?:,\d{3})+\b|\b\d{2,}\b"),
+    ),
 )
 LEXICAL_WEIGHT = 0.5
 MEANING_WEIGHT = 1.0
@@ -167,6 +172,15 @@ def sentence_score(
 
 
 REPLY_BONUS = 0.05
+# A meeting question scoring this share of the passage's best line asks what the user
+# asks: its reply is the answer, ahead of the lines that only repeat the question's words.
+SAME_QUESTION = 2 / 3
+_NOISE = re.compile(r"\{\w+\}")  # transcribers' {vocalsound}, {disfmarker}: not words
+
+
+def _says_something(sentence: Sentence) -> bool:
+    """False for "Yeah.", "Me too." or "{vocalsound}": no content word."""
+    return bool(terms(_NOISE.sub(" ", sentence.text)))
 
 
 def _replies_answer(
@@ -174,7 +188,10 @@ def _replies_answer(
 ) -> None:
     """In a meeting, a question that matches the user's is not the answer: the reply to
     it is. A relevant sentence ending in "?" passes its score (and a little more) to the
-    next sentence said by someone else, and keeps half of it. A question is judged on
+    next sentence said by someone else that says something ("Yeah." is not a reply),
+    and keeps half of it; a question that nearly matches the best line passes the best
+    score ("So how do users keep their passwords?" is answered by "Lazy migration.", not
+    by the line before it that repeats the user's words). A question is judged on
     ``asked``, its score without the penalty for short sentences: "Okay. Keycloak?" is
     short and asks exactly what the reply after it answers."""
     top = max(scored, default=0.0)
@@ -185,12 +202,15 @@ def _replies_answer(
             (
                 r
                 for r in range(j + 1, min(j + 3, len(sentences)))
-                if sentences[r].speaker != s.speaker and not sentences[r].text.endswith("?")
+                if sentences[r].speaker != s.speaker
+                and not sentences[r].text.endswith("?")
+                and _says_something(sentences[r])
             ),
             None,
         )
         if reply is not None:
-            scored[reply] = max(scored[reply], asked[j] + REPLY_BONUS)
+            passed = max(asked[j], top) if asked[j] >= SAME_QUESTION * top else asked[j]
+            scored[reply] = max(scored[reply], passed + REPLY_BONUS)
             scored[j] *= 0.5
 
 

@@ -135,3 +135,52 @@ async def test_between_passages_that_answer_alike_the_search_order_stands(
     )
     _, opened = await answer(embedder, "What did Auth0 quote at renewal?", [first, second])
     assert opened[0][1] == 100.0
+
+
+async def test_a_meeting_question_like_the_users_is_answered_by_its_reply(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    # Ana's first line repeats the user's words; Ben then asks what the user asks, and
+    # Ana's reply is the answer a reader wants to land on
+    meeting = passage(
+        REVIEW,
+        [
+            (100.0, 106.0, "Ana", "We can't copy the old certificates into the new load balancer."),
+            (106.5, 109.0, "Ben", "Then how do customers keep HTTPS?"),
+            (109.5, 118.0, "Ana", "Dual listeners. Both answer for a week while DNS moves."),
+        ],
+        0.9,
+    )
+    question = "How do we keep serving HTTPS if the old certificates can't be copied?"
+    _, opened = await answer(embedder, question, [meeting])
+    assert opened[0] == ("Dual listeners.", 109.0)
+
+
+async def test_a_yeah_is_not_the_reply_to_a_meeting_question(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    meeting = passage(
+        RETRO,
+        [
+            (200.0, 204.0, "Priya", "Which region failed over first?"),
+            (204.5, 205.5, "Marcus", "Yeah."),
+            (206.0, 211.0, "Dana", "Frankfurt, about two minutes before Dublin did."),
+        ],
+        0.9,
+    )
+    _, opened = await answer(embedder, "Which region failed over first?", [meeting])
+    assert opened[0] == ("Frankfurt, about two minutes before Dublin did.", 206.0)
+
+
+async def test_how_many_is_answered_by_the_count(embedder: SentenceTransformerEmbedder) -> None:
+    meeting = passage(
+        REVIEW,
+        [
+            (50.0, 56.0, "John", "Customers moving to the new plan was the big topic this week."),
+            (56.5, 60.0, "John", "312 customers moved over in the first week."),
+        ],
+        0.9,
+    )
+    question = "How many customers moved to the new plan in the first week?"
+    _, opened = await answer(embedder, question, [meeting])
+    assert opened[0] == ("312 customers moved over in the first week.", 56.0)
