@@ -73,6 +73,11 @@ def _overlap(query: Sequence[str], words: set[str]) -> set[str]:
     return {t for t in query if any(matches(t, w) for w in words)}
 
 
+def shared(query: Sequence[str], text: str) -> set[str]:
+    """The query's content words (``terms``) that ``text`` holds."""
+    return _overlap(query, set(terms(text)))
+
+
 # What an answer to a kind of question tends to say: a "why" is answered by a reason
 # ("because", "so that"), a "who" by a person taking something on, a "when" by a date.
 _MONTHS = "january february march april may june july august september october november december"

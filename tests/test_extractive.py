@@ -184,3 +184,31 @@ async def test_how_many_is_answered_by_the_count(embedder: SentenceTransformerEm
     question = "How many customers moved to the new plan in the first week?"
     _, opened = await answer(embedder, question, [meeting])
     assert opened[0] == ("312 customers moved over in the first week.", 56.0)
+
+
+async def test_a_sentence_that_answers_in_a_later_passage_is_compared_in_meaning(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    # search ranks three windows about the pager above the one that says who took the
+    # trial: that sentence shares the question's words, so its meaning is compared too
+    noise = [
+        passage(KICKOFF, [(10.0 * i, 10.0 * i + 6, "Priya", line)], 0.9 - 0.05 * i)
+        for i, line in enumerate(
+            (
+                "The pager rotation has been noisy all month.",
+                "Nobody likes the current pager tool.",
+                "Pager alerts went off twice last night.",
+            )
+        )
+    ]
+    owner = passage(
+        REVIEW,
+        [
+            (300.0, 303.0, "Marcus", "Fine by me."),
+            (303.5, 309.0, "Priya", "Dana owns the one-week pager trial, starting Monday."),
+        ],
+        0.7,
+    )
+    question = "Who was given the one-week pager trial?"
+    _, opened = await answer(embedder, question, [*noise, owner])
+    assert opened[0] == ("Dana owns the one-week pager trial, starting Monday.", 303.0)
