@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from bot.citations import number_sources
 from bot.llm import Usage
 from bot.models import NumberedSource, ProgressEvent
@@ -156,14 +158,15 @@ async def test_a_meeting_question_like_the_users_is_answered_by_its_reply(
     assert opened[0] == ("Dual listeners.", 109.0)
 
 
-async def test_a_yeah_is_not_the_reply_to_a_meeting_question(
-    embedder: SentenceTransformerEmbedder,
+@pytest.mark.parametrize("nod", ["Yeah.", "Right.", "Sure, sure."])
+async def test_a_nod_is_not_the_reply_to_a_meeting_question(
+    embedder: SentenceTransformerEmbedder, nod: str
 ) -> None:
     meeting = passage(
         RETRO,
         [
             (200.0, 204.0, "Priya", "Which region failed over first?"),
-            (204.5, 205.5, "Marcus", "Yeah."),
+            (204.5, 205.5, "Marcus", nod),
             (206.0, 211.0, "Dana", "Frankfurt, about two minutes before Dublin did."),
         ],
         0.9,
