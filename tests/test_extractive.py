@@ -215,3 +215,19 @@ async def test_a_sentence_that_answers_in_a_later_passage_is_compared_in_meaning
     question = "Who was given the one-week pager trial?"
     _, opened = await answer(embedder, question, [*noise, owner])
     assert opened[0] == ("Dana owns the one-week pager trial, starting Monday.", 303.0)
+
+
+async def test_what_did_name_say_quotes_that_person(embedder: SentenceTransformerEmbedder) -> None:
+    # Priya's line names Marcus and the plan; the answer is what Marcus himself said
+    meeting = passage(
+        REVIEW,
+        [
+            (600.0, 605.0, "Priya Raman", "Marcus, you read the rollback plan twice."),
+            (605.5, 612.0, "Marcus Lee", "The rollback plan takes fourteen minutes; I want five."),
+        ],
+        0.9,
+    )
+    question = "What did Marcus say about the rollback plan?"
+    text, opened = await answer(embedder, question, [meeting])
+    assert opened[0] == ("The rollback plan takes fourteen minutes; I want five.", 605.0)
+    assert "Marcus Lee:" in text.splitlines()[2]
