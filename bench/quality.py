@@ -4,7 +4,9 @@ abstract), the folder goes through ``quorum ingest``'s code (``open_retrieval`` 
 fresh data dir, ``retrieval.indexer.ingest`` with the configured chunking), and every
 claim is asked of the search service the bot uses, with its defaults. A document's rank
 is the rank of its first passage. Reported: nDCG@10 and Recall@100 (over the top 100
-passages) for hybrid search (the product), BM25 alone and vectors alone (same index),
+passages) for hybrid search (the product), BM25 alone and vectors alone (same index), and
+nDCG@10 of a 10-hit hybrid search (the target's figure: an answer asks for few hits, and
+Weaviate fuses fewer candidates for it than for 100),
 beside the published figures; and ingest files/s and segments/s against bare
 ``model.encode`` of a sample of the same segment texts (same batch size), timed before
 and after the ingest to average out the load of a shared machine.
@@ -52,6 +54,7 @@ REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / "bench" / ".cache"
 KB = "scifact"
 K = 100
+TEN = "hybrid, 10 hits (as an answer asks)"
 ENCODE_SAMPLE = 1024  # bare encode is timed on this many segment texts, before and after
 PUBLISHED = [
     ("BM25 (BEIR paper, Elasticsearch)", 0.665, 0.908),
@@ -175,6 +178,7 @@ async def evaluate(data: Path, docs: int | None, show: int = 0, index: Path | No
                 kept.keep()
 
             runs: dict[str, dict[str, list[str]]] = {"hybrid (search service)": {}}
+            runs[TEN] = {}
             runs["BM25 alone (Weaviate)"] = {}
             runs["vectors alone (MiniLM)"] = {}
             with Progress(*columns, TimeElapsedColumn(), console=console) as progress:
@@ -183,6 +187,8 @@ async def evaluate(data: Path, docs: int | None, show: int = 0, index: Path | No
                     q = queries[qid]
                     hits = await r.search.search(KB, q, k=K)
                     runs["hybrid (search service)"][qid] = doc_ranking(hits)
+                    # What a user gets: Weaviate fuses a 10-hit search over fewer candidates.
+                    runs[TEN][qid] = doc_ranking(await r.search.search(KB, q, k=10))
                     bm25 = await r.store.bm25(KB, q, None, K)
                     runs["BM25 alone (Weaviate)"][qid] = doc_ranking(bm25)
                     vec = await r.embedder.embed_query(q)
@@ -199,18 +205,19 @@ async def evaluate(data: Path, docs: int | None, show: int = 0, index: Path | No
     for name, run in runs.items():
         nd = sum(ndcg_at(run[q], qrels[q]) for q in qids) / len(qids)
         rc = sum(recall_at(run[q], qrels[q]) for q in qids) / len(qids)
-        table.add_row(f"[bold]{name}[/]", f"{nd:.3f}", f"{rc:.3f}", "this run")
+        recall = "–" if name == TEN else f"{rc:.3f}"
+        table.add_row(f"[bold]{name}[/]", f"{nd:.3f}", recall, "this run")
     for name, nd, rc in PUBLISHED:
         table.add_row(name, f"{nd:.3f}", f"{rc:.3f}", "published (full corpus)")
     console.print(table)
     for qid in qids[:show]:  # for checking the scoring by hand
-        ranked = runs["hybrid (search service)"][qid]
+        ranked = runs[TEN][qid]
         marks = " ".join(f"{d}{'*' * qrels[qid].get(d, 0)}" for d in ranked[:10])
         console.print(
             f"[dim]claim {qid}: {queries[qid][:90]!r}\n  relevant {qrels[qid]}; top 10 "
             f"(* relevant): {marks}; nDCG@10 {ndcg_at(ranked, qrels[qid]):.3f}[/]"
         )
-    hybrid = sum(ndcg_at(runs["hybrid (search service)"][q], qrels[q]) for q in qids) / len(qids)
+    hybrid = sum(ndcg_at(runs[TEN][q], qrels[q]) for q in qids) / len(qids)
     console.print(f"hybrid nDCG@10 {hybrid:.3f} ({'meets' if hybrid >= 0.75 else 'misses'} 0.75)")
 
     if speed is not None:

@@ -30,7 +30,7 @@ from bot.passages import Passage, assemble, merge, widen
 from bot.sessions import Exchange
 from bot.understand import choice_note, understand
 from bot.vectors import SentenceVectors, sentence_vectors
-from bot.write import EXTRACT_PASSAGES, Clock, Writer
+from bot.write import Clock, Writer
 from retrieval.archive import Archive
 from retrieval.embed import Embedder
 from retrieval.models import Hit, SearchFilters
@@ -234,7 +234,7 @@ class QuickAnswerer:
         meaning: dict[str, float] = {}
         closest = max((h.similarity for h in hits if h.similarity is not None), default=None)
         if closest is not None and closest < RELEVANT_WINDOW:
-            meaning = await self.writer.meaning(query, passages[:EXTRACT_PASSAGES])
+            meaning = await self.writer.meaning(query, passages)
         if not relevant(query, [s for p in passages for s in p.sentences], meaning):
             return None
         clock.lap("relevance", t)

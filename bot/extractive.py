@@ -11,7 +11,7 @@ import difflib
 import functools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.citations import at_second
@@ -73,6 +73,11 @@ def _overlap(query: Sequence[str], words: set[str]) -> set[str]:
     return {t for t in query if any(matches(t, w) for w in words)}
 
 
+def shared(query: Sequence[str], text: str) -> set[str]:
+    """The query's content words (``terms``) that ``text`` holds."""
+    return _overlap(query, set(terms(text)))
+
+
 # What an answer to a kind of question tends to say: a "why" is answered by a reason
 # ("because", "so that"), a "who" by a person taking something on, a "when" by a date.
 _MONTHS = "january february march april may june july august september october november december"
@@ -105,6 +110,11 @@ _RELATIONS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
     (
         re.compile(r"\b(?:how much|how many|cost|price|pay|budget|numbers?)\b", re.I),
         re.compile(r"[$€£]\s?\d|\d\s?(?:%|percent|k\b|dollars?|per (?:month|year))", re.I),
+    ),
+    # "how many users ...?" is answered by a count ("4,812 users"), not only by money
+    (
+        re.compile(r"\bhow (?:much|many)\b", re.I),
+        re.compile(r"\b\d{1,3}(?:,\d{3})+\b|\b\d{2,}\b"),
     ),
 )
 LEXICAL_WEIGHT = 0.5
@@ -139,6 +149,33 @@ def relevant(query: str, sentences: Sequence[Sentence], meaning: Mapping[str, fl
     return share >= RELEVANT_WORDS
 
 
+# "What did Marcus say ...?", "What did the project manager think ...?": the quote should
+# be theirs, so another speaker's sentence scores this share of its score (QMSum val's
+# first 120, 26 of them such questions: first citations inside 49 -> 52; 0.5 gave 51;
+# examples/eval.jsonl unchanged at 22 of 35).
+_ASKED_VOICE = re.compile(
+    r"\bwhat did (?:the )?(.+?) (?:say|think|want|propose|suggest|ask|recommend|agree|mention"
+    r"|present)\b",
+    re.I,
+)
+OTHER_VOICE = 0.75
+
+
+def voices(question: str, speakers: Iterable[str]) -> frozenset[str]:
+    """The speakers a "what did NAME say / think ...?" question asks about: those whose
+    whole, first or last name is NAME (none when it names no one who speaks)."""
+    asked = _ASKED_VOICE.search(question)
+    if asked is None:
+        return frozenset()
+    name = asked.group(1).strip().casefold()
+    named: set[str] = set()
+    for speaker in speakers:
+        parts = speaker.casefold().split()
+        if name == speaker.casefold() or (parts and name in (parts[0], parts[-1])):
+            named.add(speaker)
+    return frozenset(named)
+
+
 def relations(question: str) -> list[re.Pattern[str]]:
     """What a sentence answering ``question`` tends to contain (a reason, a date, ...)."""
     return [answer for asked, answer in _RELATIONS if asked.search(question)]
@@ -151,11 +188,14 @@ def sentence_score(
     wanted: Sequence[re.Pattern[str]] = (),
     meaning: float = 0.0,
     brief: bool = True,
+    asked_voices: frozenset[str] = frozenset(),
 ) -> float:
     """How well one sentence answers the query: the weighted share of the query's words it
     holds (its speaker's name counts: "what did John say" matches John's sentences), its
     similarity in meaning (MiniLM cosine), and a little for the asked-for relation; a
-    sentence under ``SHORT_WORDS`` words scores less, unless ``brief`` is False."""
+    sentence under ``SHORT_WORDS`` words scores less, unless ``brief`` is False, and one
+    said by someone other than ``asked_voices`` (when there are any) scores
+    ``OTHER_VOICE`` of it."""
     words = set(terms(f"{sentence.text} {sentence.speaker or ''}"))
     total = sum(weights.get(t, 1.0) for t in query) or 1.0
     lexical = sum(weights.get(t, 1.0) for t in _overlap(query, words)) / total
@@ -163,10 +203,27 @@ def sentence_score(
     # "Let's move on." shares a word with "why did we move off Auth0?" and says nothing.
     brevity = min(1.0, len(sentence.text.split()) / SHORT_WORDS) if brief else 1.0
     score = LEXICAL_WEIGHT * lexical + MEANING_WEIGHT * max(0.0, meaning)
-    return (score + RELATION_WEIGHT * relation * (lexical > 0 or meaning > 0.3)) * brevity
+    voice = OTHER_VOICE if asked_voices and sentence.speaker not in asked_voices else 1.0
+    return (score + RELATION_WEIGHT * relation * (lexical > 0 or meaning > 0.3)) * brevity * voice
 
 
 REPLY_BONUS = 0.05
+# A meeting question scoring this share of the passage's best line asks what the user
+# asks: its reply is the answer, ahead of the lines that only repeat the question's words.
+SAME_QUESTION = 2 / 3
+_NOISE = re.compile(r"\{\w+\}")  # transcribers' {vocalsound}, {disfmarker}: not words
+# what a listener says to go on, not to answer: "Right.", "Sure, sure."
+_ACKNOWLEDGE = frozenset(
+    "yes yeah yep yup right sure okay ok no nope mm mhm hmm uh um great perfect good fine "
+    "thanks exactly correct true".split()
+)
+
+
+def _says_something(sentence: Sentence) -> bool:
+    """False for "Yeah.", "Right.", "Me too." or "{vocalsound}": no content word. (Of
+    432 quotes over examples/eval.jsonl and QMSum val's first 120, 27 began on such a
+    reply; first citations inside the gold were the same without them.)"""
+    return any(t not in _ACKNOWLEDGE for t in terms(_NOISE.sub(" ", sentence.text)))
 
 
 def _replies_answer(
@@ -174,7 +231,10 @@ def _replies_answer(
 ) -> None:
     """In a meeting, a question that matches the user's is not the answer: the reply to
     it is. A relevant sentence ending in "?" passes its score (and a little more) to the
-    next sentence said by someone else, and keeps half of it. A question is judged on
+    next sentence said by someone else that says something ("Yeah." is not a reply),
+    and keeps half of it; a question that nearly matches the best line passes the best
+    score ("So how do users keep their passwords?" is answered by "Lazy migration.", not
+    by the line before it that repeats the user's words). A question is judged on
     ``asked``, its score without the penalty for short sentences: "Okay. Keycloak?" is
     short and asks exactly what the reply after it answers."""
     top = max(scored, default=0.0)
@@ -185,12 +245,15 @@ def _replies_answer(
             (
                 r
                 for r in range(j + 1, min(j + 3, len(sentences)))
-                if sentences[r].speaker != s.speaker and not sentences[r].text.endswith("?")
+                if sentences[r].speaker != s.speaker
+                and not sentences[r].text.endswith("?")
+                and _says_something(sentences[r])
             ),
             None,
         )
         if reply is not None:
-            scored[reply] = max(scored[reply], asked[j] + REPLY_BONUS)
+            passed = max(asked[j], top) if asked[j] >= SAME_QUESTION * top else asked[j]
+            scored[reply] = max(scored[reply], passed + REPLY_BONUS)
             scored[j] *= 0.5
 
 
@@ -200,14 +263,18 @@ def best_sentences(
     weights: Mapping[str, float],
     wanted: Sequence[re.Pattern[str]] = (),
     meaning: Mapping[str, float] | None = None,
+    asked_voices: frozenset[str] = frozenset(),
 ) -> tuple[float, list[Sentence]]:
     """The one or two most relevant consecutive sentences of a passage and their score."""
     near = meaning or {}
-    scored = [sentence_score(s, query, weights, wanted, near.get(s.text, 0.0)) for s in sentences]
+    scored = [
+        sentence_score(s, query, weights, wanted, near.get(s.text, 0.0), True, asked_voices)
+        for s in sentences
+    ]
     if not scored:
         return 0.0, []
     asked = [
-        sentence_score(s, query, weights, wanted, near.get(s.text, 0.0), brief=False)
+        sentence_score(s, query, weights, wanted, near.get(s.text, 0.0), False, asked_voices)
         if s.text.rstrip().endswith("?")
         else 0.0
         for s in sentences
@@ -269,9 +336,10 @@ def extractive(
             df[t] = df.get(t, 0) + 1
     weights = {t: math.log(1 + (len(passages) + 1) / (1 + df.get(t, 0))) for t in q}
     wanted = relations(query)
+    heard = voices(query, {s.speaker for _, p in passages for s in p.sentences if s.speaker})
     found: list[tuple[float, float, NumberedSource, list[Sentence]]] = []
     for rank, (source, p) in enumerate(passages):
-        score, chosen = best_sentences(p.sentences, q, weights, wanted, meaning)
+        score, chosen = best_sentences(p.sentences, q, weights, wanted, meaning, heard)
         if chosen:
             found.append((score, SEARCH_WEIGHT * (1 - rank / len(passages)), source, chosen))
     # The first quote (the link a reader follows) is the passage whose best sentence

@@ -24,7 +24,6 @@ from weaviate.classes.config import (
 )
 from weaviate.collections.classes.config import _ReplicationConfigCreate
 
-from retrieval.embed import cosine
 from retrieval.errors import InvalidInput
 from retrieval.levels import context
 from retrieval.links import segment_link
@@ -219,14 +218,9 @@ def hybrid_similarity(explanation: str | None) -> float | None:
     return float(found.group(1)) if found else None
 
 
-def hit_from_object(
-    obj: Any,
-    score: float = 0.0,
-    query: Sequence[float] | None = None,
-    similarity: float | None = None,
-) -> Hit:
+def hit_from_object(obj: Any, score: float = 0.0, similarity: float | None = None) -> Hit:
     """Build a Hit from a QuorumSegment object returned by the client, with its
-    ``similarity`` to the query (or, given ``query`` and the object's vector, their cosine)."""
+    ``similarity`` to the query when the search knows it."""
     p = obj.properties
     source = Source(
         id=str(p.get("source_id") or ""),
@@ -250,14 +244,6 @@ def hit_from_object(
         marks=_marks(p),
         level=p.get("level") if p.get("level") in LEVELS else "window",
     )
-    vectors = getattr(obj, "vector", None)
-    if (
-        similarity is None
-        and query is not None
-        and isinstance(vectors, dict)
-        and vectors.get(VECTOR)
-    ):
-        similarity = cosine(query, vectors[VECTOR])
     return Hit(
         id=str(obj.uuid),
         segment=segment,

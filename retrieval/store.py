@@ -136,12 +136,14 @@ class Store(Writes):
     async def _with_similarity(
         self, col: Any, hits: list[Hit], query: Sequence[float]
     ) -> list[Hit]:
-        res = await col.query.fetch_objects(
-            filters=Filter.by_id().contains_any([h.id for h in hits]),
-            limit=len(hits),
-            include_vector=[VECTOR],
-            return_properties=[],
-        )
+        """``hits`` with their cosine to ``query``, from their stored vectors."""
+        with translate_errors(self.url):
+            res = await col.query.fetch_objects(
+                filters=Filter.by_id().contains_any([h.id for h in hits]),
+                limit=len(hits),
+                include_vector=[VECTOR],
+                return_properties=[],
+            )
         cosines = {str(o.uuid): cosine(query, o.vector[VECTOR]) for o in res.objects if o.vector}
         return [replace(h, similarity=cosines.get(h.id)) for h in hits]
 
@@ -170,13 +172,9 @@ class Store(Writes):
                 return_metadata=MetadataQuery(distance=True),
             )
             live = await self._live(kb, res.objects)
+        similarities = [1.0 - float(o.metadata.distance or 0.0) for o in live]
         return [
-            hit_from_object(
-                o,
-                1.0 - float(o.metadata.distance or 0.0),
-                similarity=1.0 - float(o.metadata.distance or 0.0),
-            )
-            for o in live
+            hit_from_object(o, s, similarity=s) for o, s in zip(live, similarities, strict=True)
         ]
 
     async def get(self, kb: str, hit_id: str) -> Hit | None:

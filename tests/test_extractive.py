@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from bot.citations import number_sources
 from bot.llm import Usage
 from bot.models import NumberedSource, ProgressEvent
@@ -135,3 +137,97 @@ async def test_between_passages_that_answer_alike_the_search_order_stands(
     )
     _, opened = await answer(embedder, "What did Auth0 quote at renewal?", [first, second])
     assert opened[0][1] == 100.0
+
+
+async def test_a_meeting_question_like_the_users_is_answered_by_its_reply(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    # Ana's first line repeats the user's words; Ben then asks what the user asks, and
+    # Ana's reply is the answer a reader wants to land on
+    meeting = passage(
+        REVIEW,
+        [
+            (100.0, 106.0, "Ana", "We can't copy the old certificates into the new load balancer."),
+            (106.5, 109.0, "Ben", "Then how do customers keep HTTPS?"),
+            (109.5, 118.0, "Ana", "Dual listeners. Both answer for a week while DNS moves."),
+        ],
+        0.9,
+    )
+    question = "How do we keep serving HTTPS if the old certificates can't be copied?"
+    _, opened = await answer(embedder, question, [meeting])
+    assert opened[0] == ("Dual listeners.", 109.0)
+
+
+@pytest.mark.parametrize("nod", ["Yeah.", "Right.", "Sure, sure."])
+async def test_a_nod_is_not_the_reply_to_a_meeting_question(
+    embedder: SentenceTransformerEmbedder, nod: str
+) -> None:
+    meeting = passage(
+        RETRO,
+        [
+            (200.0, 204.0, "Priya", "Which region failed over first?"),
+            (204.5, 205.5, "Marcus", nod),
+            (206.0, 211.0, "Dana", "Frankfurt, about two minutes before Dublin did."),
+        ],
+        0.9,
+    )
+    _, opened = await answer(embedder, "Which region failed over first?", [meeting])
+    assert opened[0] == ("Frankfurt, about two minutes before Dublin did.", 206.0)
+
+
+async def test_how_many_is_answered_by_the_count(embedder: SentenceTransformerEmbedder) -> None:
+    meeting = passage(
+        REVIEW,
+        [
+            (50.0, 56.0, "John", "Customers moving to the new plan was the big topic this week."),
+            (56.5, 60.0, "John", "312 customers moved over in the first week."),
+        ],
+        0.9,
+    )
+    question = "How many customers moved to the new plan in the first week?"
+    _, opened = await answer(embedder, question, [meeting])
+    assert opened[0] == ("312 customers moved over in the first week.", 56.0)
+
+
+async def test_a_sentence_that_answers_in_a_later_passage_is_compared_in_meaning(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    # search ranks three windows about the pager above the one that says who took the
+    # trial: that sentence shares the question's words, so its meaning is compared too
+    noise = [
+        passage(KICKOFF, [(10.0 * i, 10.0 * i + 6, "Priya", line)], 0.9 - 0.05 * i)
+        for i, line in enumerate(
+            (
+                "The pager rotation has been noisy all month.",
+                "Nobody likes the current pager tool.",
+                "Pager alerts went off twice last night.",
+            )
+        )
+    ]
+    owner = passage(
+        REVIEW,
+        [
+            (300.0, 303.0, "Marcus", "Fine by me."),
+            (303.5, 309.0, "Priya", "Dana owns the one-week pager trial, starting Monday."),
+        ],
+        0.7,
+    )
+    question = "Who was given the one-week pager trial?"
+    _, opened = await answer(embedder, question, [*noise, owner])
+    assert opened[0] == ("Dana owns the one-week pager trial, starting Monday.", 303.0)
+
+
+async def test_what_did_name_say_quotes_that_person(embedder: SentenceTransformerEmbedder) -> None:
+    # Priya's line names Marcus and the plan; the answer is what Marcus himself said
+    meeting = passage(
+        REVIEW,
+        [
+            (600.0, 605.0, "Priya Raman", "Marcus, you read the rollback plan twice."),
+            (605.5, 612.0, "Marcus Lee", "The rollback plan takes fourteen minutes; I want five."),
+        ],
+        0.9,
+    )
+    question = "What did Marcus say about the rollback plan?"
+    text, opened = await answer(embedder, question, [meeting])
+    assert opened[0] == ("The rollback plan takes fourteen minutes; I want five.", 605.0)
+    assert "Marcus Lee:" in text.splitlines()[2]
