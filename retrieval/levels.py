@@ -24,6 +24,7 @@ import numpy as np
 
 from retrieval.chunking import ChunkConfig, Unit, chunk
 from retrieval.models import Mark, Segment, Source
+from retrieval.stems import stemmed
 
 TURN = ChunkConfig(max_seconds=45, overlap_seconds=0, max_chars=900, overlap_chars=0)
 MIN_TURN_WORDS = 4  # "Yeah." and "Okay." are in their windows; alone they match nothing
@@ -250,6 +251,9 @@ def turn_vectors(
 
 def context(source: Source, seg: Segment) -> str:
     """What a unit is part of, for keyword search: its source's title, its speakers and
-    its section heading (the displayed text stays as said)."""
+    its section heading, then the stems of its words and of those titles
+    (``retrieval.stems``); the displayed text stays as said."""
     parts = [source.title, ", ".join(seg.speakers), seg.heading or "", seg.lesson_title or ""]
-    return " | ".join(p for p in parts if p)
+    label = " | ".join(p for p in parts if p)
+    extra = stemmed(" ".join([seg.text, source.title, seg.heading or "", seg.lesson_title or ""]))
+    return f"{label} {extra}" if label and extra else label or extra

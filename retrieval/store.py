@@ -26,6 +26,7 @@ from retrieval.models import Hit, Level, SearchFilters, SourceInfo
 from retrieval.names import title_matches as title_matches  # re-exported for callers
 from retrieval.schema import VECTOR, hit_from_object, hybrid_similarity, source_from_object
 from retrieval.schema import speaker_keys as speaker_keys  # re-exported for callers
+from retrieval.stems import keyword_query
 from retrieval.weaviate_errors import translate_errors as translate_errors  # re-exported
 from retrieval.writes import Embedded as Embedded  # re-exported for callers
 from retrieval.writes import UpsertResult as UpsertResult  # re-exported for callers
@@ -102,7 +103,7 @@ class Store(Writes):
         with translate_errors(self.url):
             while True:
                 res = await col.query.hybrid(
-                    query=query,
+                    query=keyword_query(query),
                     vector=list(vector),
                     target_vector=VECTOR,
                     alpha=alpha,
@@ -150,7 +151,7 @@ class Store(Writes):
         """Keyword search alone (for benchmarks and diagnostics)."""
         with translate_errors(self.url):
             res = await self.segments(kb).query.bm25(
-                query=query,
+                query=keyword_query(query),
                 filters=to_where(filters),
                 limit=k,
                 return_metadata=MetadataQuery(score=True),

@@ -1,0 +1,76 @@
+"""English stems for keyword search, so "migrating" finds a meeting that said "migration".
+
+Weaviate's word tokenizer only lower-cases. A unit's stored ``context`` (searched, never
+displayed) also receives the Snowball (Porter2) stem of each of its words ("migration"
+-> "migrat"), marked so that a stem never matches a word as said, and a query gets the
+marked stems of its own words appended. A question thus matches a unit's exact words in
+its text (weighted twice) and every form of them through the stems, like an exact field
+beside a stemmed one. A knowledge base indexed before stems has none stored: the marked
+stems of a query match nothing there, and it searches exactly as it did.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Iterable
+
+import Stemmer
+
+# Weaviate's word tokenization: runs of letters and digits, lower-cased. The mark keeps
+# a stem one token and apart from every word (no word is a digit then letters only).
+_WORD = re.compile(r"[^\W_]+")
+MARK = "0"
+_local = threading.local()  # a stemmer keeps state: one per thread
+
+# Function words: their stems would add a common token to every unit and question.
+# Snowball's English stop list (less negations and contractions), a few fillers of speech.
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if in
+    into is it its itself just me more most my myself of off on once only or other ought
+    our ours ourselves out over own same she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up
+    very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves also really actually maybe yeah okay
+    """.split()
+)
+
+
+def _stemmer() -> Stemmer.Stemmer:
+    stemmer: Stemmer.Stemmer | None = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        stemmer = _local.stemmer = Stemmer.Stemmer("english")
+    return stemmer
+
+
+def words(text: str) -> list[str]:
+    """The words keyword search sees in ``text`` (as Weaviate's word tokenizer cuts them)."""
+    return _WORD.findall(text.lower())
+
+
+@functools.lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    """The marked stem of a lower-cased word; "" for a function word or one with digits."""
+    if not word.isalpha() or word in STOPWORDS:
+        return ""
+    return MARK + str(_stemmer().stemWord(word))
+
+
+def stems(tokens: Iterable[str]) -> list[str]:
+    """The marked stems of ``tokens`` (lower-cased words), in order, one per occurrence."""
+    return [s for s in map(_stem, tokens) if s]
+
+
+def stemmed(text: str) -> str:
+    """What a unit's context adds for ``text``: its marked stems, space-separated."""
+    return " ".join(stems(words(text)))
+
+
+def keyword_query(query: str) -> str:
+    """``query`` with the marked stems of its words appended (each once)."""
+    extra = list(dict.fromkeys(stems(words(query))))
+    return f"{query} {' '.join(extra)}" if extra else query
