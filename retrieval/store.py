@@ -148,10 +148,13 @@ class Store(Writes):
         return [replace(h, similarity=cosines.get(h.id)) for h in hits]
 
     async def bm25(self, kb: str, query: str, filters: SearchFilters | None, k: int) -> list[Hit]:
-        """Keyword search alone (for benchmarks and diagnostics)."""
+        """Keyword search alone, ranked as hybrid search's keyword half ranks (for
+        benchmarks and diagnostics): the same properties and weights, so a unit's text
+        counts twice and its title is not read once more from ``source_title``."""
         with translate_errors(self.url):
             res = await self.segments(kb).query.bm25(
                 query=keyword_query(query),
+                query_properties=QUERY_PROPERTIES,
                 filters=to_where(filters),
                 limit=k,
                 return_metadata=MetadataQuery(score=True),
