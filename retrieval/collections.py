@@ -51,6 +51,7 @@ class Collections:
         self.replicas = replicas  # copies of every object, one per node (a cluster's factor)
         self._consistency = consistency(replicas)
         self._tenants: set[str] = set()
+        self._stems: dict[str, tuple[bool, float]] = {}  # kb -> (stores stems?, asked at)
 
     async def ensure_schema(self) -> None:
         """Create the two collections if they are missing. Idempotent across processes:

@@ -9,6 +9,7 @@ reader never sees half a source.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import date
@@ -26,7 +27,7 @@ from retrieval.models import Hit, Level, SearchFilters, SourceInfo
 from retrieval.names import title_matches as title_matches  # re-exported for callers
 from retrieval.schema import VECTOR, hit_from_object, hybrid_similarity, source_from_object
 from retrieval.schema import speaker_keys as speaker_keys  # re-exported for callers
-from retrieval.stems import keyword_query
+from retrieval.stems import has_stems, keyword_query, stemmed_query
 from retrieval.weaviate_errors import translate_errors as translate_errors  # re-exported
 from retrieval.writes import Embedded as Embedded  # re-exported for callers
 from retrieval.writes import UpsertResult as UpsertResult  # re-exported for callers
@@ -37,6 +38,10 @@ from retrieval.writes import Writes
 # A unit's own words count twice: its context (title, speakers, heading) is shared by every
 # unit of its source, so it may tip a tie but not outrank the words that were said.
 QUERY_PROPERTIES = ["text^2", "heading", "lesson_title", "context"]
+# Whether a knowledge base stores stems is judged on this many of its units; a no is asked
+# again after this many seconds (an ingest may have added them since).
+STEMS_SAMPLE = 20
+STEMS_RECHECK_S = 60.0
 
 
 class Store(Writes):
@@ -63,6 +68,28 @@ class Store(Writes):
         finally:
             with contextlib.suppress(Exception):
                 await client.close()
+
+    async def _keywords(self, kb: str, query: str) -> str:
+        """What the keyword half asks of ``kb``: the stems of the query's words (and its words
+        with digits) where units store stems; else the query and its stems, of which only
+        the words match (a knowledge base ingested before stems searches as it did)."""
+        return stemmed_query(query) if await self._has_stems(kb) else keyword_query(query)
+
+    async def _has_stems(self, kb: str) -> bool:
+        """Whether most of a sample of ``kb``'s units store stems in their context; a no is
+        asked again after a minute (an ingest may add them), a yes is kept."""
+        now = time.monotonic()
+        known = self._stems.get(kb)
+        if known is not None and (known[0] or now - known[1] < STEMS_RECHECK_S):
+            return known[0]
+        with translate_errors(self.url):
+            res = await self.segments(kb).query.fetch_objects(
+                limit=STEMS_SAMPLE, return_properties=["context"]
+            )
+        marked = [has_stems(str(o.properties.get("context") or "")) for o in res.objects]
+        found = 2 * sum(marked) > len(marked) > 0
+        self._stems[kb] = (found, now)
+        return found
 
     async def list_sources(self, kb: str) -> list[SourceInfo]:
         """Every source in the knowledge base, newest recording first, then by title."""
@@ -98,12 +125,13 @@ class Store(Writes):
         if not await self.has_kb(kb):
             return []
         limit = k
+        keywords = await self._keywords(kb, query)
         col, only = self._of_level(kb, level)
         where = both([f for f in (only, to_where(filters)) if f is not None])
         with translate_errors(self.url):
             while True:
                 res = await col.query.hybrid(
-                    query=keyword_query(query),
+                    query=keywords,
                     vector=list(vector),
                     target_vector=VECTOR,
                     alpha=alpha,
@@ -148,10 +176,13 @@ class Store(Writes):
         return [replace(h, similarity=cosines.get(h.id)) for h in hits]
 
     async def bm25(self, kb: str, query: str, filters: SearchFilters | None, k: int) -> list[Hit]:
-        """Keyword search alone (for benchmarks and diagnostics)."""
+        """Keyword search alone, ranked as hybrid search's keyword half ranks (for
+        benchmarks and diagnostics): the same properties and weights, so a unit's text
+        counts twice and its title is not read once more from ``source_title``."""
         with translate_errors(self.url):
             res = await self.segments(kb).query.bm25(
-                query=keyword_query(query),
+                query=await self._keywords(kb, query),
+                query_properties=QUERY_PROPERTIES,
                 filters=to_where(filters),
                 limit=k,
                 return_metadata=MetadataQuery(score=True),

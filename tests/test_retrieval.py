@@ -316,3 +316,15 @@ async def test_hits_say_how_close_in_meaning_they_are(
         assert len(hits) == (5 if alpha else 3)  # alpha 0: only the texts that say a word
         for hit in hits:
             assert hit.similarity == pytest.approx(cosines[hit.id], abs=1e-4), alpha
+
+
+async def test_keyword_search_alone_reads_what_hybrid_reads(
+    store: Store, embedder: SentenceTransformerEmbedder, loaded: str
+) -> None:
+    """``Store.bm25`` (the benchmarks' keyword row) ranks as hybrid search's keyword half
+    does: the PDF page that says "rollback" before the section headed "Rollback"."""
+    for query in ("rollback", "handbook rollback"):
+        vector = await embedder.embed_query(query)
+        alone = await store.bm25(loaded, query, None, 10)
+        keyword_half = await store.hybrid(loaded, query, vector, None, 10, alpha=0.0)
+        assert alone and [h.id for h in alone] == [h.id for h in keyword_half][: len(alone)]

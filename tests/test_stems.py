@@ -15,7 +15,7 @@ from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.models import LEVELS
 from retrieval.search import SearchService
-from retrieval.stems import MARK
+from retrieval.stems import MARK, stemmed_query
 from retrieval.store import Store
 
 # Five minutes of a meeting (several windows, so it also gets topics and a summary). No
@@ -84,6 +84,25 @@ async def test_one_form_of_a_word_finds_another(
     shown += [h.segment.text for h in hits]
     assert "zephyrine migration" in "\n".join(shown)
     assert not [s for s in shown if STEM.search(s)]
+
+
+async def test_a_word_said_as_asked_counts_once_like_any_other_form(
+    store: Store, embedder: SentenceTransformerEmbedder, keyword: SearchService, kb: str,
+    meeting: Path,
+) -> None:  # fmt: skip
+    """A question's word matches a unit once, in whatever form it was said: asked as well
+    as its stem, a word said exactly as asked counted twice ("review", said in two cues)
+    and outranked the rarer word the question is about ("migrating")."""
+    await ingest(store, embedder, kb, [meeting])
+    for question, said in (
+        ("review migrating", "zephyrine migration"),
+        ("today migrating", "zephyrine migration"),
+        ("the review of rollbacks", "one rollback took eleven minutes"),
+    ):
+        hits = await keyword.search(kb, question, k=3)
+        assert hits and said in hits[0].segment.text, (question, [h.segment.text for h in hits])
+    # Words without a stem still count: numbers and names with digits, as written.
+    assert stemmed_query("Is IL-6 raised in 2024 by the migrations?") == "0il 6 0rais 2024 0migrat"
 
 
 async def test_a_knowledge_base_indexed_before_stems_searches_as_it_did(
