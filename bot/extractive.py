@@ -125,6 +125,10 @@ SHORT_WORDS = 8  # sentences shorter than this score proportionally less
 # search's first passage, falling in even steps to nothing for its last.
 SEARCH_WEIGHT = 0.5
 KEEP_RATIO = 0.5  # quotes scoring under half the best one are left out
+# A passage where the topic is discussed, not named once, is likelier the answer: its
+# score adds this share of the mean score of its next best sentences (beyond the quote).
+SUPPORT_WEIGHT = 0.2
+SUPPORT_LINES = 3
 
 
 RELEVANT_MEANING = 0.4  # under this (and few shared words), nothing found is the answer
@@ -254,7 +258,13 @@ def best_sentences(
     meaning: Mapping[str, float] | None = None,
     asked_voices: frozenset[str] = frozenset(),
 ) -> tuple[float, list[Sentence]]:
-    """The one or two most relevant consecutive sentences of a passage and their score."""
+    """The one or two most relevant consecutive sentences of a passage, and the passage's
+    score: the best sentence's, plus ``SUPPORT_WEIGHT`` of the mean of the
+    ``SUPPORT_LINES`` best sentences outside the quote. The support breaks near-ties
+    between passages towards the one that discusses the question: QMSum val's first
+    120, first citations inside 50 -> 51 (median distance outside the gold 103 -> 84 s;
+    on captured inputs 0.1 to 0.25 and 3 to 5 lines all gave 52 or 53 of 116 from 50);
+    examples/eval.jsonl unchanged at 22 of 35."""
     near = meaning or {}
     scored = [
         sentence_score(s, query, weights, wanted, near.get(s.text, 0.0), True, asked_voices)
@@ -278,7 +288,9 @@ def best_sentences(
     if j < len(sentences) and sentences[j].speaker == sentences[best].speaker:
         if scored[j] >= KEEP_RATIO * scored[best] or len(sentences[best].text) < 60:
             picked.append(j)
-    return scored[best], [sentences[i] for i in sorted(picked)]
+    others = sorted((x for i, x in enumerate(scored) if i not in picked), reverse=True)
+    support = sum(others[:SUPPORT_LINES]) / SUPPORT_LINES
+    return scored[best] + SUPPORT_WEIGHT * support, [sentences[i] for i in sorted(picked)]
 
 
 def _quote(sentences: Sequence[Sentence]) -> str:

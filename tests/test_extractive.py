@@ -295,3 +295,44 @@ async def test_a_reply_to_the_named_person_is_not_their_answer(
     question = "What did Marcus say would trigger a rollback to Auth0?"
     _, opened = await answer(embedder, question, [meeting])
     assert opened[0][1] == 590.0
+
+
+async def test_a_passage_that_discusses_the_question_beats_a_lone_mention(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    # Search ranks the passage that names the battery once above the one where the team
+    # talks about it; their best lines are about as close, and the discussion answers
+    mention = passage(
+        REVIEW,
+        [
+            (10.0, 15.0, "Ana", "We can get to the remote control battery after lunch, I suppose."),
+            (15.5, 20.0, "Ben", "Anyway, lunch is at noon."),
+            (20.5, 25.0, "Ana", "Let's look at the agenda."),
+        ],
+        0.9,
+    )
+    discussion = passage(
+        REVIEW,
+        [
+            (300.0, 305.0, "Ben", "The remote control battery should last a year, we said."),
+            (305.5, 310.0, "Ana", "Then the remote needs a low-power chip."),
+            (310.5, 315.0, "Cy", "A rechargeable battery would cost more per remote."),
+            (315.5, 320.0, "Ben", "Standard AA batteries keep the control cheap."),
+        ],
+        0.8,
+    )
+    others = (
+        "The budget review is on Friday.",
+        "Sales were flat this quarter.",
+        "The office moves in May.",
+        "Hiring is paused.",
+        "The wiki is down.",
+        "Lunch is at noon.",
+    )
+    noise = [
+        passage(KICKOFF, [(100.0 * i, 100.0 * i + 5, "Dee", line)], 0.6 - 0.05 * i)
+        for i, line in enumerate(others)
+    ]
+    question = "What did the team say about the remote control's battery?"
+    _, opened = await answer(embedder, question, [mention, discussion, *noise])
+    assert opened[0][1] == 300.0
