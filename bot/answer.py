@@ -188,7 +188,7 @@ class QuickAnswerer:
 
         await emit(Progress(f"Searching \u201c{query}\u201d..."))
         t = time.perf_counter()
-        hits, note = await self._search(query, question.filters, archive, clock, usage)
+        hits, note, speaker = await self._search(query, question.filters, archive, clock, usage)
         t = clock.lap("search", t)
         searches = [
             SearchRecord(query, question.filters, tuple(h.id for h in hits), clock.ms["search"])
@@ -198,7 +198,7 @@ class QuickAnswerer:
             return await self._nothing(text, query, question, archive, clock, usage, searches)
         best_first, meaning = found
         reply, kind, pins = await self.writer.write(
-            text, query, history, best_first, clock, usage, emit, meaning
+            text, query, history, best_first, clock, usage, emit, meaning, speaker
         )
         t = time.perf_counter()
         sources = tuple(sorted((n for n, _ in best_first), key=lambda s: s.n))
@@ -247,13 +247,13 @@ class QuickAnswerer:
         archive: Archive,
         clock: Clock | None = None,
         usage: Usage | None = None,
-    ) -> tuple[list[Hit], str | None]:
+    ) -> tuple[list[Hit], str | None, str | None]:
         """Hybrid search, and a note saying what it understood. When the question names a
         recording, a speaker or a date (and no typed option says otherwise), what that
         narrower search finds comes first and the plain search tops it up: a filter when
         it finds enough, a boost when it finds little (``bot.understand``). With Claude,
         a hard question is also searched in other words and an optional rerank orders
-        the top (``bot.expand``)."""
+        the top (``bot.expand``). Also returns the speaker the question asks about."""
         k = self.config.search_k
         rerank = self.llm is not None and self.config.claude_rerank
         pool = max(k, RERANK_TOP) if rerank else k
@@ -278,7 +278,8 @@ class QuickAnswerer:
                 notes.extend([d] if (d := understood.describe()) else [])
         if self.llm is not None and clock is not None and usage is not None:
             hits = await self._with_claude(query, filters, archive, hits, pool, clock, usage)
-        return hits[:k], " ".join(notes) or None
+        # whose words the question asks for ("what did Marcus say"): the quotes prefer them
+        return hits[:k], " ".join(notes) or None, understood.speaker
 
     async def _with_claude(
         self,

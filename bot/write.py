@@ -61,15 +61,17 @@ class Writer:
         usage: Usage,
         emit: EventSink,
         meaning: dict[str, float],
+        speaker: str | None = None,
     ) -> tuple[str, AnswerKind, dict[int, str]]:
         """Claude's answer (streamed), or the extractive one when Claude is absent or fails.
 
-        ``best_first`` pairs each numbered source with its passage, best passage first."""
+        ``best_first`` pairs each numbered source with its passage, best passage first;
+        ``speaker`` is the person whose words the question asks for, if any."""
 
         async def fallback(reason: str) -> tuple[str, AnswerKind, dict[int, str]]:
             t = time.perf_counter()
             near = meaning or await self.meaning(query, [p for _, p in best_first])
-            found = extractive(query, best_first, reason, near)
+            found = extractive(query, best_first, reason, near, speaker)
             clock.lap("extractive", t)
             return found.text, "extractive", found.pins
 

@@ -12,6 +12,7 @@ from bot.citations import number_sources
 from bot.llm import Usage
 from bot.models import NumberedSource, ProgressEvent
 from bot.passages import Passage, link_second, merge
+from bot.understand import named_speaker
 from bot.vectors import SentenceVectors
 from bot.write import Clock, Writer
 from retrieval.chunking import Unit, chunk
@@ -39,7 +40,9 @@ async def answer(
 ) -> tuple[str, list[tuple[str, float]]]:
     """The answer without a Claude key to ``question`` from ``passages`` (search order,
     best first), with MiniLM at hand as in the product, and each quote's first sentence
-    with the second its link opens."""
+    with the second its link opens. The speaker it asks about is read as the engine
+    reads it, among the passages' speakers."""
+    speakers = sorted({s.speaker for p in passages for s in p.sentences if s.speaker})
     numbered = number_sources([p.as_hit() for p in passages])
     pairs: list[tuple[NumberedSource, Passage]] = list(zip(numbered, passages, strict=True))
 
@@ -48,7 +51,15 @@ async def answer(
 
     writer = Writer(None, SentenceVectors(embedder))
     text, kind, pins = await writer.write(
-        question, question, [], pairs, Clock(10.0), Usage(), progress, {}
+        question,
+        question,
+        [],
+        pairs,
+        Clock(10.0),
+        Usage(),
+        progress,
+        {},
+        named_speaker(question, speakers),
     )
     assert kind == "extractive"
     opened: list[tuple[str, float]] = []
@@ -231,3 +242,97 @@ async def test_what_did_name_say_quotes_that_person(embedder: SentenceTransforme
     text, opened = await answer(embedder, question, [meeting])
     assert opened[0] == ("The rollback plan takes fourteen minutes; I want five.", 605.0)
     assert "Marcus Lee:" in text.splitlines()[2]
+
+
+async def test_how_did_name_say_quotes_that_person_too(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    # "how did Marcus say ... would work" asks for Marcus's words as much as "what did
+    # Marcus say" does: John's line is closer in words, Marcus's is his answer
+    meeting = passage(
+        REVIEW,
+        [
+            (
+                580.0,
+                586.0,
+                "John Park",
+                "Rolling back to Auth0 would work, yes, as long as the sync keeps running.",
+            ),
+            (586.5, 592.0, "Marcus Lee", "Rollback means flipping the provider flag back per org."),
+        ],
+        0.9,
+    )
+    question = "How did Marcus say rolling back to Auth0 would work?"
+    _, opened = await answer(embedder, question, [meeting])
+    assert opened[0] == ("Rollback means flipping the provider flag back per org.", 586.0)
+
+
+async def test_a_reply_to_the_named_person_is_not_their_answer(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    # Marcus's question passes its score to John's reply, but the user asked what Marcus
+    # said: a reply by someone else scores less, as their own lines do
+    meeting = passage(
+        REVIEW,
+        [
+            (577.0, 581.0, "Marcus Lee", "And the Auth0 nightly sync?"),
+            (
+                582.0,
+                590.0,
+                "John Park",
+                "It keeps running during the window, because Auth0 has to stay current in "
+                "case we roll back.",
+            ),
+            (
+                590.5,
+                596.0,
+                "Marcus Lee",
+                "Rollback triggers: login success under 95% for ten minutes.",
+            ),
+        ],
+        0.9,
+    )
+    question = "What did Marcus say would trigger a rollback to Auth0?"
+    _, opened = await answer(embedder, question, [meeting])
+    assert opened[0][1] == 590.0
+
+
+async def test_a_passage_that_discusses_the_question_beats_a_lone_mention(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    # Search ranks the passage that names the battery once above the one where the team
+    # talks about it; their best lines are about as close, and the discussion answers
+    mention = passage(
+        REVIEW,
+        [
+            (10.0, 15.0, "Ana", "We can get to the remote control battery after lunch, I suppose."),
+            (15.5, 20.0, "Ben", "Anyway, lunch is at noon."),
+            (20.5, 25.0, "Ana", "Let's look at the agenda."),
+        ],
+        0.9,
+    )
+    discussion = passage(
+        REVIEW,
+        [
+            (300.0, 305.0, "Ben", "The remote control battery should last a year, we said."),
+            (305.5, 310.0, "Ana", "Then the remote needs a low-power chip."),
+            (310.5, 315.0, "Cy", "A rechargeable battery would cost more per remote."),
+            (315.5, 320.0, "Ben", "Standard AA batteries keep the control cheap."),
+        ],
+        0.8,
+    )
+    others = (
+        "The budget review is on Friday.",
+        "Sales were flat this quarter.",
+        "The office moves in May.",
+        "Hiring is paused.",
+        "The wiki is down.",
+        "Lunch is at noon.",
+    )
+    noise = [
+        passage(KICKOFF, [(100.0 * i, 100.0 * i + 5, "Dee", line)], 0.6 - 0.05 * i)
+        for i, line in enumerate(others)
+    ]
+    question = "What did the team say about the remote control's battery?"
+    _, opened = await answer(embedder, question, [mention, discussion, *noise])
+    assert opened[0][1] == 300.0
