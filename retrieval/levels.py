@@ -251,9 +251,10 @@ def turn_vectors(
 
 def context(source: Source, seg: Segment) -> str:
     """What a unit is part of, for keyword search: its source's title, its speakers and
-    its section heading, then the stems of its words and of those titles
-    (``retrieval.stems``); the displayed text stays as said."""
+    its section heading, then the stems of its words and of all those (``retrieval.stems``:
+    a question is asked as stems, so "Marcus rollback" needs Marcus's stem too); the
+    displayed text stays as said."""
     parts = [source.title, ", ".join(seg.speakers), seg.heading or "", seg.lesson_title or ""]
     label = " | ".join(p for p in parts if p)
-    extra = stemmed(" ".join([seg.text, source.title, seg.heading or "", seg.lesson_title or ""]))
+    extra = stemmed(" ".join([seg.text, *parts]))
     return f"{label} {extra}" if label and extra else label or extra

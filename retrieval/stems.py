@@ -22,10 +22,11 @@ from collections.abc import Iterable
 import Stemmer
 
 # Weaviate's word tokenization: runs of letters and digits, lower-cased. The mark keeps
-# a stem one token and apart from every word (no word is a digit then letters only).
+# a stem one token and apart from the words said (only a word said as a digit then
+# letters, "0xff", could meet a stem: that of "xff").
 _WORD = re.compile(r"[^\W_]+")
 MARK = "0"
-_MARKED = re.compile(rf"(?<!\S){MARK}[a-z]")
+_MARKED = re.compile(rf"(?<!\S){MARK}[^\W\d_]")  # "0migrat", "0über"
 _local = threading.local()  # a stemmer keeps state: one per thread
 
 # Function words: their stems would add a common token to every unit and question.

@@ -117,3 +117,35 @@ async def test_a_knowledge_base_indexed_before_stems_searches_as_it_did(
     # Without stored stems "migrating" matches only as it always did: by its exact word.
     hits = await keyword.search(kb, "migrating", k=3)
     assert hits == []
+
+
+async def test_a_speakers_name_is_asked_as_a_stem_and_found(
+    store: Store, embedder: SentenceTransformerEmbedder, keyword: SearchService, kb: str,
+    meeting: Path,
+) -> None:  # fmt: skip
+    """A question is asked as stems, so a unit's speakers are stored as stems too: "Ben
+    Okoye" (in no cue's words) finds the windows where Ben speaks."""
+    await ingest(store, embedder, kb, [meeting])
+    hits = await keyword.search(kb, "Okoye", k=3)
+    assert hits and all("Ben Okoye" in h.segment.speakers for h in hits)
+
+
+async def test_a_knowledge_base_partly_indexed_before_stems_finds_its_older_sources(
+    store: Store, embedder: SentenceTransformerEmbedder, keyword: SearchService, kb: str,
+    meeting: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """One recording ingested before stems and a longer one after: asked as stems, the
+    older one's words would match nothing, so the knowledge base is asked as before."""
+    with monkeypatch.context() as m:
+        m.setattr(retrieval.levels, "stemmed", lambda text: "")  # what older ingests wrote
+        await ingest(store, embedder, kb, [meeting])
+    later = tmp_path / "2025-03-11-planning.vtt"
+    cues = [
+        f"00:{n // 2:02d}:{n % 2 * 30:02d}.000 --> 00:{n // 2:02d}:{n % 2 * 30 + 25:02d}.000\n"
+        f"<v Cleo Park>Planning item {n}: the parking permits and the seating chart again.\n"
+        for n in range(40)
+    ]
+    later.write_text("WEBVTT\n\n" + "\n".join(cues))
+    await ingest(store, embedder, kb, [later])
+    hits = await keyword.search(kb, "zephyrine", k=3)
+    assert hits and "zephyrine migration" in hits[0].segment.text
