@@ -40,7 +40,7 @@ from retrieval.writes import Writes
 QUERY_PROPERTIES = ["text^2", "heading", "lesson_title", "context"]
 # Whether a knowledge base stores stems is judged on this many of its units; a no is asked
 # again after this many seconds (an ingest may have added them since).
-STEMS_SAMPLE = 20
+STEMS_SAMPLE = 100
 STEMS_RECHECK_S = 60.0
 
 
@@ -76,8 +76,11 @@ class Store(Writes):
         return stemmed_query(query) if await self._has_stems(kb) else keyword_query(query)
 
     async def _has_stems(self, kb: str) -> bool:
-        """Whether most of a sample of ``kb``'s units store stems in their context; a no is
-        asked again after a minute (an ingest may add them), a yes is kept."""
+        """Whether every unit of a sample of ``kb``'s store stems in their context; a no is
+        asked again after a minute (an ingest may add them), a yes is kept. One unit
+        without is a knowledge base partly ingested before stems: asked as stems, its
+        older units would match only words with digits, so it is asked the words (and
+        stems) until ``quorum ingest --force`` gives every unit its stems."""
         now = time.monotonic()
         known = self._stems.get(kb)
         if known is not None and (known[0] or now - known[1] < STEMS_RECHECK_S):
@@ -87,7 +90,7 @@ class Store(Writes):
                 limit=STEMS_SAMPLE, return_properties=["context"]
             )
         marked = [has_stems(str(o.properties.get("context") or "")) for o in res.objects]
-        found = 2 * sum(marked) > len(marked) > 0
+        found = bool(marked) and all(marked)
         self._stems[kb] = (found, now)
         return found
 
