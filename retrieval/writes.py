@@ -11,6 +11,7 @@ source; ``clean_orphans`` (run at the start of each ingest) deletes them.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -140,25 +141,9 @@ class Writes(Collections):
         what Weaviate rejected, by the index of the document it belongs to."""
         failed: dict[int, SearchUnavailable] = {}
         for col, level_units in ((self.segments(kb), False), (self.units(kb), True)):
-            objects = [
-                (
-                    n,
-                    DataObject(
-                        properties={
-                            **segment_properties(item.doc.source, seg),
-                            "generation": generation,
-                        },
-                        uuid=segment_uuid(item.doc.source.id, seg.position, generation, seg.level),
-                        vector={VECTOR: list(vec)},
-                    ),
-                )
-                for n, item in enumerate(items)
-                for seg, vec in zip(
-                    item.doc.levels if level_units else item.doc.segments,
-                    item.level_vectors if level_units else item.vectors,
-                    strict=True,
-                )
-            ]
+            # in a thread: every unit's properties hold the stems of its words (a big
+            # batch takes a while), and a bot that ingests uploads keeps answering
+            objects = await asyncio.to_thread(_objects, items, level_units, generation)
             for i in range(0, len(objects), batch_size):
                 chunk = objects[i : i + batch_size]
                 result = await col.data.insert_many([o for _, o in chunk])
@@ -297,3 +282,26 @@ class Writes(Collections):
                         )
                         removed += int(res.successful)
         return removed
+
+
+def _objects(
+    items: Sequence[Embedded], level_units: bool, generation: int
+) -> list[tuple[int, DataObject[Any, Any]]]:
+    """The objects to write (windows, or the other levels), each with the index of the
+    document it belongs to."""
+    return [
+        (
+            n,
+            DataObject(
+                properties={**segment_properties(item.doc.source, seg), "generation": generation},
+                uuid=segment_uuid(item.doc.source.id, seg.position, generation, seg.level),
+                vector={VECTOR: list(vec)},
+            ),
+        )
+        for n, item in enumerate(items)
+        for seg, vec in zip(
+            item.doc.levels if level_units else item.doc.segments,
+            item.level_vectors if level_units else item.vectors,
+            strict=True,
+        )
+    ]
