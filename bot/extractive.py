@@ -156,8 +156,9 @@ def relevant(query: str, sentences: Sequence[Sentence], meaning: Mapping[str, fl
 # "What did Marcus say ...?", "What did the project manager think ...?": the quote should
 # be theirs, so another speaker's sentence scores this share of its score (QMSum val's
 # first 120, 26 of them such questions: first citations inside 49 -> 52; 0.5 gave 51;
-# examples/eval.jsonl unchanged at 22 of 35). Who is asked about is the engine's
-# understanding of the question (``bot.understand.named_speaker``).
+# examples/eval.jsonl unchanged at 22 of 35; measured when a regex here read the name).
+# Who is asked about is the engine's understanding of the question
+# (``bot.understand.named_speaker``), or the typed speaker option.
 OTHER_VOICE = 0.75
 
 
@@ -259,12 +260,13 @@ def best_sentences(
     asked_voices: frozenset[str] = frozenset(),
 ) -> tuple[float, list[Sentence]]:
     """The one or two most relevant consecutive sentences of a passage, and the passage's
-    score: the best sentence's, plus ``SUPPORT_WEIGHT`` of the mean of the
-    ``SUPPORT_LINES`` best sentences outside the quote. The support breaks near-ties
-    between passages towards the one that discusses the question: QMSum val's first
-    120, first citations inside 50 -> 51 (median distance outside the gold 103 -> 84 s;
-    on captured inputs 0.1 to 0.25 and 3 to 5 lines all gave 52 or 53 of 116 from 50);
-    examples/eval.jsonl unchanged at 22 of 35."""
+    score: the best sentence's, plus ``SUPPORT_WEIGHT`` of the sum of the
+    ``SUPPORT_LINES`` best sentences outside the quote over ``SUPPORT_LINES`` (a passage
+    with fewer lines counts the missing ones as 0: a lone mention gets less). The
+    support breaks near-ties between passages towards the one that discusses the
+    question: QMSum val's first 120, first citations inside 50 -> 51 (median distance
+    outside the gold 103 -> 84 s; on captured inputs 0.1 to 0.25 and 3 to 5 lines all
+    gave 52 or 53 of 116 from 50); examples/eval.jsonl unchanged at 22 of 35."""
     near = meaning or {}
     scored = [
         sentence_score(s, query, weights, wanted, near.get(s.text, 0.0), True, asked_voices)
@@ -371,8 +373,8 @@ def extractive(
         if key in quoted:
             continue
         quoted.add(key)
-        speaker = chosen[0].speaker
-        who = f"{speaker}: " if speaker else ""
+        said_by = chosen[0].speaker
+        who = f"{said_by}: " if said_by else ""
         pins[len(pins)] = chosen[0].text
         lines.append(f'- **{_where(source, chosen[0])}**: {who}"{_quote(chosen)}" [{source.n}]')
     if len(lines) == 2:
