@@ -36,7 +36,9 @@ from retrieval.writes import Writes
 # What keyword search reads: the text, where it sits, and what it is part of (title and
 # speakers: "what did the retro say about rollback" finds a window that never says "retro").
 # A unit's own words count twice: its context (title, speakers, heading) is shared by every
-# unit of its source, so it may tip a tie but not outrank the words that were said.
+# unit of its source, so it may tip a tie but not outrank the words that were said. Where
+# units store stems (``retrieval.stems``), a question is asked as stems, which live in the
+# context beside the title's: there only words without a stem (numbers, "IL-6") count twice.
 QUERY_PROPERTIES = ["text^2", "heading", "lesson_title", "context"]
 # Whether a knowledge base stores stems is judged on this many of its units; a no is asked
 # again after this many seconds (an ingest may have added them since).
@@ -76,8 +78,8 @@ class Store(Writes):
         return stemmed_query(query) if await self._has_stems(kb) else keyword_query(query)
 
     async def _has_stems(self, kb: str) -> bool:
-        """Whether every unit of a sample of ``kb``'s store stems in their context; a no is
-        asked again after a minute (an ingest may add them), a yes is kept. One unit
+        """Whether every unit in a sample of ``kb``'s units stores stems in its context; a
+        no is asked again after a minute (an ingest may add them), a yes is kept. One unit
         without is a knowledge base partly ingested before stems: asked as stems, its
         older units would match only words with digits, so it is asked the words (and
         stems) until ``quorum ingest --force`` gives every unit its stems."""
@@ -180,8 +182,9 @@ class Store(Writes):
 
     async def bm25(self, kb: str, query: str, filters: SearchFilters | None, k: int) -> list[Hit]:
         """Keyword search alone, ranked as hybrid search's keyword half ranks (for
-        benchmarks and diagnostics): the same properties and weights, so a unit's text
-        counts twice and its title is not read once more from ``source_title``."""
+        benchmarks and diagnostics): the same properties, weights and query, so a unit's
+        text counts as in hybrid search and its title is not read once more from
+        ``source_title``."""
         with translate_errors(self.url):
             res = await self.segments(kb).query.bm25(
                 query=await self._keywords(kb, query),
