@@ -336,3 +336,40 @@ async def test_a_passage_that_discusses_the_question_beats_a_lone_mention(
     question = "What did the team say about the remote control's battery?"
     _, opened = await answer(embedder, question, [mention, discussion, *noise])
     assert opened[0][1] == 300.0
+
+
+async def test_asked_why_the_quote_opens_on_the_reason_not_on_the_restated_fact(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    # Dana's first line repeats the question's words; the reason she gives next names no
+    # reason word, and the link must open on it, not 6 s early on the restated failure.
+    export = passage(
+        RETRO,
+        [
+            (120.0, 125.5, "Dana", "The nightly export job failed on Tuesday night."),
+            (
+                126.0,
+                133.0,
+                "Dana",
+                "The disk on the worker was full, the old archives were never cleaned up.",
+            ),
+            (133.5, 137.0, "Dana", "I've added a cleanup step to the job."),
+            (137.5, 140.0, "Ben", "Thanks, Dana."),
+        ],
+        0.9,
+    )
+    other = passage(
+        REVIEW,
+        [(40.0, 45.0, "Ben", "The export job runs at two in the morning, after the backups.")],
+        0.7,
+    )
+    _, opened = await answer(
+        embedder, "Why did the nightly export job fail on Tuesday?", [export, other]
+    )
+    assert opened[0][0].startswith("The disk on the worker was full")
+    assert opened[0][1] == 126.0
+    # asked what happened, not why, the line that says so is the answer
+    _, opened = await answer(
+        embedder, "What happened to the nightly export job on Tuesday?", [export, other]
+    )
+    assert opened[0] == ("The nightly export job failed on Tuesday night.", 120.0)
