@@ -73,10 +73,10 @@ async def test_extractive_answers_cite_the_gold_moment(
     summary = await evaluate(search, sessions, None)
     answerable = [r for r in summary.results if r.case.gold.answerable]
     assert len(answerable) >= 25
-    # Regression floors (at the time of writing: moment@5 0.83, first citation inside
-    # 0.629, 22 of 35): where search puts the gold, and where the quoted moment lands.
+    # Regression floors (at the time of writing: moment@5 0.857, first citation inside
+    # 0.686, 24 of 35): where search puts the gold, and where the quoted moment lands.
     assert summary.moment_at(5) >= 0.75
-    assert summary.first_citation >= 0.6, summary.json()["first_citation_accuracy"]
+    assert summary.first_citation >= 0.65, summary.json()["first_citation_accuracy"]
     found, total = summary.unanswerable
     assert total == 2 and found == total  # "nothing found", not noise passed off
     # every answerable question got a cited answer, each citation with a support score
