@@ -276,8 +276,8 @@ def _reason_follows(
     for j in range(top + 1, len(sentences)):
         if sentences[j].speaker != sentences[top].speaker:
             return
-        own = set(terms(sentences[j].text))
-        if scored[j] < KEEP_RATIO * scored[top] and own - _overlap(list(own), set(query)):
+        words = set(terms(sentences[j].text))
+        if scored[j] < KEEP_RATIO * scored[top] and words - _overlap(list(words), set(query)):
             scored[j] = max(scored[j], scored[top] + REPLY_BONUS)
             return
 
