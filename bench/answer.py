@@ -38,12 +38,12 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.common import percentile, temp_store
-from bot.answer import AnswerConfig
+from bot.answer.answer import AnswerConfig
+from bot.cite.vectors import SentenceVectors
 from bot.engine import Engine
 from bot.llm import ClaudeLLM
 from bot.models import Question, ThreadKey
 from bot.sessions import SessionStore
-from bot.vectors import SentenceVectors
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.search import SearchService

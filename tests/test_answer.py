@@ -8,14 +8,14 @@ from datetime import date
 import pytest
 import pytest_asyncio
 
-from bot.answer import (
+from bot.answer.answer import (
     AnswerConfig,
     QuickAnswerer,
     heuristic_rewrite,
     looks_like_follow_up,
     precheck,
 )
-from bot.extractive import NO_KEY, UNAVAILABLE, closest
+from bot.answer.extractive import NO_KEY, UNAVAILABLE, closest
 from bot.models import PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.sessions import Exchange
 from retrieval.embed import SentenceTransformerEmbedder

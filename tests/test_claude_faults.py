@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bot.answer import AnswerConfig
+from bot.answer.answer import AnswerConfig
 from bot.config import load_settings
 from bot.engine import Engine
 from bot.errors import LLMError

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from bot.answer import AnswerConfig, Outcome
+from bot.answer.answer import AnswerConfig, Outcome
+from bot.answer.extractive import NO_KEY, UNAVAILABLE
 from bot.engine import SEARCH_DOWN, Engine
-from bot.extractive import NO_KEY, UNAVAILABLE
 from bot.llm import ClaudeLLM
 from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.research.loop import NEEDS_API_KEY

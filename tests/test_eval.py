@@ -16,11 +16,11 @@ import pytest
 import pytest_asyncio
 from typer.testing import CliRunner
 
-from bot.answer import AnswerConfig
+from bot.answer.answer import AnswerConfig
+from bot.answer.passages import EXACT_S, sentences_of
 from bot.engine import Engine
 from bot.evaluate import Case, Summary, load_cases, run_eval
 from bot.llm import ClaudeLLM
-from bot.passages import EXACT_S, sentences_of
 from bot.sessions import SessionStore
 from retrieval.chunking import split_sentences
 from retrieval.embed import SentenceTransformerEmbedder

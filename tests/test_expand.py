@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from bot.answer import AnswerConfig, QuickAnswerer
-from bot.expand import EXPAND_PROMPT, RERANK_PROMPT, fuse
+from bot.answer.answer import AnswerConfig, QuickAnswerer
+from bot.answer.expand import EXPAND_PROMPT, RERANK_PROMPT, fuse
 from bot.llm import ClaudeLLM
 from bot.models import Question, ThreadKey
 from retrieval.embed import SentenceTransformerEmbedder

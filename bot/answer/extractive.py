@@ -14,9 +14,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.citations import at_second
+from bot.answer.passages import Passage, Sentence, link_second
+from bot.cite.citations import at_second
 from bot.models import NumberedSource
-from bot.passages import Passage, Sentence, link_second
 from retrieval.models import SearchFilters, SourceInfo
 
 NO_KEY = "No Claude API key is set, so here are the most relevant passages:"
@@ -161,7 +161,7 @@ def relevant(query: str, sentences: Sequence[Sentence], meaning: Mapping[str, fl
 # first 120, 26 of them such questions: first citations inside 49 -> 52; 0.5 gave 51;
 # examples/eval.jsonl unchanged at 22 of 35; measured when a regex here read the name).
 # Who is asked about is the engine's understanding of the question
-# (``bot.understand.named_speaker``), or the typed speaker option.
+# (``bot.answer.understand.named_speaker``), or the typed speaker option.
 OTHER_VOICE = 0.75
 
 

@@ -11,7 +11,7 @@
 Every sentence keeps the second it is said (from the windows' marks), so a passage's
 time range starts at its first sentence, the sources Claude reads are timed per turn,
 and a citation can later be resolved to the one sentence it relies on
-(``bot.align``).
+(``bot.cite.align``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from bot.citations import number_sources
+from bot.cite.citations import number_sources
 from bot.errors import InvalidInput
 from bot.models import NumberedSource
 from retrieval.archive import Archive

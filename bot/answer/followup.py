@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from bot import prompts
-from bot.extractive import STOPWORDS
+from bot.answer import prompts
+from bot.answer.extractive import STOPWORDS
 from bot.models import Answer, Mode, Question
 from bot.sessions import Exchange
 

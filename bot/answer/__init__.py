@@ -1,0 +1,7 @@
+"""The quick path: one search, numbered sources, one answer.
+
+``answer`` runs it (``QuickAnswerer``); before searching, ``followup`` answers at once or
+makes a follow-up standalone, ``understand`` (with ``dates``) reads speakers, recordings
+and dates, ``expand`` rephrases and reranks hard questions; ``passages`` numbers the hits
+as timed sources, ``write`` has Claude (``prompts``) or ``extractive`` write the answer.
+"""
