@@ -8,7 +8,6 @@ with concrete suggestions (wider dates, no speaker filter, the closest names and
 from __future__ import annotations
 
 import difflib
-import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -17,66 +16,13 @@ from dataclasses import dataclass
 from bot.answer.passages import Passage, Sentence, link_second
 from bot.cite.citations import at_second
 from bot.models import NumberedSource
+from bot.words import overlap, terms
 from retrieval.models import SearchFilters, SourceInfo
 
 NO_KEY = "No Claude API key is set, so here are the most relevant passages:"
 UNAVAILABLE = "Claude is unavailable right now, so here are the most relevant passages:"
 MAX_QUOTES = 3
 MAX_QUOTE_CHARS = 360
-
-STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been
-    before being below between both but by can could did do does doing down during each few
-    for from further had has have having he her here hers herself him himself his how i if
-    in into is it its itself just let like me more most my myself no nor not now of off on
-    once only or other our ours ourselves out over own same she should so some such than that
-    the their theirs them themselves then there these they this those through to too under
-    until up very was we were what when where which while who whom why will with would you
-    your yours yourself yourselves said say says tell told talk talked mention mentioned
-    think thought anything something thing things get got really okay yeah quorum please
-    know us one went go goes going happen happened happens""".split()
-)
-_WORD = re.compile(r"[a-z0-9][a-z0-9'_-]*")
-
-
-def _stem(word: str) -> str:
-    word = word.strip("'-_")
-    for suffix in ("'s", "ing", "ed", "es", "s", "ly"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word = word[: -len(suffix)]
-            break
-    return word[:-1] if word.endswith("e") and len(word) > 4 else word
-
-
-def terms(text: str) -> list[str]:
-    """The content words of ``text``, stemmed, in order, without repeats."""
-    return list(_terms(text))
-
-
-@functools.lru_cache(maxsize=16384)
-def _terms(text: str) -> tuple[str, ...]:
-    # cached: the extractive answer, alignment and a thread's follow-ups read the same
-    # sentences again
-    words = (_stem(w) for w in _WORD.findall(text.casefold()) if w not in STOPWORDS)
-    return tuple(dict.fromkeys(w for w in words if len(w) > 1))
-
-
-def matches(term: str, word: str) -> bool:
-    """True when two stemmed words are one (or one is a long prefix of the other)."""
-    if term == word:
-        return True
-    short = min(len(term), len(word))
-    return short >= 4 and (word.startswith(term) or term.startswith(word))
-
-
-def _overlap(query: Sequence[str], words: set[str]) -> set[str]:
-    return {t for t in query if any(matches(t, w) for w in words)}
-
-
-def shared(query: Sequence[str], text: str) -> set[str]:
-    """The query's content words (``terms``) that ``text`` holds."""
-    return _overlap(query, set(terms(text)))
-
 
 # What an answer to a kind of question tends to say: a "why" is answered by a reason
 # ("because", "so that"), a "who" by a person taking something on, a "when" by a date.
@@ -152,7 +98,7 @@ def relevant(query: str, sentences: Sequence[Sentence], meaning: Mapping[str, fl
     q = terms(query)
     if not q:
         return True
-    share = max(len(_overlap(q, set(terms(s.text)))) / len(q) for s in sentences)
+    share = max(len(overlap(q, set(terms(s.text)))) / len(q) for s in sentences)
     return share >= RELEVANT_WORDS
 
 
@@ -187,7 +133,7 @@ def sentence_score(
     ``OTHER_VOICE`` of it."""
     words = set(terms(f"{sentence.text} {sentence.speaker or ''}"))
     total = sum(weights.get(t, 1.0) for t in query) or 1.0
-    lexical = sum(weights.get(t, 1.0) for t in _overlap(query, words)) / total
+    lexical = sum(weights.get(t, 1.0) for t in overlap(query, words)) / total
     relation = 1.0 if any(p.search(sentence.text) for p in wanted) else 0.0
     # "Let's move on." shares a word with "why did we move off Auth0?" and says nothing.
     brevity = min(1.0, len(sentence.text.split()) / SHORT_WORDS) if brief else 1.0
@@ -277,7 +223,7 @@ def _reason_follows(
         if sentences[j].speaker != sentences[top].speaker:
             return
         words = set(terms(sentences[j].text))
-        if scored[j] < KEEP_RATIO * scored[top] and words - _overlap(list(words), set(query)):
+        if scored[j] < KEEP_RATIO * scored[top] and words - overlap(list(words), set(query)):
             scored[j] = max(scored[j], scored[top] + REPLY_BONUS)
             return
 
@@ -373,7 +319,7 @@ def extractive(
     q = terms(query)
     df: dict[str, int] = {}
     for _, p in passages:
-        for t in _overlap(q, {w for s in p.sentences for w in terms(s.text)}):
+        for t in overlap(q, {w for s in p.sentences for w in terms(s.text)}):
             df[t] = df.get(t, 0) + 1
     weights = {t: math.log(1 + (len(passages) + 1) / (1 + df.get(t, 0))) for t in q}
     wanted = relations(query)

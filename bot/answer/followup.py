@@ -10,9 +10,9 @@ import re
 from collections.abc import Sequence
 
 from bot.answer import prompts
-from bot.answer.extractive import STOPWORDS
 from bot.models import Answer, Mode, Question
 from bot.sessions import Exchange
+from bot.words import STOPWORDS
 
 _HELP = re.compile(
     r"^\s*(?:(?:hi|hello|hey|hiya|yo|howdy|good (?:morning|afternoon|evening)|thanks|thank you)"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import date
 
 from bot.answer.dates import DateRange, named_dates
-from bot.answer.extractive import STOPWORDS
+from bot.words import STOPWORDS
 from retrieval.models import SearchFilters, Source
 from retrieval.names import SourceChoice
 

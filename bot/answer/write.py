@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 
 from bot.answer import prompts
-from bot.answer.extractive import NO_KEY, UNAVAILABLE, extractive, shared, terms
+from bot.answer.extractive import NO_KEY, UNAVAILABLE, extractive
 from bot.answer.passages import Passage
 from bot.cite.align import texts_to_compare
 from bot.cite.vectors import SentenceVectors
@@ -20,6 +20,7 @@ from bot.llm import LLM, Usage
 from bot.models import AnswerKind, EventSink, NumberedSource, PartialAnswer
 from bot.models import ProgressEvent as Progress
 from bot.sessions import Exchange
+from bot.words import shared, terms
 from retrieval.embed import cosine
 
 log = logging.getLogger("quorum.answer")
