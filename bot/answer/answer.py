@@ -18,9 +18,10 @@ from typing import Any
 
 from bot.answer import prompts
 from bot.answer.expand import RERANK_TOP, alternative_queries, claude_rerank, fuse, is_hard
-from bot.answer.extractive import nothing_found, relevant
+from bot.answer.extractive import nothing_found
 from bot.answer.followup import error_answer, heuristic_rewrite, looks_like_follow_up, precheck
 from bot.answer.passages import Passage, assemble, merge, widen
+from bot.answer.relevance import relevant
 from bot.answer.understand import choice_note, understand
 from bot.answer.write import Clock, Writer
 from bot.cite.citations import resolve
@@ -52,7 +53,7 @@ __all__ = [
 log = logging.getLogger("quorum.answer")
 # A best window this close to the question in meaning (MiniLM cosine, from the stored
 # vectors: free) is relevant; under it, the top passages' sentences are compared one by
-# one (bot.answer.extractive.relevant), which costs an encode. Of the 53 answerable questions
+# one (bot.answer.relevance.relevant), which costs an encode. Of the 53 answerable questions
 # of examples/eval.jsonl and bench/answer.py, 7 fall under it, as do both unanswerable.
 RELEVANT_WINDOW = 0.35
 
@@ -220,7 +221,7 @@ class QuickAnswerer:
     ) -> tuple[list[tuple[NumberedSource, Passage]], dict[str, float]] | None:
         """The hits widened, merged and numbered within the budget, best passage first,
         with each sentence's meaning when it was needed; None when no passage is close
-        enough to the query to be worth quoting (``bot.answer.extractive.relevant``)."""
+        enough to the query to be worth quoting (``bot.answer.relevance.relevant``)."""
         t = time.perf_counter()
         windows = await widen(archive, hits, self.config.neighbours)
         t = clock.lap("expand", t)
