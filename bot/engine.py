@@ -19,7 +19,8 @@ from typing import Protocol
 from anthropic.types import MessageParam
 
 from bot.answer import prompts
-from bot.answer.answer import AnswerConfig, Outcome, QuickAnswerer, error_answer, precheck
+from bot.answer.answer import AnswerConfig, Outcome, QuickAnswerer
+from bot.answer.followup import error_answer, precheck
 from bot.cite.align import Aligner
 from bot.cite.citations import citation_json, resolve, source_json
 from bot.cite.vectors import sentence_vectors
@@ -91,12 +92,11 @@ class Engine:
         self.config = config or AnswerConfig()
         self.history_turns = history_turns
         vectors = sentence_vectors(embedder)
-        quick = QuickAnswerer(llm, self.config, vectors)
-        # The router is the only path: quick or deep per question (quick without a key).
-        self.research: ResearchHook = research or ResearchRouter(
-            None if llm is None else Researcher(llm), quick
-        )
-        self.quick = quick
+        if research is None:
+            # The router is the only path: quick or deep per question (quick without a key).
+            quick = QuickAnswerer(llm, self.config, vectors)
+            research = ResearchRouter(None if llm is None else Researcher(llm), quick)
+        self.research: ResearchHook = research
         self.aligner = Aligner(vectors)
 
     @classmethod

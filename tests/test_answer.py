@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import date
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -13,11 +14,12 @@ from bot.answer.answer import (
     QuickAnswerer,
     heuristic_rewrite,
     looks_like_follow_up,
-    precheck,
 )
 from bot.answer.extractive import NO_KEY, UNAVAILABLE, closest
+from bot.answer.followup import precheck
+from bot.engine import Engine
 from bot.models import PartialAnswer, ProgressEvent, Question, ThreadKey
-from bot.sessions import Exchange
+from bot.sessions import Exchange, SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.links import media_link
 from retrieval.models import SearchFilters
@@ -267,11 +269,12 @@ def test_precheck(text: str, kind: str | None) -> None:
         assert answer.text.count(".") <= 2 and "\n" not in answer.text
 
 
-async def test_help_makes_no_search_and_no_call() -> None:
+async def test_help_makes_no_search_and_no_call(tmp_path: Path) -> None:
     llm = FakeLLM()
-
-    out = await QuickAnswerer(llm).answer(ask("what can you do?"), FakeArchive(down=True))
-    assert out.answer.kind == "help" and "Quorum" in out.answer.text
+    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
+        engine = Engine(archives=lambda kb: FakeArchive(kb, down=True), sessions=sessions, llm=llm)
+        answer = await engine.ask(ask("what can you do?"))
+    assert answer.kind == "help" and "Quorum" in answer.text
     assert llm.history == []
 
 

@@ -1,10 +1,11 @@
 """Quick mode: one question in, one cited answer out.
 
-check -> rewrite a follow-up into a standalone query -> search with the question's
-filters -> widen hits with their neighbours and merge -> numbered sources within the
-token budget -> Claude writes the answer citing ``[n]`` (streamed) -> citations checked
-and linked. Without an API key, or when Claude fails, the answer is extractive; with no
-hits it says what to try instead. All LLM calls of one question share one deadline.
+Rewrite a follow-up into a standalone query -> search with the question's filters ->
+widen hits with their neighbours and merge -> numbered sources within the token budget ->
+Claude writes the answer citing ``[n]`` (streamed) -> citations checked and linked. (The
+engine checked the question first: ``bot.answer.followup.precheck``.) Without an API key,
+or when Claude fails, the answer is extractive; with no hits it says what to try instead.
+All LLM calls of one question share one deadline.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from typing import Any
 from bot.answer import prompts
 from bot.answer.expand import RERANK_TOP, alternative_queries, claude_rerank, fuse, is_hard
 from bot.answer.extractive import nothing_found
-from bot.answer.followup import error_answer, heuristic_rewrite, looks_like_follow_up, precheck
+from bot.answer.followup import error_answer, heuristic_rewrite, looks_like_follow_up
 from bot.answer.passages import Passage, assemble, merge, widen
 from bot.answer.relevance import relevant
 from bot.answer.understand import choice_note, understand
 from bot.answer.write import Clock, Writer
 from bot.cite.citations import resolve
-from bot.cite.vectors import SentenceVectors, sentence_vectors
+from bot.cite.vectors import sentence_vectors
 from bot.config import Settings
 from bot.errors import LLMError
 from bot.llm import LLM, Usage
@@ -47,7 +48,6 @@ __all__ = [
     "error_answer",
     "heuristic_rewrite",
     "looks_like_follow_up",
-    "precheck",
 ]
 
 log = logging.getLogger("quorum.answer")
@@ -158,15 +158,6 @@ class QuickAnswerer:
         query = next((ln for ln in lines if ln), "")
         return query[:MAX_QUERY_CHARS] or heuristic_rewrite(question, history)
 
-    @property
-    def embedder(self) -> SentenceVectors | None:
-        """The sentence vectors the writer compares (shared with alignment)."""
-        return self.writer.embedder
-
-    @embedder.setter
-    def embedder(self, vectors: SentenceVectors | None) -> None:
-        self.writer.embedder = vectors
-
     async def answer(
         self,
         question: Question,
@@ -174,12 +165,10 @@ class QuickAnswerer:
         history: Sequence[Exchange] = (),
         on_event: EventSink | None = None,
     ) -> Outcome:
-        """Answer ``question`` from ``archive`` in the context of ``history``."""
+        """Answer ``question`` from ``archive`` in the context of ``history``. The question
+        passed the engine's ``precheck`` (not empty, not too long, not a greeting)."""
         clock = Clock(self.config.llm_timeout_s)
         emit = guarded_sink(on_event)
-        early = precheck(question, self.config.max_question_chars)
-        if early is not None:
-            return Outcome(early)
         usage = Usage()
         text = question.text.strip()
 
