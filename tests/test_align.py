@@ -8,9 +8,10 @@ import math
 from collections.abc import Sequence
 
 from bot.answer.extractive import extractive
-from bot.answer.passages import Passage, link_second, merge, sentences_of, timed_text
+from bot.answer.passages import Passage, merge, timed_text
 from bot.cite.align import MIN_SUPPORT, Aligner, claims
 from bot.cite.citations import number_sources, resolve
+from bot.cite.sentences import link_second, sentences_of
 from bot.cite.vectors import SentenceVectors
 from bot.models import Answer
 from retrieval.chunking import Unit, chunk

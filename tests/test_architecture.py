@@ -40,6 +40,28 @@ def test_imports_point_one_way(package: str) -> None:
     assert {k: v for k, v in wrong.items() if v} == {}
 
 
+def modules_imported(path: Path) -> set[str]:
+    """Every absolute module name ``path`` imports (``from a.b import c`` gives ``a.b``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def test_citations_know_nothing_of_the_answer_paths() -> None:
+    """``bot/cite/`` (the ``[n]`` grammar, sentences and their seconds, alignment) is used
+    by the quick path and deep research alike and imports neither, nor the engine."""
+    above = ("bot.answer", "bot.research", "bot.engine", "bot.router", "bot.llm")
+    wrong = {
+        path.name: sorted(m for m in modules_imported(path) if m.startswith(above))
+        for path in (REPO / "bot" / "cite").glob("*.py")
+    }
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
 def test_environment_is_read_only_by_settings() -> None:
     readers = [
         str(path.relative_to(REPO))

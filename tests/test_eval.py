@@ -17,7 +17,7 @@ import pytest_asyncio
 from typer.testing import CliRunner
 
 from bot.answer.answer import AnswerConfig
-from bot.answer.passages import EXACT_S, sentences_of
+from bot.cite.sentences import EXACT_S, sentences_of
 from bot.engine import Engine
 from bot.evaluate import Case, Summary, load_cases, run_eval
 from bot.llm import ClaudeLLM

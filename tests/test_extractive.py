@@ -8,10 +8,11 @@ import re
 
 import pytest
 
-from bot.answer.passages import Passage, link_second, merge
+from bot.answer.passages import Passage, merge
 from bot.answer.understand import named_speaker
 from bot.answer.write import Clock, Writer
 from bot.cite.citations import number_sources
+from bot.cite.sentences import link_second
 from bot.cite.vectors import SentenceVectors
 from bot.llm import Usage
 from bot.models import NumberedSource, ProgressEvent

@@ -11,9 +11,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.answer.passages import Passage, Sentence, link_second
+from bot.answer.passages import Passage
 from bot.answer.scoring import KEEP_RATIO, best_sentences, relations
 from bot.cite.citations import at_second
+from bot.cite.sentences import Sentence, link_second
 from bot.models import NumberedSource
 from bot.words import overlap, terms
 from retrieval.models import SearchFilters, SourceInfo

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from bot.answer.passages import Sentence
+from bot.cite.sentences import Sentence
 from bot.words import overlap, terms
 
 RELEVANT_MEANING = 0.4  # under this (and few shared words), nothing found is the answer

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from bot.answer.passages import Sentence
+from bot.cite.sentences import Sentence
 from bot.words import overlap, terms
 
 # What an answer to a kind of question tends to say: a "why" is answered by a reason
