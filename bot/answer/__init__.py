@@ -3,5 +3,7 @@
 ``answer`` runs it (``QuickAnswerer``); before searching, ``followup`` answers at once or
 makes a follow-up standalone, ``understand`` (with ``dates``) reads speakers, recordings
 and dates, ``expand`` rephrases and reranks hard questions; ``passages`` numbers the hits
-as timed sources, ``write`` has Claude (``prompts``) or ``extractive`` write the answer.
+as timed sources, ``relevance`` decides whether they are worth quoting, and ``write`` has
+Claude (``prompts``) or, without it, ``extractive`` write the answer from the sentences
+``scoring`` picks.
 """
