@@ -4,7 +4,7 @@ import warnings
 
 # Weaviate's client calls simplefilter("default") on import: import it (through retrieval)
 # before adding our own filters, or it would undo them.
-import retrieval.weaviate_server  # noqa: F401
+import retrieval.store.weaviate.server  # noqa: F401
 
 # discord.py imports the stdlib's deprecated audioop (voice support we never use); without
 # this every `quorum` command would start with a DeprecationWarning.

@@ -36,7 +36,7 @@ from bot.sessions import MIGRATIONS
 from bot.wiring import open_retrieval, open_session_store
 from retrieval.embed import packaged_model_path
 from retrieval.errors import QuorumError
-from retrieval.weaviate_server import redact_url
+from retrieval.links import redact_url
 
 Status = Literal["ok", "warn", "FAIL"]
 MANIFEST = Path(__file__).resolve().parent.parent / "manifest.yml"

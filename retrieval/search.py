@@ -13,11 +13,10 @@ from typing import Protocol
 
 from retrieval.embed import Embedder
 from retrieval.errors import InvalidInput
-from retrieval.models import KINDS, LEVELS, Hit, SearchFilters, SourceInfo
+from retrieval.models import KINDS, LEVELS, Hit, SearchFilters, SourceInfo, check_kb
 from retrieval.names import SourceChoice, choose_sources, title_matches
 from retrieval.route import fixed, fuse, route
-from retrieval.schema import check_kb
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 
 MAX_K = 100
 # Weaviate compares dates as int64 nanoseconds since 1970: outside these, a filter silently
@@ -101,7 +100,7 @@ class SearchService:
 
     def __init__(
         self,
-        store: Store,
+        store: WeaviateStore,
         embedder: Embedder,
         *,
         alpha: float = 0.5,

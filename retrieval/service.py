@@ -17,9 +17,8 @@ from retrieval.embed import EmbedBackend, LazyEmbedder
 from retrieval.errors import ConfigError
 from retrieval.rerank import CrossEncoderReranker
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.transcribe import Transcriber
-from retrieval.weaviate_server import (
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import (
     WEAVIATE_VERSION,
     EmbeddedServer,
     Endpoint,
@@ -27,6 +26,7 @@ from retrieval.weaviate_server import (
     endpoint_from_url,
     find_binary,
 )
+from retrieval.transcribe import Transcriber
 
 WeaviateMode = Literal["embedded", "local", "cloud"]
 
@@ -43,7 +43,7 @@ class RetrievalConfig:
     weaviate_api_key: str | None = None
     weaviate_binary: str | None = None
     weaviate_timeout_s: float = 30.0
-    weaviate_replicas: int = 1  # a cluster's replication factor (see ``retrieval.schema``)
+    weaviate_replicas: int = 1  # a cluster's replication factor (``store.weaviate.schema``)
     embed_model_path: Path | None = None
     embed_batch_size: int = 64
     embed_backend: EmbedBackend = "onnx"
@@ -65,7 +65,7 @@ class Retrieval:
 
     config: RetrievalConfig
     endpoint: Endpoint
-    store: Store
+    store: WeaviateStore
     embedder: LazyEmbedder
     search: SearchService
     transcriber: Transcriber
@@ -144,7 +144,7 @@ async def open_retrieval(
         endpoint = await _endpoint(config, stack)
         client = async_client(endpoint, timeout_s=config.weaviate_timeout_s)
         store = await stack.enter_async_context(
-            Store.connect(client, endpoint.url, config.weaviate_replicas)
+            WeaviateStore.connect(client, endpoint.url, config.weaviate_replicas)
         )
         reranker = None
         if config.rerank_model_path:

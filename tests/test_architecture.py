@@ -77,10 +77,10 @@ def test_the_store_takes_and_returns_quorum_types() -> None:
     filter classes from their signatures (``connect`` alone takes the vendor's client)."""
     import inspect
 
-    from retrieval.store import Store
+    from retrieval.store.weaviate import WeaviateStore
 
     leaks = []
-    for name, fn in inspect.getmembers(Store, inspect.isfunction):
+    for name, fn in inspect.getmembers(WeaviateStore, inspect.isfunction):
         if name.startswith("_") or name == "connect":
             continue
         sig = inspect.signature(fn)

@@ -24,8 +24,8 @@ from bot.wiring import open_core, retrieval_config
 from retrieval.embed import LazyEmbedder, SentenceTransformerEmbedder
 from retrieval.search import SearchService
 from retrieval.service import Retrieval
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator
 from tests.sample_archive import load_sample
 from tests.test_slack_e2e import FAST_MODEL, HOSTED_UI_LINK, claude
@@ -61,7 +61,7 @@ class Running:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def served(
     weaviate_endpoint: Endpoint,
-    store: Store,
+    store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Running]:

@@ -15,7 +15,7 @@ from bot.models import Event
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.ingest import SUPPORTED_SUFFIXES
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 
 
 class Said:
@@ -66,7 +66,7 @@ def test_a_file_name_cannot_leave_the_inbox() -> None:
 
 
 async def test_a_download_larger_than_announced_is_dropped_unread(
-    store: Store,
+    store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     search: SearchService,
     kb: str,
@@ -86,7 +86,7 @@ async def test_a_download_larger_than_announced_is_dropped_unread(
 
 
 async def test_the_reply_quotes_a_summary_when_a_summarizer_is_wired_in(
-    store: Store,
+    store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     search: SearchService,
     kb: str,
@@ -117,7 +117,7 @@ async def test_the_reply_quotes_a_summary_when_a_summarizer_is_wired_in(
 
 
 async def test_uploads_are_counted_in_the_metrics(
-    store: Store,
+    store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     search: SearchService,
     kb: str,

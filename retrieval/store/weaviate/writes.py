@@ -21,18 +21,17 @@ from weaviate.classes.aggregate import GroupByAggregate
 from weaviate.classes.query import Filter
 from weaviate.collections.classes.data import DataObject
 
-from retrieval.collections import Collections, StoredSource
 from retrieval.errors import SearchUnavailable
-from retrieval.models import Document
-from retrieval.schema import (
+from retrieval.models import Document, check_kb
+from retrieval.store.weaviate.collections import Collections, StoredSource
+from retrieval.store.weaviate.errors import translate_errors
+from retrieval.store.weaviate.schema import (
     VECTOR,
     as_datetime,
-    check_kb,
     segment_properties,
     segment_uuid,
     source_uuid,
 )
-from retrieval.weaviate_errors import translate_errors
 
 
 @dataclass(frozen=True)

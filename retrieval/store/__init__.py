@@ -1,0 +1,1 @@
+"""Where Quorum keeps its segments and sources: one package per store (``weaviate/``)."""
