@@ -52,7 +52,7 @@ from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
 from retrieval.indexer import ingest
 from retrieval.service import Retrieval
-from retrieval.store.weaviate import WeaviateStore
+from retrieval.store import Store
 from retrieval.store.weaviate.schema import SOURCES
 from retrieval.store.weaviate.server import async_client
 
@@ -113,9 +113,7 @@ async def all_read(node: Node, kb: str) -> int:
     return len(res.objects)
 
 
-async def write_down(
-    store: WeaviateStore, embedder: Embedder, chunking: ChunkConfig, path: Path
-) -> str:
+async def write_down(store: Store, embedder: Embedder, chunking: ChunkConfig, path: Path) -> str:
     """Ingest ``path`` as ``quorum ingest`` does and say how it went; a failed file is
     ingested once more, as a user would run ``quorum ingest`` again. A write in the seconds
     after a node dies can fail: Weaviate's replication to it answers "the client connection

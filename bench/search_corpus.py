@@ -43,7 +43,8 @@ from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.levels import mean_vector, searchable, topics, turn_vectors
 from retrieval.models import Document, Segment, Source
 from retrieval.multilevel import MIN_WINDOWS
-from retrieval.store.weaviate.store import Embedded, WeaviateStore
+from retrieval.store import Embedded
+from retrieval.store.weaviate import WeaviateStore
 from retrieval.summary import MAX_TOPICS, Line, summary_unit, titled
 
 CACHE = Path(__file__).resolve().parent / ".cache"

@@ -19,7 +19,7 @@ from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
 from retrieval.models import SourceInfo
 from retrieval.search import SearchService
 from retrieval.service import Retrieval
-from retrieval.store.weaviate import WeaviateStore
+from retrieval.store import Store
 from retrieval.transcribe import Transcriber
 
 log = logging.getLogger("quorum.library")
@@ -51,7 +51,7 @@ class KbLibrary:
     def __init__(
         self,
         *,
-        store: WeaviateStore,
+        store: Store,
         embedder: Embedder,
         search: SearchService,
         uploads_dir: Path,

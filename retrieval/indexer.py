@@ -7,7 +7,7 @@ its window vectors, and the batch is written in shared requests. Reading and enc
 the next batch overlap with writing the current one to Weaviate (a two-stage pipeline),
 so the encoder, the CPU-bound part, rarely waits. Each file still gets its own result: a
 file that fails is reported with its reason and skipped, and each source becomes visible
-whole (``WeaviateStore.upsert_many``); nothing already indexed is touched by a failure. A source
+whole (``Store.upsert_many``); nothing already indexed is touched by a failure. A source
 id (from the file's stem unless its metadata gives one) already holding another file
 that still exists is never silently replaced: the second file fails, saying how to give
 it its own id.
@@ -29,7 +29,7 @@ from retrieval.ingest import discover, read_source
 from retrieval.ingest.media import MEDIA_SUFFIXES
 from retrieval.models import Document, check_kb
 from retrieval.multilevel import build
-from retrieval.store.weaviate.store import Embedded, StoredSource, WeaviateStore
+from retrieval.store import Embedded, Store, StoredSource
 from retrieval.summary import Summarizer
 from retrieval.transcribe import OnProgress, Transcriber
 
@@ -116,7 +116,7 @@ READ_GROUP = 32  # files read per worker-thread call and looked up per store que
 
 
 async def ingest(
-    store: WeaviateStore,
+    store: Store,
     embedder: Embedder,
     kb: str,
     paths: Sequence[Path],
@@ -157,7 +157,7 @@ class _Run:
 
     def __init__(
         self,
-        store: WeaviateStore,
+        store: Store,
         embedder: Embedder,
         kb: str,
         chunking: ChunkConfig | None,

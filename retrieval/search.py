@@ -16,7 +16,7 @@ from retrieval.errors import InvalidInput
 from retrieval.models import KINDS, LEVELS, Hit, SearchFilters, SourceInfo, check_kb
 from retrieval.names import SourceChoice, choose_sources, title_matches
 from retrieval.route import fixed, fuse, route
-from retrieval.store.weaviate import WeaviateStore
+from retrieval.store import Store
 
 MAX_K = 100
 # Weaviate compares dates as int64 nanoseconds since 1970: outside these, a filter silently
@@ -100,7 +100,7 @@ class SearchService:
 
     def __init__(
         self,
-        store: WeaviateStore,
+        store: Store,
         embedder: Embedder,
         *,
         alpha: float = 0.5,

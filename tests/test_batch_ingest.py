@@ -16,7 +16,8 @@ from retrieval.errors import SearchUnavailable
 from retrieval.indexer import ingest
 from retrieval.models import Document, Level, SearchFilters, Segment, Source
 from retrieval.search import SearchService
-from retrieval.store.weaviate.store import Embedded, UpsertResult, WeaviateStore
+from retrieval.store import Embedded, UpsertResult
+from retrieval.store.weaviate import WeaviateStore
 
 
 class CountingEmbedder:

@@ -6,7 +6,6 @@ level, the stored record of a source, and the filter that keeps only live genera
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import weaviate
@@ -18,6 +17,7 @@ from weaviate.exceptions import UnexpectedStatusCodeError
 
 from retrieval.errors import ConfigError
 from retrieval.models import Level, check_kb
+from retrieval.store.base import StoredSource
 from retrieval.store.weaviate.errors import _already_exists, translate_errors
 from retrieval.store.weaviate.schema import (
     SEGMENT_PROPERTIES,
@@ -31,14 +31,6 @@ from retrieval.store.weaviate.schema import (
     replication,
     source_uuid,
 )
-
-
-@dataclass(frozen=True)
-class StoredSource:
-    """What the store remembers of an indexed file: its content hash and path."""
-
-    content_hash: str
-    path: str
 
 
 class Collections:

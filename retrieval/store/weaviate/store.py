@@ -21,12 +21,9 @@ from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 from retrieval.embed import cosine
 from retrieval.errors import SearchUnavailable
 from retrieval.models import Hit, Level, SearchFilters, SourceInfo
-from retrieval.names import title_matches as title_matches  # re-exported for callers
 from retrieval.stems import has_stems, keyword_query, stemmed_query
-from retrieval.store.weaviate.collections import (
-    StoredSource as StoredSource,
-)  # re-exported for callers
-from retrieval.store.weaviate.errors import translate_errors as translate_errors  # re-exported
+from retrieval.store.base import StoreInfo
+from retrieval.store.weaviate.errors import translate_errors
 from retrieval.store.weaviate.filters import both, of_source
 from retrieval.store.weaviate.filters import where as to_where
 from retrieval.store.weaviate.schema import (
@@ -35,8 +32,6 @@ from retrieval.store.weaviate.schema import (
     hybrid_similarity,
     source_from_object,
 )
-from retrieval.store.weaviate.writes import Embedded as Embedded  # re-exported for callers
-from retrieval.store.weaviate.writes import UpsertResult as UpsertResult  # re-exported for callers
 from retrieval.store.weaviate.writes import Writes
 
 # What keyword search reads: the text, where it sits, and what it is part of (title and
@@ -76,6 +71,19 @@ class WeaviateStore(Writes):
         finally:
             with contextlib.suppress(Exception):
                 await client.close()
+
+    async def ready(self) -> bool:
+        """True when Weaviate says it is ready (False when it cannot be reached)."""
+        try:
+            return bool(await self.client.is_ready())
+        except Exception:  # readiness is a yes or no: any failure is a no
+            return False
+
+    async def server_info(self) -> StoreInfo:
+        """Weaviate's URL and the version it reports."""
+        with translate_errors(self.url):
+            meta = await self.client.get_meta()
+        return StoreInfo(self.url, str(meta.get("version", "?")))
 
     async def _keywords(self, kb: str, query: str) -> str:
         """What the keyword half asks of ``kb``: the stems of the query's words (and its words

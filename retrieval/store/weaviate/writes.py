@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from weaviate.classes.aggregate import GroupByAggregate
@@ -23,7 +22,8 @@ from weaviate.collections.classes.data import DataObject
 
 from retrieval.errors import SearchUnavailable
 from retrieval.models import Document, check_kb
-from retrieval.store.weaviate.collections import Collections, StoredSource
+from retrieval.store.base import Embedded, StoredSource, UpsertResult
+from retrieval.store.weaviate.collections import Collections
 from retrieval.store.weaviate.errors import translate_errors
 from retrieval.store.weaviate.schema import (
     VECTOR,
@@ -32,24 +32,6 @@ from retrieval.store.weaviate.schema import (
     segment_uuid,
     source_uuid,
 )
-
-
-@dataclass(frozen=True)
-class UpsertResult:
-    """What an upsert did to one source."""
-
-    status: str  # "added" | "updated" | "skipped"
-    segments: int
-    removed: int = 0
-
-
-@dataclass(frozen=True)
-class Embedded:
-    """A document ready to write: one vector per window, one per unit of its other levels."""
-
-    doc: Document
-    vectors: Sequence[Sequence[float]]
-    level_vectors: Sequence[Sequence[float]] = ()
 
 
 def _source_object(item: Embedded, generation: int) -> DataObject[Any, Any]:
