@@ -169,14 +169,21 @@ def test_the_store_takes_and_returns_quorum_types() -> None:
     assert len(store_methods()) >= 10 and leaks == []
 
 
-@pytest.mark.parametrize("implementation", ["WeaviateStore"])
+STORES = {
+    "WeaviateStore": "retrieval.store.weaviate",
+    "MemoryStore": "retrieval.store.memory",
+}
+
+
+@pytest.mark.parametrize("implementation", sorted(STORES))
 def test_each_store_offers_every_method_of_the_protocol(implementation: str) -> None:
     """Each implementation has each of ``Store``'s methods with the same parameters (names,
     kinds and defaults), so a caller written against the protocol runs on any of them."""
-    import retrieval.store.weaviate as weaviate_store
+    import importlib
+
     from retrieval.store.base import Store
 
-    cls = {"WeaviateStore": weaviate_store.WeaviateStore}[implementation]
+    cls = getattr(importlib.import_module(STORES[implementation]), implementation)
     differ = []
     for name in store_methods():
         want = inspect.signature(getattr(Store, name))
