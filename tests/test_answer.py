@@ -24,7 +24,7 @@ from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.links import media_link
 from retrieval.models import SearchFilters
 from retrieval.search import KbArchive, SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 from tests.fakes import FakeArchive, FakeLLM, overloaded
 from tests.sample_archive import DEEP_DIVE, KICKOFF, load_sample
 
@@ -40,7 +40,7 @@ def past(question: str, answer: str, query: str | None = None) -> Exchange:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def sample_kb(store: Store, embedder: SentenceTransformerEmbedder) -> str:
+async def sample_kb(store: WeaviateStore, embedder: SentenceTransformerEmbedder) -> str:
     name = "answer_sample"
     await store.delete_source(name, "kickoff")
     await load_sample(store, embedder, name)
@@ -48,7 +48,9 @@ async def sample_kb(store: Store, embedder: SentenceTransformerEmbedder) -> str:
 
 
 @pytest.fixture
-def archive(sample_kb: str, store: Store, embedder: SentenceTransformerEmbedder) -> KbArchive:
+def archive(
+    sample_kb: str, store: WeaviateStore, embedder: SentenceTransformerEmbedder
+) -> KbArchive:
     return SearchService(store, embedder).archive(sample_kb)
 
 
@@ -234,7 +236,9 @@ async def test_nothing_found_suggests_speakers_and_dates(archive: KbArchive) -> 
     assert "The archive has 3 sources" in text
 
 
-async def test_empty_knowledge_base(store: Store, embedder: SentenceTransformerEmbedder) -> None:
+async def test_empty_knowledge_base(
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder
+) -> None:
     archive = SearchService(store, embedder).archive("empty_kb_answer")
     out = await QuickAnswerer(None).answer(ask("Why did we move off Auth0?", "empty"), archive)
     assert out.answer.kind == "nothing_found"
