@@ -89,7 +89,7 @@ CREATE INDEX query_log_by_time ON query_log (created_at);
 """
 
 # Who made an event's claim (a random id per claim), so a claim retried after its
-# connection dropped recognises its own row (PostgreSQL store; SQLite leaves it empty).
+# connection dropped recognises its own row.
 M003_CLAIMANT = """
 ALTER TABLE processed_events ADD COLUMN claimant TEXT
 """

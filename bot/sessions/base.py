@@ -1,5 +1,5 @@
 """What every session store offers (``Sessions``) and ``open_sessions``, which picks the
-store from ``QUORUM_DATABASE_URL``: none means the SQLite file in the data folder,
+database from ``QUORUM_DATABASE_URL``: none means the SQLite file in the data folder,
 ``postgresql://`` the shared PostgreSQL store several replicas can use."""
 
 from __future__ import annotations
