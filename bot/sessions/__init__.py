@@ -2,17 +2,27 @@
 rewritten from), feedback, the query log, and the exactly-once claims of events.
 ``base`` says what a store offers and opens one by URL; ``sql`` is the one store, written
 once over a thin driver seam; ``sqlite`` (the default) and ``postgres`` (shared by
-replicas) are its two drivers, ``migrations`` their one schema, ``records`` what they
-keep."""
+replicas) are its two drivers behind ``driver``'s seam, ``migrations`` their one schema,
+``records`` what they keep, ``privacy`` the audit trail and what forgetting and retention
+do to stored questions."""
 
 from bot.sessions.base import EVENT_TTL_S, Sessions, open_sessions
 from bot.sessions.migrations import MIGRATIONS
-from bot.sessions.records import Exchange, ExchangeRecord, QueryRecord, clip
+from bot.sessions.records import (
+    Actor,
+    AuditEntry,
+    Exchange,
+    ExchangeRecord,
+    QueryRecord,
+    clip,
+)
 from bot.sessions.sqlite import SessionStore
 
 __all__ = [
     "EVENT_TTL_S",
     "MIGRATIONS",
+    "Actor",
+    "AuditEntry",
     "Exchange",
     "ExchangeRecord",
     "QueryRecord",

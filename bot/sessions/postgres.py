@@ -20,8 +20,9 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 from bot.errors import ConfigError
+from bot.sessions.driver import Errors, Row
 from bot.sessions.migrations import Dialect
-from bot.sessions.sql import Errors, Row, SqlSessions
+from bot.sessions.sql import SqlSessions
 
 CONNECT_TIMEOUT_S = 10.0
 COMMAND_TIMEOUT_S = 30.0
@@ -169,5 +170,7 @@ class PostgresSessionStore(SqlSessions):
     migrates, and closes the pool on exit."""
 
     @classmethod
-    def open(cls, url: str) -> contextlib.AbstractAsyncContextManager[PostgresSessionStore]:
-        return cls.on(PostgresDriver.connect(url))
+    def open(
+        cls, url: str, keep_answers: bool = True
+    ) -> contextlib.AbstractAsyncContextManager[PostgresSessionStore]:
+        return cls.on(PostgresDriver.connect(url), keep_answers)

@@ -21,68 +21,24 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from functools import update_wrapper
-from typing import Any, Concatenate, ParamSpec, Protocol, Self, TypeVar
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
-from bot.errors import ConfigError, InvalidInput
+from bot.errors import InvalidInput
 from bot.models import ThreadKey
+from bot.sessions import privacy
 from bot.sessions.base import EVENT_TTL_S
-from bot.sessions.migrations import LEDGER, MIGRATIONS, Dialect, statements
+from bot.sessions.driver import Connection, Driver, Row
+from bot.sessions.migrations import LEDGER, MIGRATIONS, statements
 from bot.sessions.records import (
     EXCHANGE_COLUMNS,
     HISTORY_KINDS,
+    AuditEntry,
     Exchange,
     ExchangeRecord,
     QueryRecord,
     as_json,
+    without_quotes,
 )
-
-Row = dict[str, Any]
-Errors = tuple[type[BaseException], ...]
-
-
-class Connection(Protocol):
-    """Runs statements written with ``?`` placeholders."""
-
-    async def fetch(self, sql: str, *args: Any) -> list[Row]:
-        """The rows a query (or a write's ``RETURNING``) gives, as dicts by column name."""
-        ...
-
-    async def execute(self, sql: str, *args: Any) -> int:
-        """Run a write; returns how many rows it changed."""
-        ...
-
-
-class Driver(Connection, Protocol):
-    """One database as the store sees it."""
-
-    dialect: Dialect
-    dropped: Errors
-    """Errors of a connection the server closed: the call is worth one more try."""
-    errors: Errors
-    """Every error the driver raises about the database itself (turned into ``unusable``)."""
-    missing_row: Errors
-    """The error of a foreign key that names no row."""
-    migration_lock: str | None
-    """A statement run first in each migration's transaction so processes starting
-    together migrate one at a time (None when the transaction already does)."""
-
-    @property
-    def where(self) -> str:
-        """Where the database lives, without a password."""
-        ...
-
-    def transaction(self) -> contextlib.AbstractAsyncContextManager[Connection]:
-        """A connection inside one transaction, committed on exit, rolled back on error."""
-        ...
-
-    async def ping(self) -> None:
-        """Raise a driver error when the database cannot answer now."""
-        ...
-
-    def unusable(self, exc: BaseException) -> ConfigError:
-        """The one sentence for a database that cannot be reached or used."""
-        ...
-
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -128,8 +84,9 @@ def _thread(thread: ThreadKey) -> tuple[str, str, str, str]:
 class SqlSessions:
     """Sessions, history, feedback, processed events and the query log, on any ``Driver``."""
 
-    def __init__(self, driver: Driver) -> None:
+    def __init__(self, driver: Driver, keep_answers: bool = True) -> None:
         self.driver = driver
+        self.keep_answers = keep_answers
         self._last_prune = 0.0
 
     @property
@@ -140,11 +97,12 @@ class SqlSessions:
     @classmethod
     @contextlib.asynccontextmanager
     async def on(
-        cls, connect: contextlib.AbstractAsyncContextManager[Driver]
+        cls, connect: contextlib.AbstractAsyncContextManager[Driver], keep_answers: bool = True
     ) -> AsyncIterator[Self]:
-        """The store on the driver ``connect`` opens, migrated; the driver closes on exit."""
+        """The store on the driver ``connect`` opens, migrated; the driver closes on exit.
+        Without ``keep_answers`` an exchange is stored without its answer's words."""
         async with connect as driver:
-            store = cls(driver)
+            store = cls(driver, keep_answers)
             try:
                 await store.migrate()
             except driver.errors as exc:
@@ -192,6 +150,8 @@ class SqlSessions:
     async def add_exchange(self, thread: ThreadKey, record: ExchangeRecord) -> int:
         """Store an exchange in the thread's session (created on first use); returns its id."""
         now = time.time()
+        if not self.keep_answers:
+            record = without_quotes(record)
         async with self.driver.transaction() as tx:
             (session,) = await tx.fetch(
                 "INSERT INTO sessions (platform, workspace, channel, thread, created_at,"
@@ -344,3 +304,31 @@ class SqlSessions:
         """The latest query-log rows, newest first."""
         rows = await self.driver.fetch("SELECT * FROM query_log ORDER BY id DESC LIMIT ?", limit)
         return [_decoded(row, "filters_json", "hit_ids_json") for row in rows]
+
+    @_translated
+    async def record_audit(self, entry: AuditEntry) -> None:
+        """Add an entry to the audit trail."""
+        await privacy.record(self.driver, entry)
+
+    @_translated
+    async def audit(
+        self, kb: str | None = None, source_id: str | None = None, limit: int = 100
+    ) -> list[AuditEntry]:
+        """The latest audit entries, newest first."""
+        return await privacy.entries(self.driver, kb, source_id, limit)
+
+    @_translated
+    async def added(self, kb: str) -> dict[str, AuditEntry]:
+        """Per source of ``kb``, the audit entry that added it."""
+        return await privacy.first_added(self.driver, kb)
+
+    @_translated
+    async def old_questions(self, before: float, apply: bool = False) -> dict[str, int]:
+        """Questions and searches made before ``before`` (deleted when ``apply``)."""
+        async with self.driver.transaction() as tx:
+            return await privacy.old_questions(tx, before, apply)
+
+    @_translated
+    async def scrub_answers(self, source_id: str) -> int:
+        """Stored answers that cited a forgotten source lose its words; how many."""
+        return await privacy.scrub_answers(self.driver, source_id)

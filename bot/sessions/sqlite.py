@@ -14,8 +14,9 @@ from typing import Any
 import aiosqlite
 
 from bot.errors import ConfigError
+from bot.sessions.driver import Errors, Row
 from bot.sessions.migrations import Dialect
-from bot.sessions.sql import Errors, Row, SqlSessions
+from bot.sessions.sql import SqlSessions
 
 
 def unusable(path: Path, exc: BaseException) -> ConfigError:
@@ -116,5 +117,7 @@ class SessionStore(SqlSessions):
     it, and closes it on exit."""
 
     @classmethod
-    def open(cls, path: Path) -> contextlib.AbstractAsyncContextManager[SessionStore]:
-        return cls.on(SqliteDriver.connect(path))
+    def open(
+        cls, path: Path, keep_answers: bool = True
+    ) -> contextlib.AbstractAsyncContextManager[SessionStore]:
+        return cls.on(SqliteDriver.connect(path), keep_answers)
