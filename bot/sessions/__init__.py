@@ -6,10 +6,10 @@ replicas) are its two drivers behind ``driver``'s seam, ``migrations`` their one
 ``records`` what they keep, ``privacy`` the audit trail and what forgetting and retention
 do to stored questions."""
 
+from bot.models import Actor
 from bot.sessions.base import EVENT_TTL_S, Sessions, open_sessions
 from bot.sessions.migrations import MIGRATIONS
 from bot.sessions.records import (
-    Actor,
     AuditEntry,
     Exchange,
     ExchangeRecord,

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import time
 
+from bot.models import Actor
 from bot.sessions.driver import Connection, Row
-from bot.sessions.records import Actor, AuditEntry
+from bot.sessions.records import AuditEntry
 
 AUDIT_COLUMNS = "at, action, kb, source_id, title, via, actor, detail"
 

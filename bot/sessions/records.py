@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from bot.models import Actor
+
 HISTORY_KINDS = ("answer", "extractive", "nothing_found")
 
 
@@ -81,18 +83,6 @@ class QueryRecord:
 
 
 AuditAction = Literal["added", "updated", "removed", "expired"]
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who did something to a source, and from where: ``via`` is ``cli``, ``slack``,
-    ``discord``, ``api`` or ``retention``; ``who`` the user id, token name or login."""
-
-    via: str
-    who: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.via}:{self.who}" if self.who else self.via
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,15 @@ def unusable(path: Path, exc: BaseException) -> ConfigError:
     )
 
 
-PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=5000")
+# secure_delete: a deleted or rewritten row's bytes are overwritten, not left in free
+# space, so a forgotten source's words in a stored answer are gone from the file.
+PRAGMAS = (
+    "journal_mode=WAL",
+    "synchronous=NORMAL",
+    "foreign_keys=ON",
+    "busy_timeout=5000",
+    "secure_delete=ON",
+)
 
 
 class _Statements:
