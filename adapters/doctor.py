@@ -32,6 +32,7 @@ from adapters.discord.commands import add_commands
 from adapters.http.api import parse_tokens
 from adapters.serve import configured
 from bot.config import Settings, load_settings
+from bot.holdings import data_sizes
 from bot.sessions import MIGRATIONS
 from bot.wiring import open_retrieval, open_session_store
 from retrieval.embed import packaged_model_path
@@ -208,6 +209,22 @@ def check_disk(settings: Settings) -> Check:
     return _ok("disk", detail)
 
 
+def _bytes(n: int) -> str:
+    """``512 B``, ``1.5 MB``."""
+    size = float(n)
+    for unit in ("B", "KB", "MB"):
+        if size < 1024:
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
+
+
+def check_data(settings: Settings) -> Check:
+    """What the data dir holds, by kind (the index, kept transcripts, uploads, sessions)."""
+    sizes = data_sizes(settings.data_dir)
+    return _ok("data", ", ".join(f"{kind} {_bytes(n)}" for kind, n in sizes.items()))
+
+
 def check_port(settings: Settings) -> Check:
     """QUORUM_HTTP_PORT can be listened on."""
     with socket.socket() as s:
@@ -338,7 +355,8 @@ async def run_checks(settings: Settings) -> list[Check]:
         ("slack", check_slack),
         ("discord", check_discord),
     ]
-    checks += [check_model(settings), check_disk(settings), check_port(settings)]
+    checks += [check_model(settings), check_disk(settings), check_data(settings)]
+    checks.append(check_port(settings))
     checks += [await _bounded(name, fn(settings)) for name, fn in slow]
     return [c for c in checks if c is not None]
 
@@ -357,7 +375,8 @@ def report(checks: list[Check]) -> Table:
 
 
 def doctor() -> None:
-    """Check settings, Weaviate, the model, the database, Claude, Slack, Discord, disk."""
+    """Check settings, Weaviate, the model, the database, Claude, Slack, Discord, disk, and
+    say what the data dir holds."""
     try:
         settings = load_settings()
     except QuorumError as exc:

@@ -37,6 +37,30 @@ class Settings(BaseSettings):
     )
     default_kb: str = Field("default", description="Knowledge base used when none is given.")
 
+    # --- privacy and retention (applied daily by `quorum serve`, or `quorum retention`)
+    retain_sources_days: int | None = Field(
+        None,
+        ge=1,
+        description="Forget each source this many days after it was added (unset: keep).",
+    )
+    retain_transcripts_days: int | None = Field(
+        None,
+        ge=1,
+        description="Delete kept transcripts (the transcripts/ cache) older than this (unset: "
+        "keep; a re-ingest of the same audio then transcribes it again).",
+    )
+    retain_queries_days: int | None = Field(
+        None,
+        ge=1,
+        description="Delete questions, answers, feedback and searches older than this "
+        "(unset: keep).",
+    )
+    keep_answers: bool = Field(
+        True,
+        description="false: store each question without its answer's words (no answer text, "
+        "quotes or research trace).",
+    )
+
     # --- Weaviate
     weaviate_mode: Literal["embedded", "local", "cloud"] = Field(
         "embedded", description="embedded: Quorum runs weaviate-server; local/cloud: by URL."

@@ -29,6 +29,19 @@ class ThreadKey:
 
 
 @dataclass(frozen=True)
+class Actor:
+    """Who added or removed a source, and from where (the audit trail): ``via`` is
+    ``cli``, ``slack``, ``discord``, ``api`` or ``retention``; ``who`` the user id, the
+    API token's name or the login."""
+
+    via: str
+    who: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.via}:{self.who}" if self.who else self.via
+
+
+@dataclass(frozen=True)
 class Question:
     """A user's question as the core sees it."""
 
@@ -149,16 +162,20 @@ class Library(Protocol):
         """The folder uploads to ``kb`` are kept in (re-uploading a name updates it)."""
         ...
 
-    async def add(self, kb: str, path: Path, heard: Heard | None = None) -> Added:
-        """Ingest one file (recordings are transcribed); never raises for a bad file."""
+    async def add(
+        self, kb: str, path: Path, heard: Heard | None = None, by: Actor | None = None
+    ) -> Added:
+        """Ingest one file (recordings are transcribed); never raises for a bad file.
+        ``by`` goes to the audit trail."""
         ...
 
     async def sources(self, kb: str) -> list[SourceInfo]:
         """What ``kb`` holds."""
         ...
 
-    async def forget(self, kb: str, source_id: str) -> int:
-        """Remove a source; how many passages went (0: there was no such source)."""
+    async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> int:
+        """Remove a source and every copy of its words; how many passages went (0: there
+        was no such source). ``by`` goes to the audit trail."""
         ...
 
 

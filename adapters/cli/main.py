@@ -3,7 +3,7 @@ discord)."""
 
 from __future__ import annotations
 
-from adapters.cli import ask, commands, transcript  # noqa: F401  (register their commands)
+from adapters.cli import ask, commands, privacy, transcript  # noqa: F401  (register their commands)
 from adapters.cli.app import app, launch
 from adapters.console.app import chat_command, demo_command
 from adapters.discord.cli import discord_app

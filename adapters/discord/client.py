@@ -37,7 +37,7 @@ from adapters.discord.render import (
 from adapters.discord.ui import DiscordReply, FeedbackButton
 from adapters.discord.uploads import ForgetButton, MessageReply, as_upload, is_admin
 from bot.config import Settings
-from bot.models import Core, Mode, Question, ThreadKey
+from bot.models import Actor, Core, Mode, Question, ThreadKey
 from retrieval.errors import ConfigError, InvalidInput, QuorumError
 
 log = logging.getLogger("quorum.discord")
@@ -260,7 +260,8 @@ class QuorumClient(discord.Client):
             return
         kb = self.kb_for(message.guild.id if message.guild else None)
         for attachment in message.attachments:
-            await self.uploads.add(kb, as_upload(attachment), MessageReply(message.reply))
+            by = Actor("discord", str(message.author.id))
+            await self.uploads.add(kb, as_upload(attachment), MessageReply(message.reply), by)
 
     async def _answer_message(self, message: discord.Message, question: Question) -> None:
         """Start a thread on the question where one can be started, then answer in it."""

@@ -17,7 +17,7 @@ from discord import app_commands
 from adapters.chat.live import LiveEdits
 from adapters.chat.uploads import NOT_ADMIN, Upload, Uploads, may_manage
 from adapters.discord.render import progress_text
-from bot.models import Event
+from bot.models import Actor, Event
 
 log = logging.getLogger("quorum.discord")
 
@@ -117,7 +117,8 @@ class ForgetButton(
             return
         await interaction.response.defer()
         uploads: Uploads = client.uploads
-        text = await uploads.forget(client.kb_for(interaction.guild_id), self.source_id)
+        by = Actor("discord", str(interaction.user.id))
+        text = await uploads.forget(client.kb_for(interaction.guild_id), self.source_id, by)
         await interaction.edit_original_response(content=text, view=None)
 
 
@@ -165,7 +166,8 @@ async def on_ingest(interaction: discord.Interaction[Any], file: discord.Attachm
         return await interaction.followup.send(text, wait=True)
 
     uploads: Uploads = client.uploads
-    await uploads.add(client.kb_for(interaction.guild_id), as_upload(file), MessageReply(send))
+    by = Actor("discord", str(interaction.user.id))
+    await uploads.add(client.kb_for(interaction.guild_id), as_upload(file), MessageReply(send), by)
 
 
 @app_commands.command(name="ingest", description="Add a recording or document (admins).")

@@ -47,7 +47,7 @@ from adapters.slack.render import (
 from adapters.slack.reply import SHUTDOWN_GRACE_S, Background, SlackReply
 from adapters.slack.uploads import ACTION_FORGET, ACTION_KEEP, SlackSources, uploads_in
 from bot.config import Settings
-from bot.models import Core, Mode, ThreadKey
+from bot.models import Actor, Core, Mode, ThreadKey
 from retrieval.errors import ConfigError, InvalidInput
 
 log = logging.getLogger("quorum.slack")
@@ -132,7 +132,8 @@ class SlackAdapter:
             return
         token = self.settings.slack_bot_token
         for upload in uploads_in(event, token.get_secret_value() if token else ""):
-            await self.uploads.add(self.kb(msg.key.workspace), upload, self.reply(msg.key))
+            by = Actor("slack", msg.user)
+            await self.uploads.add(self.kb(msg.key.workspace), upload, self.reply(msg.key), by)
 
     def reply(self, key: ThreadKey) -> SlackReply:
         """A reply in ``key``'s thread."""
