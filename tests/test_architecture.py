@@ -87,3 +87,26 @@ def test_the_store_takes_and_returns_quorum_types() -> None:
         shown = [str(p.annotation) for p in sig.parameters.values()] + [str(sig.return_annotation)]
         leaks += [f"{name}: {a}" for a in shown if "_Filter" in a or "weaviate" in a.lower()]
     assert not leaks
+
+
+def test_platforms_are_named_only_in_their_folders_and_the_registry() -> None:
+    """A chat platform lives in ``adapters/<name>/`` plus its line in
+    ``adapters/platform.py``: nothing else in the three packages names one (in code,
+    settings or docstrings), so adding one touches nothing else."""
+    import re
+
+    from adapters.platform import platforms
+
+    names = [p.name for p in platforms()]
+    named = re.compile(rf"(?<![a-z])({'|'.join(names)})(?![a-z])", re.IGNORECASE)
+    homes = [REPO / "adapters" / name for name in names]
+    found = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for package in ("adapters", "bot", "retrieval")
+        for path in sorted((REPO / package).rglob("*.py"))
+        if path != REPO / "adapters" / "platform.py"
+        and not any(home in path.parents for home in homes)
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if named.search(line)
+    ]
+    assert names and found == []

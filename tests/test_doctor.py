@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from adapters.cli.main import app
 from adapters.discord.cli import sync_commands
-from adapters.doctor import Check, bot_scopes, run_checks
+from adapters.doctor import Check, run_checks
+from adapters.slack.doctor import bot_scopes
 from bot.config import Settings, load_settings
 from retrieval.weaviate_server import Endpoint
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
