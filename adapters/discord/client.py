@@ -35,7 +35,7 @@ from adapters.discord.render import (
     thread_name,
 )
 from adapters.discord.settings import discord_settings
-from adapters.discord.ui import DiscordReply, FeedbackButton
+from adapters.discord.ui import DiscordReply, FeedbackButton, PostedMessage, reply_quietly
 from adapters.discord.uploads import ForgetButton, MessageReply, as_upload, is_admin
 from bot.config import Settings
 from bot.models import Core, Mode, Question, ThreadKey
@@ -239,7 +239,7 @@ class QuorumClient(discord.Client):
         )
         task = asyncio.current_task()
         try:
-            await self.chat.receive(msg, _Posted(self, message))
+            await self.chat.receive(msg, PostedMessage(self, message))
         finally:
             if task is not None:
                 self.answering.discard(task)
@@ -247,7 +247,7 @@ class QuorumClient(discord.Client):
     async def add_attachments(self, message: discord.Message) -> None:
         """Files shared with a mention: an admin's are ingested, each reported in a reply."""
         if not is_admin(message.author, self.own.admin_role):
-            await _reply_quietly(message, NOT_ADMIN)
+            await reply_quietly(message, NOT_ADMIN)
             return
         kb = self.kb_for(message.guild.id if message.guild else None)
         for attachment in message.attachments:
@@ -332,41 +332,6 @@ class QuorumClient(discord.Client):
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-
-
-class _Posted:
-    """One Discord message at the conversation's steps (``Surface``): a message outside
-    the allow-lists is only logged; notes and apologies are replies to it."""
-
-    def __init__(self, client: QuorumClient, message: discord.Message) -> None:
-        self.client, self.message = client, message
-        self.guild_id = message.guild.id if message.guild else None
-
-    async def allowed(self, msg: Incoming) -> bool:
-        m = self.message
-        return await self.client.allowed(self.guild_id, m.channel, m.author.id)
-
-    async def refuse(self, msg: Incoming) -> None:
-        log.info("ignoring message %s: channel %s is not allowed", msg.message_id, msg.key.channel)
-
-    async def add_files(self, msg: Incoming) -> None:
-        await self.client.add_attachments(self.message)
-
-    async def tell(self, msg: Incoming, text: str) -> None:
-        await _reply_quietly(self.message, text)
-
-    async def fail(self, msg: Incoming, text: str) -> None:
-        await _reply_quietly(self.message, text)
-
-    async def reply(self, question: Question) -> tuple[Question, DiscordReply]:
-        return await self.client.reply_to(self.message, question)
-
-
-async def _reply_quietly(message: discord.Message, text: str) -> None:
-    try:
-        await message.reply(text)
-    except discord.HTTPException:
-        pass
 
 
 def build_discord_client(core: Core, settings: Settings) -> QuorumClient:
