@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from adapters.cli.main import app
 from adapters.discord.cli import sync_commands
 from adapters.doctor import Check, run_checks
-from adapters.slack.doctor import bot_scopes
+from adapters.slack.doctor import bot_scopes, check_slack
 from bot.config import Settings, load_settings
 from retrieval.weaviate_server import Endpoint
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
@@ -132,3 +132,11 @@ async def test_each_failure_names_its_fix(
 def test_the_emulated_scopes_are_the_manifests() -> None:
     """The emulator grants what manifest.yml asks for, so a missing scope is the test's."""
     assert set(SlackEmulator().scopes) == bot_scopes()
+
+
+async def test_a_slack_token_without_a_way_in_is_slacks_failure() -> None:
+    settings = load_settings(slack_bot_token="xoxb-1")
+    check = await check_slack(settings)
+    assert check is not None and check.status == "FAIL"
+    assert check.detail == "SLACK_BOT_TOKEN is set, but Slack has no way to reach Quorum."
+    assert "SLACK_SIGNING_SECRET" in check.fix

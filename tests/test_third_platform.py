@@ -99,6 +99,11 @@ def test_quorum_serve_runs_it_on_the_real_core(
     said = " ".join(runner.invoke(app, ["serve", "rooms"]).stderr.split())
     assert "Set ROOMS_TOKEN to serve rooms." in said  # not configured: named
     assert "rooms" in runner.invoke(app, ["serve", "teams"]).stderr  # the names it knows
+    monkeypatch.setenv("QUORUM_ROOMS_POLL_S", "-1")  # its settings load like the core's
+    bad = runner.invoke(app, ["serve"])
+    assert bad.exit_code == 1 and "Traceback" not in bad.output
+    assert "QUORUM_ROOMS_POLL_S: Input should be greater than 0." in " ".join(bad.stderr.split())
+    monkeypatch.delenv("QUORUM_ROOMS_POLL_S")
 
     monkeypatch.setenv("ROOMS_TOKEN", VALID_TOKEN)
     monkeypatch.setenv("QUORUM_HTTP_PORT", "0")
@@ -122,6 +127,11 @@ async def test_quorum_doctor_checks_it(
     assert checks["serves"].detail == "rooms"
     assert checks["rooms"].status == "FAIL" and "ROOMS_TOKEN" in checks["rooms"].detail
     assert checks["rooms"].fix == "Copy the token from the rooms admin page."
+
+    monkeypatch.setenv("QUORUM_ROOMS_POLL_S", "soon")
+    result = CliRunner().invoke(app, ["doctor"], env={"COLUMNS": "200"})
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and "QUORUM_ROOMS_POLL_S: Input should be a valid number" in said
 
 
 async def test_ingest_announces_to_it(

@@ -18,3 +18,4 @@ class RoomsSettings(PlatformSettings):
     )
     rooms: CsvStrs = Field(default_factory=list, description="Allowed rooms (empty: every room).")
     kb: str | None = Field(None, description="Knowledge base (default: the workspace).")
+    poll_s: float = Field(1.0, gt=0, description="Seconds between polls of the inbox.")
