@@ -152,7 +152,10 @@ def serve_and_ask(
             ingested.returncode == 0,
             f"quorum ingest examples/ failed: {ingested.stderr.strip()[-800:]}",
         )
-        step("quorum ingest examples/", started)
+        # the summary table's row: added, updated, skipped, failed, segments, seconds
+        row = [c.strip() for c in (ingested.stdout.strip().splitlines() or [""])[-1].split("│")]
+        check(len(row) == 6 and int(row[0]) > 0, f"quorum ingest added nothing: {row}")
+        step(f"quorum ingest examples/: {row[0]} sources, {row[4]} segments", started)
 
         found = quorum(command, ["search", "Auth0 Cognito cost", "--kb", KB, "--json"], env)
         check(found.returncode == 0, f"quorum search failed: {found.stderr.strip()[-500:]}")
