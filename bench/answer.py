@@ -40,7 +40,7 @@ from rich.table import Table
 from bench.common import percentile, temp_store
 from bot.answer import AnswerConfig
 from bot.engine import Engine
-from bot.llm import ClaudeLLM
+from bot.llm import claude_model
 from bot.models import Question, ThreadKey
 from bot.sessions import SessionStore
 from bot.vectors import SentenceVectors
@@ -115,7 +115,7 @@ async def run(rounds: int, writing_s: float, cold: bool) -> None:
                 f"ingested {len(report.results)} files, {report.segments} segments "
                 f"in {time.perf_counter() - t0:.1f} s"
             )
-            llm = ClaudeLLM(
+            llm = claude_model(
                 api_key=emu.api_key, base_url=emu.url, model="claude-answer", fast_model=FAST
             )
             engine = Engine(

@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from anthropic.types import MessageParam
-
+from bot.llm import Message as MessageParam
 from bot.models import NumberedSource
 from bot.passages import timed_text
 from bot.sessions import Exchange

@@ -20,7 +20,7 @@ from retrieval.service import Retrieval, RetrievalConfig
 
 if TYPE_CHECKING:
     from bot.engine import Engine, ResearchHook
-    from bot.llm import ClaudeLLM
+    from bot.llm import Model
 
 __all__ = [
     "CoreServices",
@@ -80,7 +80,7 @@ class CoreServices:
     settings: Settings
     retrieval: Retrieval
     sessions: Sessions
-    llm: ClaudeLLM | None
+    llm: Model | None
     engine: Engine
 
 
@@ -98,7 +98,7 @@ async def open_core(
     # `quorum ingest`, which open retrieval alone, should not pay.
     from bot.engine import Engine
     from bot.library import KbLibrary
-    from bot.llm import ClaudeLLM
+    from bot.llm import from_settings as model_from_settings
     from bot.router import ResearchRouter
     from bot.vectors import SentenceVectors
 
@@ -106,7 +106,7 @@ async def open_core(
         if retrieval is None:
             retrieval = await stack.enter_async_context(open_retrieval(settings, warm=True))
         sessions = await stack.enter_async_context(open_session_store(settings))
-        llm = ClaudeLLM.from_settings(settings)
+        llm = model_from_settings(settings)
         if llm is not None:
             stack.push_async_callback(llm.aclose)
         vectors = SentenceVectors(retrieval.embedder)  # shared: quick answers warm it

@@ -18,7 +18,7 @@ from bot.answer import AnswerConfig
 from bot.config import load_settings
 from bot.engine import Engine
 from bot.errors import LLMError
-from bot.llm import ClaudeLLM
+from bot.llm import Model, claude_model
 from bot.models import Event, PartialAnswer, Question, ThreadKey
 from bot.research.loop import Researcher
 from bot.router import DEEP_FAILED, ResearchRouter
@@ -41,8 +41,8 @@ async def emu() -> AsyncIterator[AnthropicEmulator]:
         yield e
 
 
-def claude(emu: AnthropicEmulator, timeout_s: float = 5.0, retries: int = 2) -> ClaudeLLM:
-    return ClaudeLLM(
+def claude(emu: AnthropicEmulator, timeout_s: float = 5.0, retries: int = 2) -> Model:
+    return claude_model(
         api_key=emu.api_key,
         base_url=emu.url,
         model="claude-test",

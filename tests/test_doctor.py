@@ -111,7 +111,7 @@ async def test_each_failure_names_its_fix(
     assert checks["slack"].detail == "The bot token lacks scopes: chat:write."
     assert "manifest.yml" in checks["slack"].fix
     assert checks["discord"].status == "FAIL" and "Message Content" in checks["discord"].fix
-    assert checks["claude"].status == "FAIL" and "ANTHROPIC_API_KEY" in checks["claude"].detail
+    assert checks["llm"].status == "FAIL" and "ANTHROPIC_API_KEY" in checks["llm"].detail
 
     disc.message_content_enabled = True
     settings = configured(slack, disc, claude, tmp_path, slack_bot_token="xoxb-revoked")

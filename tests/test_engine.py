@@ -16,7 +16,7 @@ import pytest_asyncio
 from bot.answer import AnswerConfig, Outcome
 from bot.engine import SEARCH_DOWN, Engine
 from bot.extractive import NO_KEY, UNAVAILABLE
-from bot.llm import ClaudeLLM
+from bot.llm import claude_model
 from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.research.loop import NEEDS_API_KEY
 from bot.sessions import Exchange, SessionStore
@@ -62,7 +62,7 @@ def make_engine(
 ) -> Engine:
     llm = None
     if emu is not None:
-        llm = ClaudeLLM(
+        llm = claude_model(
             api_key=emu.api_key,
             base_url=emu.url,
             model="claude-answer",

@@ -9,7 +9,7 @@ import pytest_asyncio
 
 from bot.answer import AnswerConfig, QuickAnswerer
 from bot.expand import EXPAND_PROMPT, RERANK_PROMPT, fuse
-from bot.llm import ClaudeLLM
+from bot.llm import Model, claude_model
 from bot.models import Question, ThreadKey
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.models import Hit, Segment, Source
@@ -34,8 +34,8 @@ async def emu() -> AsyncIterator[AnthropicEmulator]:
         yield e
 
 
-def claude(emu: AnthropicEmulator) -> ClaudeLLM:
-    return ClaudeLLM(
+def claude(emu: AnthropicEmulator) -> Model:
+    return claude_model(
         api_key=emu.api_key,
         base_url=emu.url,
         model="claude-test",

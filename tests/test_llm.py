@@ -1,4 +1,4 @@
-"""ClaudeLLM through the real anthropic SDK against the local Messages API emulator, and
+"""Model through the real anthropic SDK against the local Messages API emulator, and
 the emulator's own checks (it must refuse what the real service refuses)."""
 
 from __future__ import annotations
@@ -12,22 +12,23 @@ import aiohttp
 import anthropic
 import pytest
 import pytest_asyncio
-from anthropic.types import ToolParam
 
 from bot.config import load_settings
 from bot.errors import LLMError
-from bot.llm import ClaudeLLM, retry_after_s
+from bot.llm import Model, Tool, ToolResult, claude_model, retry_after_s
+from bot.llm import from_settings as llm_from_settings
 from tests.emulators.anthropic import AnthropicEmulator, Reply, ToolUse
 
 USER: list[Any] = [{"role": "user", "content": "Why did we move off Auth0?"}]
-SEARCH_TOOL: ToolParam = {
-    "name": "search",
-    "description": "Search the archive.",
-    "input_schema": {
-        "type": "object",
-        "properties": {"query": {"type": "string"}},
-        "required": ["query"],
-    },
+SEARCH = Tool(
+    "search",
+    "Search the archive.",
+    {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+)
+SEARCH_TOOL = {
+    "name": SEARCH.name,
+    "description": SEARCH.description,
+    "input_schema": SEARCH.schema,
 }
 
 
@@ -37,8 +38,8 @@ async def emu() -> AsyncIterator[AnthropicEmulator]:
         yield e
 
 
-def claude(emu: AnthropicEmulator, timeout_s: float = 5.0, retries: int = 2) -> ClaudeLLM:
-    return ClaudeLLM(
+def claude(emu: AnthropicEmulator, timeout_s: float = 5.0, retries: int = 2) -> Model:
+    return claude_model(
         api_key=emu.api_key,
         base_url=emu.url,
         model="claude-test",
@@ -163,7 +164,7 @@ async def test_emulator_streams_the_real_event_sequence(emu: AnthropicEmulator) 
     assert delta["delta"]["stop_reason"] == "tool_use" and delta["usage"]["output_tokens"] > 0
 
 
-# --- ClaudeLLM with the real SDK ---------------------------------------------------------
+# --- Model with the real SDK ---------------------------------------------------------
 
 
 async def test_stream_calls_back_with_the_text_so_far(emu: AnthropicEmulator) -> None:
@@ -277,7 +278,7 @@ async def test_bad_request_is_not_retried(emu: AnthropicEmulator) -> None:
 
 
 async def test_wrong_key_is_not_retried(emu: AnthropicEmulator) -> None:
-    llm = ClaudeLLM(api_key="wrong", base_url=emu.url, model="m", fast_model="f", max_retries=3)
+    llm = claude_model(api_key="wrong", base_url=emu.url, model="m", fast_model="f", max_retries=3)
     with pytest.raises(LLMError) as info:
         await llm.complete(system="s", messages=USER, max_tokens=50)
     await llm.aclose()
@@ -287,7 +288,7 @@ async def test_wrong_key_is_not_retried(emu: AnthropicEmulator) -> None:
 async def test_connection_refused_is_an_llm_error() -> None:
     async with AnthropicEmulator() as gone:
         url = gone.url
-    llm = ClaudeLLM(
+    llm = claude_model(
         api_key="k", base_url=url, model="m", fast_model="f", max_retries=1, backoff_s=0.01
     )
     with pytest.raises(LLMError, match="connection"):
@@ -295,45 +296,46 @@ async def test_connection_refused_is_an_llm_error() -> None:
     await llm.aclose()
 
 
-async def test_create_with_tools_returns_the_raw_message(emu: AnthropicEmulator) -> None:
+async def test_create_with_tools_returns_the_calls(emu: AnthropicEmulator) -> None:
     llm = claude(emu)
     emu.enqueue(Reply.tools(ToolUse("search", {"query": "auth0 cognito"})))
-    message = await llm.create(
-        system="research",
-        messages=USER,
-        tools=[SEARCH_TOOL],
-        max_tokens=200,
-    )
-    assert message.stop_reason == "tool_use"
-    block = message.content[0]
-    assert block.type == "tool_use" and block.input == {"query": "auth0 cognito"}
+    turn = await llm.create(system="research", messages=USER, tools=[SEARCH], max_tokens=200)
+    assert turn.stop_reason == "tool_use"
+    (call,) = turn.tool_calls
+    assert call.name == "search" and call.input == {"query": "auth0 cognito"}
     # The tool loop's next turn is accepted: the result names the tool_use id.
     emu.enqueue("Auth0 was replaced by Cognito.")
-    assistant_turn: Any = {"role": "assistant", "content": [block.model_dump(exclude_none=True)]}
     follow = await llm.create(
         system="research",
         messages=[
             *USER,
-            assistant_turn,
-            {
-                "role": "user",
-                "content": [{"type": "tool_result", "tool_use_id": block.id, "content": "..."}],
-            },
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [ToolResult(call.id, "...")]},
         ],
-        tools=[SEARCH_TOOL],
+        tools=[SEARCH],
         max_tokens=200,
     )
     await llm.aclose()
-    assert follow.content[0].type == "text" and emu.requests[-1].status == 200
+    assert follow.text == "Auth0 was replaced by Cognito." and emu.requests[-1].status == 200
+    sent = emu.requests[-1].body["messages"]
+    assert sent[1]["content"][0]["type"] == "tool_use"
+    assert sent[2]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": call.id,
+        "content": "...",
+        "cache_control": {"type": "ephemeral"},  # the newest result is cached
+    }
 
 
 def test_from_settings() -> None:
-    assert ClaudeLLM.from_settings(load_settings()) is None
+    assert llm_from_settings(load_settings()) is None
     settings = load_settings(anthropic_api_key="sk-x", anthropic_base_url="http://127.0.0.1:9")
-    llm = ClaudeLLM.from_settings(settings)
+    llm = llm_from_settings(settings)
     assert llm is not None and llm.model == settings.model and llm.max_retries == 2
-    assert str(llm.client.base_url).startswith("http://127.0.0.1:9")
-    assert llm.client.max_retries == 0
+    assert llm.name == "claude"
+    client = llm.backend.client  # type: ignore[attr-defined]
+    assert str(client.base_url).startswith("http://127.0.0.1:9")
+    assert client.max_retries == 0
 
 
 def test_retry_after_parsing() -> None:

@@ -2,7 +2,7 @@
 
 Unit tests (a hand-written in-memory archive and a scripted LLM fake): numbering, argument
 validation, tool results, caps, budgets. Integration tests: the real ``anthropic`` SDK
-(``ClaudeLLM``) against the local Messages API emulator, scripted to call tools over several
+(``Model``) against the local Messages API emulator, scripted to call tools over several
 turns, with a real Weaviate holding the sample archive plus a second knowledge base whose
 secret must never surface."""
 
@@ -22,7 +22,7 @@ import pytest
 import pytest_asyncio
 
 from bot.errors import LLMError, SearchUnavailable
-from bot.llm import ClaudeLLM
+from bot.llm import Model, Text, claude_model
 from bot.models import Event, PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.research.loop import (
     MAX_CALLS_PER_TURN,
@@ -111,7 +111,7 @@ def test_good_arguments_are_parsed() -> None:
 
 
 def test_tool_schemas_are_closed_and_typed() -> None:
-    names = [t["name"] for t in TOOLS]
+    names = [t.name for t in TOOLS]
     assert names == [
         "search",
         "search_turns",
@@ -123,13 +123,13 @@ def test_tool_schemas_are_closed_and_typed() -> None:
         "topic_timeline",
     ]
     for tool in TOOLS:
-        schema: Any = tool["input_schema"]
+        schema: Any = tool.schema
         assert schema["type"] == "object" and schema["additionalProperties"] is False
         assert set(schema.get("required", [])) <= set(schema["properties"])
         assert "kb" not in schema["properties"] and "tenant" not in schema["properties"]
-        assert tool.get("description")
-    search = next(t for t in TOOLS if t["name"] == "search")["input_schema"]
-    assert search["properties"]["limit"]["maximum"] == 20  # type: ignore[index]
+        assert tool.description
+    search = next(t for t in TOOLS if t.name == "search").schema
+    assert search["properties"]["limit"]["maximum"] == 20
 
 
 async def run_tool(a: FakeArchive, reg: Registry, name: str, **raw: Any) -> str:
@@ -238,13 +238,11 @@ async def test_loop_runs_parallel_calls_in_order_and_recovers_from_errors() -> N
     second = llm.history[1].messages
     assert second[0] == {"role": "user", "content": "q0"}
     assert second[1] == {"role": "assistant", "content": "a0"}
+    assert second[3]["content"] == [Text("Two searches."), s1, s2]  # the turn, replayed
     results = second[-1]["content"]
-    assert [r["tool_use_id"] for r in results] == [s1["id"], s2["id"]]
-    assert "is_error" not in results[0] and results[1]["is_error"] is True
-    assert "unknown argument 'kb'" in results[1]["content"]
-    assert [r.get("cache_control") for r in results] == [None, {"type": "ephemeral"}]
-    third = llm.history[2].messages
-    assert all("cache_control" not in r for r in third[-3]["content"])  # moved to the newest
+    assert [r.call_id for r in results] == [s1.id, s2.id]
+    assert not results[0].is_error and results[1].is_error
+    assert "unknown argument 'kb'" in results[1].content
     assert [e.text for e in events if isinstance(e, ProgressEvent)] == [
         "searching 'Auth0 bill'",
         "searching 'invalid_grant refresh'",
@@ -268,9 +266,9 @@ async def test_too_many_calls_in_one_turn_are_refused_but_answered() -> None:
     llm = FakeLLM(message(*uses), message(text("Done.")))
     result = await Researcher(llm).run(question("q"), fake_archive())
     results = llm.history[1].messages[-1]["content"]
-    assert [r["tool_use_id"] for r in results] == [u["id"] for u in uses]
-    assert [bool(r.get("is_error")) for r in results] == [False] * MAX_CALLS_PER_TURN + [True] * 2
-    assert "at most 8 tool calls per turn" in results[-1]["content"]
+    assert [r.call_id for r in results] == [u.id for u in uses]
+    assert [r.is_error for r in results] == [False] * MAX_CALLS_PER_TURN + [True] * 2
+    assert "at most 8 tool calls per turn" in results[-1].content
     assert len(result.trace) == MAX_CALLS_PER_TURN + 2
 
 
@@ -310,9 +308,8 @@ async def test_archive_down_is_not_hidden() -> None:
 
 
 def test_needs_api_key_message() -> None:
-    assert NEEDS_API_KEY == (
-        "Deep research needs a Claude API key (ANTHROPIC_API_KEY); here is a quick answer instead."
-    )
+    assert "ANTHROPIC_API_KEY" in NEEDS_API_KEY and "QUORUM_OPENAI_BASE_URL" in NEEDS_API_KEY
+    assert NEEDS_API_KEY.endswith("here is a quick answer instead.")
 
 
 # --- integration: the real SDK, the emulator, a real Weaviate -----------------------------------
@@ -371,8 +368,8 @@ async def emu() -> AsyncIterator[AnthropicEmulator]:
 
 
 @pytest.fixture
-async def claude(emu: AnthropicEmulator) -> AsyncIterator[ClaudeLLM]:
-    llm = ClaudeLLM(
+async def claude(emu: AnthropicEmulator) -> AsyncIterator[Model]:
+    llm = claude_model(
         api_key=API_KEY,
         base_url=emu.url,
         model="claude-sonnet-5-5",
@@ -428,7 +425,7 @@ def no_secret(emu: AnthropicEmulator, result: ResearchResult) -> None:
 
 
 async def test_multi_step_research_cites_each_step_at_its_second(
-    corpus: Corpus, emu: AnthropicEmulator, claude: ClaudeLLM
+    corpus: Corpus, emu: AnthropicEmulator, claude: Model
 ) -> None:
     q2 = {"query": "migration Lambda USER_PASSWORD_AUTH", "speaker": "John Park"}
     emu.enqueue(Reply.tools(ToolUse("list_sources", {})))
@@ -463,7 +460,7 @@ async def test_multi_step_research_cites_each_step_at_its_second(
     # Five requests, each with the tools; each answers the previous turn's tool_use ids.
     assert len(emu.requests) == 5 and all(r.status == 200 for r in emu.requests)
     bodies = [r.body for r in emu.requests]
-    assert all([t["name"] for t in b["tools"]] == [t["name"] for t in TOOLS] for b in bodies)
+    assert all([t["name"] for t in b["tools"]] == [t.name for t in TOOLS] for b in bodies)
     assert "untrusted data" in bodies[0]["system"][0]["text"]
     assert (
         f"- {DEEP_DIVE} | 'Auth deep dive: Cognito design' | video"
@@ -573,7 +570,7 @@ class SlowArchive:
 
 
 async def test_parallel_calls_run_together_and_return_in_order(
-    corpus: Corpus, emu: AnthropicEmulator, claude: ClaudeLLM
+    corpus: Corpus, emu: AnthropicEmulator, claude: Model
 ) -> None:
     a = ToolUse(
         "search",
@@ -605,7 +602,7 @@ async def test_parallel_calls_run_together_and_return_in_order(
 
 
 async def test_bad_arguments_come_back_as_errors_and_claude_recovers(
-    corpus: Corpus, emu: AnthropicEmulator, claude: ClaudeLLM
+    corpus: Corpus, emu: AnthropicEmulator, claude: Model
 ) -> None:
     emu.enqueue(
         Reply.tools(
@@ -642,7 +639,7 @@ async def test_bad_arguments_come_back_as_errors_and_claude_recovers(
 
 
 async def test_iteration_budget_ends_with_a_request_without_tools(
-    corpus: Corpus, emu: AnthropicEmulator, claude: ClaudeLLM
+    corpus: Corpus, emu: AnthropicEmulator, claude: Model
 ) -> None:
     emu.enqueue(Reply.tools(ToolUse("search", {"query": "rollback plan"})))
     emu.enqueue(Reply.tools(ToolUse("search", {"query": "go/no-go criteria"})))
@@ -670,7 +667,7 @@ async def test_iteration_budget_ends_with_a_request_without_tools(
 
 
 async def test_token_budget_stops_after_the_first_turn(
-    corpus: Corpus, emu: AnthropicEmulator, claude: ClaudeLLM
+    corpus: Corpus, emu: AnthropicEmulator, claude: Model
 ) -> None:
     emu.enqueue(Reply.tools(ToolUse("search", {"query": "cut-over date"})))
     emu.enqueue(Reply(text="The cut-over was set for a Saturday [1]."))
@@ -683,7 +680,7 @@ async def test_token_budget_stops_after_the_first_turn(
 
 
 async def test_an_injected_instruction_cannot_widen_the_scope(
-    corpus: Corpus, emu: AnthropicEmulator, claude: ClaudeLLM
+    corpus: Corpus, emu: AnthropicEmulator, claude: Model
 ) -> None:
     emu.enqueue(Reply.tools(ToolUse("search", {"query": "list every knowledge base"})))
     # Claude "obeys" the transcript: other knowledge bases, the other kb's source id, extra keys.

@@ -18,7 +18,7 @@ from adapters.slack.app import UPDATE_INTERVAL_S
 from adapters.slack.render import ACTION_UP
 from bot.config import Settings, load_settings
 from bot.engine import SEARCH_DOWN, Engine
-from bot.llm import ClaudeLLM
+from bot.llm import from_settings as llm_from_settings
 from bot.models import ThreadKey
 from bot.router import ResearchRouter
 from bot.sessions import SessionStore
@@ -121,7 +121,7 @@ async def engine_for(
     search service."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     async with SessionStore.open(settings.sessions_path) as sessions:
-        llm = ClaudeLLM.from_settings(settings)
+        llm = llm_from_settings(settings)
         assert llm is not None
         research = ResearchRouter.from_settings(settings, llm)
         engine = Engine.from_settings(

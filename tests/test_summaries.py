@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from bot.llm import ClaudeLLM
+from bot.llm import Model, claude_model
 from bot.research.schema import TOOLS, parse_args
 from bot.summaries import ClaudeSummarizer
 from retrieval.embed import SentenceTransformerEmbedder
@@ -29,8 +29,8 @@ async def emu() -> AsyncIterator[AnthropicEmulator]:
         yield e
 
 
-def _claude(emu: AnthropicEmulator) -> ClaudeLLM:
-    return ClaudeLLM(
+def _claude(emu: AnthropicEmulator) -> Model:
+    return claude_model(
         api_key=emu.api_key,
         base_url=emu.url,
         model="claude-test",
@@ -115,7 +115,7 @@ async def test_a_broken_reply_keeps_the_extractive_summary(
 
 
 def test_deep_research_has_a_search_tool_per_level() -> None:
-    names = {t["name"] for t in TOOLS}
+    names = {t.name for t in TOOLS}
     assert {"search", "search_turns", "search_topics", "search_summaries"} <= names
     args = parse_args("search_topics", {"query": "rollback"})
     assert args.level == "topic"  # type: ignore[attr-defined]
