@@ -309,7 +309,7 @@ class Model:
                     status=error.status,
                 ) from error
             log.warning(
-                "%s %s; retry %d of %d in %.2fs", who, error, attempt, self.max_retries, wait
+                "%s: %s; retry %d of %d in %.2fs", who, error, attempt, self.max_retries, wait
             )
             self.retries += 1
             await asyncio.sleep(wait)

@@ -109,7 +109,7 @@ def _tools_refused(exc: openai.APIStatusError) -> bool:
 
 
 @contextlib.contextmanager
-def _translated(label: str, with_tools: bool) -> Iterator[None]:
+def _translated(label: str, with_tools: bool, reading: bool = False) -> Iterator[None]:
     """The SDK's errors in the seam's terms; anything else raised while reading a reply
     (a cut or malformed stream) is a ``BrokenReply``."""
     try:
@@ -130,6 +130,8 @@ def _translated(label: str, with_tools: bool) -> Iterator[None]:
             f"{label} rejected the request (HTTP {status}).", status=status, retryable=False
         ) from exc
     except openai.APIConnectionError as exc:
+        if reading:  # the connection dropped with the reply half read
+            raise BrokenReply("a broken reply (the connection dropped mid-stream)") from exc
         raise Transient("a connection error") from exc
     except openai.APIError as exc:  # an error event in the middle of a stream
         raise Transient("an error mid-stream") from exc
@@ -194,7 +196,7 @@ class OpenAIBackend:
         async with stream:
             chunks = stream.__aiter__()
             while True:
-                with _translated(self.label, bool(request.tools)):
+                with _translated(self.label, bool(request.tools), reading=True):
                     chunk = await anext(chunks, None)
                 if chunk is None:
                     break
