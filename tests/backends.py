@@ -17,7 +17,7 @@ from tests.emulators.anthropic import AnthropicEmulator
 from tests.emulators.openai import OpenAIEmulator
 from tests.emulators.script import Reply, ToolUse
 
-__all__ = ["BACKENDS", "Reply", "Result", "Served", "ToolUse"]
+__all__ = ["BACKENDS", "FAST", "MODEL", "Reply", "Result", "Served", "ToolUse"]
 
 Kind = Literal["claude", "openai"]
 BACKENDS: tuple[Kind, ...] = ("claude", "openai")
