@@ -19,7 +19,7 @@ from bot.engine import SEARCH_DOWN, Engine
 from bot.extractive import NO_KEY, UNAVAILABLE
 from bot.llm import claude_model, openai_model
 from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, ThreadKey
-from bot.research.loop import NEEDS_API_KEY
+from bot.research.loop import NEEDS_API_KEY, NO_TOOLS
 from bot.sessions import Exchange, SessionStore
 from retrieval.archive import Archive
 from retrieval.embed import SentenceTransformerEmbedder
@@ -309,6 +309,28 @@ async def test_user_errors_are_answers(
     assert answer.kind == "error" and answer.exchange_id is None
     answer = await engine.ask(q("hi", sample_kb, thread=T2))
     assert answer.kind == "help" and await engine.is_active_thread(T2)
+
+
+async def test_deep_mode_on_a_model_without_tools_answers_quickly_and_says_why(
+    search: SearchService, sessions: SessionStore, sample_kb: str
+) -> None:
+    def reply(body: dict[str, object]) -> Reply:
+        return Reply(
+            text=f"The hosted login page can't be fully restyled [{hosted_ui_number(body)}]."
+        )
+
+    async with OpenAIEmulator(api_key=None, supports_tools=False, default=reply) as emu:
+        engine = make_engine(search, sessions, emu)
+        asked = q("What are the limits of the hosted UI?", sample_kb, mode="deep")
+        first = await engine.ask(asked)
+        second = await engine.ask(
+            q("What are the limits of the hosted UI?", sample_kb, thread=T2, mode="deep")
+        )
+    for answer in (first, second):
+        assert answer.kind == "answer" and answer.mode == "quick" and answer.citations
+        assert answer.note is not None and answer.note.startswith(NO_TOOLS)
+    with_tools = [r for r in emu.requests if "tools" in r.body]
+    assert len(with_tools) == 1 and with_tools[0].status == 400  # asked once, then known
 
 
 async def test_deep_mode_without_a_key_answers_quickly_and_says_why(
