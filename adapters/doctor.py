@@ -150,12 +150,12 @@ async def check_llm(settings: Settings) -> Check:
     return _ok("llm", f"{which}: {done.model} answers and {tools}")
 
 
-async def check_weaviate(settings: Settings) -> Check:
+async def check_store(settings: Settings) -> Check:
     """Connect (starting the embedded server if that is the mode), report the version."""
     try:
         async with open_retrieval(settings) as r:
-            meta = await r.store.client.get_meta()
-            where = "embedded" if settings.weaviate_mode == "embedded" else r.endpoint.url
+            info = await r.store.server_info()
+            where = "embedded" if settings.weaviate_mode == "embedded" else info.url
     except QuorumError as exc:
         fix = (
             "Run `make install` (it builds weaviate-server) or set QUORUM_WEAVIATE_BINARY."
@@ -163,7 +163,7 @@ async def check_weaviate(settings: Settings) -> Check:
             else "Check QUORUM_WEAVIATE_URL (and QUORUM_WEAVIATE_API_KEY) and that it runs."
         )
         return Check("weaviate", "FAIL", str(exc), fix)
-    return _ok("weaviate", f"{where}, version {meta.get('version', '?')}")
+    return _ok("weaviate", f"{where}, version {info.version}")
 
 
 def check_model(settings: Settings) -> Check:
@@ -344,7 +344,7 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks: list[Check | None] = [check_front_ends(settings)]
     slow: list[tuple[str, Callable[[Settings], Awaitable[Check | None]]]] = [
         ("llm", check_llm),
-        ("weaviate", check_weaviate),
+        ("weaviate", check_store),
         ("database", check_database),
         ("slack", check_slack),
         ("discord", check_discord),

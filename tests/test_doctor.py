@@ -18,7 +18,7 @@ from adapters.cli.main import app
 from adapters.discord.cli import sync_commands
 from adapters.doctor import Check, bot_scopes, check_llm, run_checks
 from bot.config import Settings, load_settings
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate.server import Endpoint
 from tests.backends import Served, tool_names
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.discord import DiscordEmulator

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from bot.answer import AnswerConfig, Outcome
+from bot.answer.answer import AnswerConfig, Outcome
+from bot.answer.extractive import NO_KEY, UNAVAILABLE
 from bot.engine import SEARCH_DOWN, Engine
-from bot.extractive import NO_KEY, UNAVAILABLE
 from bot.llm import claude_model, openai_model
 from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.research.loop import NEEDS_API_KEY, NO_TOOLS
@@ -25,7 +25,7 @@ from retrieval.archive import Archive
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.models import SearchFilters
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 from tests.backends import Served, turns
 from tests.emulators.anthropic import AnthropicEmulator, Reply
 from tests.emulators.openai import OpenAIEmulator
@@ -40,7 +40,7 @@ Emulator = AnthropicEmulator | OpenAIEmulator
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def sample_kb(store: Store, embedder: SentenceTransformerEmbedder) -> str:
+async def sample_kb(store: WeaviateStore, embedder: SentenceTransformerEmbedder) -> str:
     name = "engine_sample"
     await load_sample(store, embedder, name)
     return name

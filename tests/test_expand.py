@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest_asyncio
 
-from bot.answer import AnswerConfig, QuickAnswerer
-from bot.expand import EXPAND_PROMPT, RERANK_PROMPT, fuse
+from bot.answer.answer import AnswerConfig, QuickAnswerer
+from bot.answer.expand import EXPAND_PROMPT, RERANK_PROMPT, fuse
 from bot.models import Question, ThreadKey
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.models import Hit, Segment, Source
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 from tests.backends import FAST, Reply, Served, last_text, system
 from tests.sample_archive import load_sample
 
@@ -21,13 +21,16 @@ HARD = "What made the invoice balloon?"  # no word and little meaning in common 
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def sample_kb(store: Store, embedder: SentenceTransformerEmbedder) -> str:
+async def sample_kb(store: WeaviateStore, embedder: SentenceTransformerEmbedder) -> str:
     await load_sample(store, embedder, "expand_sample")
     return "expand_sample"
 
 
 async def test_hard_question_is_searched_in_other_words_and_reranked(
-    sample_kb: str, store: Store, embedder: SentenceTransformerEmbedder, served: Served
+    sample_kb: str,
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    served: Served,
 ) -> None:
     emu = served.emu
     archive = SearchService(store, embedder).archive(sample_kb)
@@ -63,7 +66,10 @@ async def test_hard_question_is_searched_in_other_words_and_reranked(
 
 
 async def test_failed_expansion_and_rerank_keep_the_plain_results(
-    sample_kb: str, store: Store, embedder: SentenceTransformerEmbedder, served: Served
+    sample_kb: str,
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    served: Served,
 ) -> None:
     emu = served.emu
     archive = SearchService(store, embedder).archive(sample_kb)

@@ -26,8 +26,8 @@ from bot.router import ResearchRouter
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint, async_client
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint, async_client
 from tests.backends import Served, system, tool_names, turns
 from tests.emulators.anthropic import AnthropicEmulator, Reply
 from tests.emulators.openai import OpenAIEmulator
@@ -95,7 +95,7 @@ def claude_emulator(served: Served, monkeypatch: pytest.MonkeyPatch) -> Emulator
 
 
 @pytest.fixture
-async def sample(store: Store, embedder: SentenceTransformerEmbedder, kb: str) -> str:
+async def sample(store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str) -> str:
     await load_sample(store, embedder, kb)
     return kb
 
@@ -307,7 +307,7 @@ async def test_weaviate_down_is_a_polite_message_in_the_thread(
 ) -> None:
     port, grpc = _closed_port(), _closed_port()
     endpoint = Endpoint("127.0.0.1", port, "127.0.0.1", grpc)
-    down = Store(async_client(endpoint, timeout_s=2), endpoint.url)  # nothing listens there
+    down = WeaviateStore(async_client(endpoint, timeout_s=2), endpoint.url)  # nothing listens there
     settings = e2e_settings(slack, claude_emulator, kb, tmp_path)
     try:
         async with quorum(slack, settings, SearchService(down, embedder)) as (bot, _, _):

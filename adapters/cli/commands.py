@@ -40,8 +40,8 @@ from adapters.cli.app import (
 from adapters.cli.ingest_progress import IngestProgress
 from adapters.cli.terminal import failure_line, plain, summary_table
 from adapters.shapes import hit_json
+from bot.answer.understand import choice_note
 from bot.config import Settings
-from bot.understand import choice_note
 from bot.wiring import open_retrieval
 from retrieval.errors import InvalidInput
 from retrieval.indexer import IngestReport, ingest

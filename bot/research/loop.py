@@ -26,7 +26,8 @@ import logging
 import time
 from collections.abc import Sequence
 
-from bot.citations import resolve
+from bot.answer.prompts import history_messages
+from bot.cite.citations import resolve
 from bot.config import Settings
 from bot.errors import LLMError
 from bot.llm import LLM, Completion, Message, NoTools, ToolCall, ToolResult, Usage
@@ -38,7 +39,6 @@ from bot.models import (
     Question,
     guarded_sink,
 )
-from bot.prompts import history_messages
 from bot.research.messages import as_input, assistant_content, result_block, trace_args
 from bot.research.prompts import (
     final_message,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from bot.answer.passages import timed_text
 from bot.llm import Message as MessageParam
 from bot.models import NumberedSource
-from bot.passages import timed_text
 from bot.sessions import Exchange
 from retrieval.links import format_timestamp
 from retrieval.models import Segment
