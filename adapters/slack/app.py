@@ -14,6 +14,7 @@ Message text never goes to the log: only ids do.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 from collections.abc import Callable
@@ -36,7 +37,9 @@ from adapters.chat.conversation import (
     usage,
 )
 from adapters.chat.options import parse_options
+from adapters.chat.stream import StreamedReply
 from adapters.chat.uploads import NOT_ADMIN, Uploads
+from adapters.slack.assistant import AssistantStatus, PanelContexts, SlackStream, assistant
 from adapters.slack.render import (
     ACTION_UP,
     asked_message,
@@ -73,6 +76,7 @@ class SlackAdapter:
         self.uploads = Uploads(core.library, settings.upload_max_mb)
         self.own = slack_settings(settings)
         self.sources = SlackSources(self.uploads, self.own.admins, self.kb)
+        self.panels = PanelContexts()
 
     def allowed(self, channel: str) -> bool:
         """Channels on the allow-list (every channel when it is empty); DMs always."""
@@ -82,6 +86,11 @@ class SlackAdapter:
     def kb(self, team_id: str) -> str:
         """The knowledge base a workspace asks."""
         return self.own.kb or team_id
+
+    def kb_beside(self, team_id: str, channel: str | None) -> str:
+        """The knowledge base tied to ``channel`` (QUORUM_SLACK_CHANNEL_KBS), else the
+        workspace's."""
+        return self.own.channel_kbs.get(channel or "") or self.kb(team_id)
 
     async def on_message(
         self, event: dict[str, Any], team_id: str, bot_user_id: str | None
@@ -123,6 +132,22 @@ class SlackAdapter:
         """A reply in ``key``'s thread."""
         return SlackReply(self.client, key.channel, key.thread, self.update_interval_s)
 
+    def answer_in(self, question: Question) -> tuple[Question, SlackReply | StreamedReply]:
+        """Where a question's answer goes: an assistant panel's is streamed beside its
+        status line (today's edits if Slack refuses), from the knowledge base tied to the
+        channel it is beside; any other thread's is the placeholder that is edited."""
+        key = question.thread
+        if not self.panels.opened(key.channel, key.thread):
+            kb = self.kb_beside(key.workspace, key.channel)
+            return dataclasses.replace(question, kb=kb), self.reply(key)
+        kb = self.kb_beside(key.workspace, self.panels.viewing(key.channel, key.thread))
+        stream = SlackStream(self.client, key.channel, key.thread, key.workspace, question.user)
+        status = AssistantStatus(self.client, key.channel, key.thread)
+        streamed = StreamedReply(
+            stream, status, lambda: self.reply(key), self.update_interval_s, key.channel
+        )
+        return dataclasses.replace(question, kb=kb), streamed
+
     async def on_command(self, command: dict[str, Any], respond: AsyncRespond, mode: Mode) -> None:
         """``/ask`` or ``/research``: echo the question visibly, then answer in its thread."""
         channel, user, team = command["channel_id"], command["user_id"], command["team_id"]
@@ -153,7 +178,7 @@ class SlackAdapter:
             return
         key = ThreadKey(PLATFORM, team, channel, str(posted["ts"]))
         msg = Incoming(key, f"{channel}:{posted['ts']}", user, text)
-        await self.chat.answer(self.chat.question(msg, mode), self.reply(key))
+        await self.chat.answer(*self.answer_in(self.chat.question(msg, mode)))
 
     async def on_feedback(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A 👍/👎 click: store it and swap the buttons for a thank-you."""
@@ -213,8 +238,8 @@ class _Posted:
     async def fail(self, msg: Incoming, text: str) -> None:
         await self.adapter.reply(msg.key).fail(text)
 
-    async def reply(self, question: Question) -> tuple[Question, SlackReply]:
-        return question, self.adapter.reply(question.thread)
+    async def reply(self, question: Question) -> tuple[Question, SlackReply | StreamedReply]:
+        return self.adapter.answer_in(question)
 
 
 class _DropTokenUnused(logging.Filter):
@@ -274,6 +299,7 @@ def build_slack_app(
         core, settings, client, background if background is not None else Background()
     )
     adapter.update_interval_s = update_interval_s
+    app.assistant(assistant(adapter))
     _listen(app, adapter)
     return app
 
