@@ -239,6 +239,7 @@ class SlackEmulator:
         self.scopes = list(BOT_SCOPES)  # granted to the bot token (x-oauth-scopes)
         self.rate_limited: dict[str, int] = {}  # method -> how many more calls get a 429
         self.refuse_streams: str | None = None  # chat.startStream's error (e.g. not_allowed)
+        self.failing: dict[str, str] = {}  # method -> the error every call of it gets
         self.assistant_threads: set[tuple[str, str]] = set()  # (channel, thread_ts)
         self.statuses: dict[tuple[str, str], list[str]] = {}  # setStatus per thread
         self.prompts: dict[tuple[str, str], list[dict[str, str]]] = {}  # the latest per thread
@@ -348,6 +349,8 @@ class SlackEmulator:
             self._auth(auth, args, self.app_token)
             return {"url": f"ws://127.0.0.1:{self._port}/socket"}
         self._auth(auth, args, self.bot_token)
+        if method in self.failing:
+            raise SlackError(self.failing[method])
         if method == "auth.test":
             return {
                 "url": "https://quorum-emulator.slack.com/",
