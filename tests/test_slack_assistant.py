@@ -19,7 +19,7 @@ from adapters.chat.prompts import suggestions
 from adapters.slack.render import ACTION_UP
 from bot.models import Event, PartialAnswer, ProgressEvent, ThreadKey
 from retrieval.models import Source, SourceInfo
-from tests.emulators.slack import ALICE, BOT_TOKEN, TEAM, Message, SlackEmulator
+from tests.emulators.slack import ALICE, BOT_TOKEN, BOT_USER, TEAM, Message, SlackEmulator
 from tests.fakes import LINK, FakeCore, answer
 from tests.test_slack import Bot, bot_replies, has_buttons, make_settings, running
 
@@ -287,3 +287,49 @@ async def test_the_emulator_checks_the_stream_lifecycle_as_slack_does(
     prompts = client.assistant_threads_setSuggestedPrompts(channel_id=DM, prompts=[])
     assert await refused(prompts) == "invalid_arguments"
     assert slack.messages["C0GENERAL"][ts].text == "ab"
+
+
+# ---------------------------------------------------------------- streaming in any thread
+
+
+async def mention_with(slack: SlackEmulator, core: FakeCore, stream: str) -> list[Message]:
+    async with running(core, make_settings(slack, slack_stream=stream), slack, 0.01) as bot:
+        scripted(core)
+        msg = slack.user_posts("C0GENERAL", f"<@{BOT_USER}> who chose Cognito?")
+        await slack.deliver_event(slack.event(msg, "app_mention"))
+        await bot.settle()
+        return bot_replies(slack, "C0GENERAL", msg.ts)
+
+
+async def test_a_channel_thread_streams_below_its_placeholder(
+    slack: SlackEmulator, core: FakeCore
+) -> None:
+    [reply] = await mention_with(slack, core, "all")
+    [placeholder] = slack.deleted  # the progress line gave way to the words
+    assert placeholder.versions[0]["text"] == "Searching the archive…"
+    assert any("searching 'cognito'" in v["text"] for v in placeholder.versions)
+    [start] = slack.called("chat.startStream")
+    assert (start.args["recipient_team_id"], start.args["recipient_user_id"]) == (TEAM, ALICE)
+    assert reply.streaming is False and "".join(reply.appended) == WORDS[-1]
+    assert f"<{LINK_IN_MRKDWN}|1>" in reply.all_text() and has_buttons(reply)
+    assert not slack.errors()
+
+
+async def test_a_refused_channel_stream_keeps_the_one_placeholder_and_edits_it(
+    slack: SlackEmulator, core: FakeCore
+) -> None:
+    slack.refuse_streams = "not_allowed"
+    [reply] = await mention_with(slack, core, "all")
+    assert reply.streaming is None and not slack.deleted
+    assert reply.versions[0]["text"] == "Searching the archive…" and len(reply.versions) >= 3
+    assert f"<{LINK_IN_MRKDWN}|1>" in reply.all_text() and has_buttons(reply)
+
+
+async def test_streaming_off_keeps_the_panel_on_edits(slack: SlackEmulator, core: FakeCore) -> None:
+    async with running(core, make_settings(slack, slack_stream="off"), slack, 0.01) as bot:
+        thread = await open_panel(slack, bot)
+        scripted(core)
+        await ask_in_panel(slack, bot, thread, "who chose Cognito?")
+    assert not slack.called("chat.startStream") and not slack.called("assistant.threads.setStatus")
+    [reply] = bot_replies(slack, DM, thread)
+    assert has_buttons(reply) and len(reply.versions) >= 3

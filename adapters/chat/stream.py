@@ -7,8 +7,7 @@ the placeholder that is edited (``LiveEdits``), with one log line: never a lost 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 from adapters.chat.conversation import Reply
 from adapters.chat.live import LiveEdits
@@ -46,18 +45,19 @@ class Status(Protocol):
 
 class StreamedReply:
     """A ``Reply`` that streams: ``status`` shows progress until the first words, the
-    words go to ``stream`` at most once per interval, and ``fallback()`` (the platform's
-    placeholder-and-edits reply) takes over wherever the stream is refused."""
+    words go to ``stream`` at most once per interval, and ``fallback`` (the platform's
+    placeholder-and-edits reply; it may be the status itself) takes over wherever the
+    stream is refused."""
 
     def __init__(
         self,
         stream: Stream,
         status: Status,
-        fallback: Callable[[], Reply],
+        fallback: Reply,
         interval_s: float,
         where: str = "",
     ) -> None:
-        self.stream, self.status, self._fallback = stream, status, fallback
+        self.stream, self.status, self.fallback = stream, status, fallback
         self.interval_s, self.where = interval_s, where
         self.sent = ""  # the text the stream holds
         self.streaming = False
@@ -94,10 +94,11 @@ class StreamedReply:
             await self._refused(exc, PartialAnswer(text))
             return
         self.streaming, self.sent = True, text
+        await self.status.clear()
 
     async def _refused(self, exc: Exception, latest: Event | None) -> None:
         log.warning("streaming refused (%s): %s; answering by edits instead", self.where, exc)
-        self.backup = self._fallback()
+        self.backup = self.fallback
         await self.backup.start(self._placeholder)
         if latest is not None:
             await self.backup.on_event(latest)
@@ -121,17 +122,17 @@ class StreamedReply:
             except Exception as exc:
                 log.warning("the stream did not stop (%s): %s; posting the answer", self.where, exc)
                 self.streaming = False
-                self.backup = self._fallback()
+                self.backup = self.fallback
         if self.backup is None:
-            self.backup = self._fallback()
-        await self.status.clear()
+            self.backup = self.fallback
+        await self._clear_status()
         await self.backup.finish(answer)
 
     async def fail(self, text: str) -> None:
         """One sentence in place of the answer; never raises."""
         await self._status.close()
         await self._words.close()
-        await self.status.clear()
+        await self._clear_status()
         if self.streaming and self.backup is None:
             try:  # the words so far stay; the sentence ends the stream
                 await self.stream.stop(Answer(text=text, kind="error", mode="quick"))
@@ -139,8 +140,14 @@ class StreamedReply:
             except Exception as exc:
                 log.warning("the stream did not stop (%s): %s", self.where, exc)
         if self.backup is None:
-            self.backup = self._fallback()
+            self.backup = self.fallback
         await self.backup.fail(text)
+
+    async def _clear_status(self) -> None:
+        # A status that is itself the fallback's placeholder (a message edited in place)
+        # stays: the answer or the sentence replaces it.
+        if self.status is not cast(object, self.fallback):
+            await self.status.clear()
 
 
 def _text(event: Event) -> str:

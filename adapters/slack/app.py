@@ -133,20 +133,21 @@ class SlackAdapter:
         return SlackReply(self.client, key.channel, key.thread, self.update_interval_s)
 
     def answer_in(self, question: Question) -> tuple[Question, SlackReply | StreamedReply]:
-        """Where a question's answer goes: an assistant panel's is streamed beside its
-        status line (today's edits if Slack refuses), from the knowledge base tied to the
-        channel it is beside; any other thread's is the placeholder that is edited."""
-        key = question.thread
-        if not self.panels.opened(key.channel, key.thread):
-            kb = self.kb_beside(key.workspace, key.channel)
-            return dataclasses.replace(question, kb=kb), self.reply(key)
-        kb = self.kb_beside(key.workspace, self.panels.viewing(key.channel, key.thread))
+        """Where a question's answer goes, from the knowledge base tied to the channel it
+        is in or beside: streamed (QUORUM_SLACK_STREAM) beside an assistant panel's status
+        line, or below a thread's placeholder; else, or when Slack refuses the stream, the
+        placeholder that is edited."""
+        key, how = question.thread, self.own.stream
+        panel = self.panels.opened(key.channel, key.thread)
+        viewing = self.panels.viewing(key.channel, key.thread) if panel else key.channel
+        question = dataclasses.replace(question, kb=self.kb_beside(key.workspace, viewing))
+        reply = self.reply(key)
+        if how == "off" or (how == "panel" and not panel):
+            return question, reply
         stream = SlackStream(self.client, key.channel, key.thread, key.workspace, question.user)
-        status = AssistantStatus(self.client, key.channel, key.thread)
-        streamed = StreamedReply(
-            stream, status, lambda: self.reply(key), self.update_interval_s, key.channel
-        )
-        return dataclasses.replace(question, kb=kb), streamed
+        status = AssistantStatus(self.client, key.channel, key.thread) if panel else reply
+        interval = self.update_interval_s
+        return question, StreamedReply(stream, status, reply, interval, key.channel)
 
     async def on_command(self, command: dict[str, Any], respond: AsyncRespond, mode: Mode) -> None:
         """``/ask`` or ``/research``: echo the question visibly, then answer in its thread."""

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, BeforeValidator, Field, SecretStr
 from pydantic_settings import NoDecode, SettingsConfigDict
@@ -54,6 +54,11 @@ class SlackSettings(PlatformSettings):
     )
     kb: str | None = Field(
         None, description="Knowledge base for every Slack workspace (default: the team id)."
+    )
+    stream: Literal["panel", "all", "off"] = Field(
+        "panel",
+        description="Where answers stream natively: the assistant panel, every thread, or "
+        "nowhere (a placeholder that is edited, as when Slack refuses a stream).",
     )
     channel_kbs: ChannelKbs = Field(
         default_factory=dict,

@@ -239,6 +239,7 @@ class SlackEmulator:
         self.scopes = list(BOT_SCOPES)  # granted to the bot token (x-oauth-scopes)
         self.rate_limited: dict[str, int] = {}  # method -> how many more calls get a 429
         self.refuse_streams: str | None = None  # chat.startStream's error (e.g. not_allowed)
+        self.deleted: list[Message] = []  # messages removed by chat.delete
         self.failing: dict[str, str] = {}  # method -> the error every call of it gets
         self.assistant_threads: set[tuple[str, str]] = set()  # (channel, thread_ts)
         self.statuses: dict[tuple[str, str], list[str]] = {}  # setStatus per thread
@@ -367,6 +368,8 @@ class SlackEmulator:
             return self._update(args)
         if method == "chat.postEphemeral":
             return self._ephemeral(args)
+        if method == "chat.delete":
+            return self._delete(args)
         if method in _ASSISTANT:
             return _ASSISTANT[method](self, args)
         raise SlackError("unknown_method")
@@ -543,6 +546,17 @@ class SlackEmulator:
         msg.text, msg.blocks = text, blocks
         msg.versions.append({"text": text, "blocks": blocks})
         return {"channel": channel, "ts": msg.ts, "text": text, "message": msg.payload()}
+
+    def _delete(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = self._channel(args)
+        msg = self.messages[channel].get(str(args.get("ts")))
+        if msg is None:
+            raise SlackError("message_not_found")
+        if msg.bot_id != BOT_ID:
+            raise SlackError("cant_delete_message")
+        del self.messages[channel][msg.ts]
+        self.deleted.append(msg)
+        return {"channel": channel, "ts": msg.ts}
 
     def _ephemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         channel = self._channel(args)
