@@ -5,6 +5,7 @@
                else 503 with what is still missing
     /metrics   Prometheus text (``bot.metrics``)
     /api/...   the JSON API (``adapters.http.api``), answered once the core is up
+    /v/...     a source's page, opened by a signed link (``adapters.http.pages``)
 
 The server starts before the core, so an orchestrator sees the process alive (and not
 yet ready) while Weaviate starts and the model loads.
@@ -20,6 +21,7 @@ from aiohttp import web
 
 from adapters.http import api
 from adapters.http.openapi import openapi_document
+from adapters.http.pages import Pages
 from bot.config import Settings
 from bot.metrics import Metrics
 from bot.models import Core
@@ -68,6 +70,7 @@ class OpsServer:
         self.app.router.add_get("/metrics", self._metrics)
         self.app.router.add_get("/api/openapi.json", self._openapi)  # no token: it reveals nothing
         api.add_routes(self.app, self, api.parse_tokens(settings.api_tokens))
+        Pages(self).add_routes(self.app)  # /v/...: signed pages of recordings and documents
         self._runner: web.AppRunner | None = None
         self.port = 0
 
