@@ -69,6 +69,14 @@ def view_link(view: str, segment: Segment) -> str:
     return _with_fragment(view, f"u={segment.position}")
 
 
+def said_at(source: Source, link: str | None, said: float | None) -> str | None:
+    """``link`` to Quorum's own page of ``source`` with the second the cited sentence
+    starts at (``&s=243.2``), which picks its line when several open at one second."""
+    if link is None or said is None or not source.view or not link.startswith(source.view):
+        return link
+    return f"{link}&s={said:.1f}" if "#t=" in link else link
+
+
 def format_timestamp(seconds: float) -> str:
     """``734`` -> ``"12:14"``; ``3725`` -> ``"1:02:05"``."""
     t = max(0, int(seconds))

@@ -123,7 +123,7 @@ class Pages:
     async def page(self, request: web.Request) -> web.Response:
         """A recording's or a document's page."""
         services, grant, archive, source = await self._open(request)
-        units = await _units(archive, source.id)
+        units = await units_of(archive, source.id)
         meta = " · ".join(
             x
             for x in (
@@ -152,7 +152,7 @@ class Pages:
             body = views.recording(
                 title=source.title,
                 meta=meta,
-                lines=_lines(units),
+                lines=transcript_lines(units),
                 media_url=f"{base}/media" if found.path else None,
                 audio_only=source.kind == "audio"
                 or (found.path is not None and content_type(found.path).startswith("audio/")),
@@ -205,7 +205,7 @@ def _file_response(path: Path) -> web.FileResponse:
     )
 
 
-async def _units(archive: KbArchive, source_id: str) -> list[Hit]:
+async def units_of(archive: KbArchive, source_id: str) -> list[Hit]:
     """A source's stored windows in order (paged through the archive)."""
     out: list[Hit] = []
     while len(out) < MAX_UNITS:
@@ -216,7 +216,7 @@ async def _units(archive: KbArchive, source_id: str) -> list[Hit]:
     return out
 
 
-def _lines(units: list[Hit]) -> list[views.Line]:
+def transcript_lines(units: list[Hit]) -> list[views.Line]:
     """A recording's sentences, once each (windows overlap), with their seconds."""
     said: list[Sentence] = []
     for unit in units:

@@ -14,7 +14,9 @@ yet ready) while Weaviate starts and the model loads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -141,3 +143,24 @@ class OpsServer:
         body, content_type = self.metrics.render()
         # aiohttp wants the charset apart from the content type.
         return web.Response(body=body, headers={"Content-Type": content_type})
+
+
+@contextlib.asynccontextmanager
+async def local_pages(settings: Settings, services: CoreServices) -> AsyncIterator[str | None]:
+    """Serve the pages (and the rest of the HTTP server) while a terminal chat runs, so its
+    links open; yields their address, or None when the port is taken (a ``quorum serve``
+    already answers there)."""
+    server = OpsServer(settings)
+    try:
+        # Local only unless the pages have a public address.
+        await server.start(host=settings.http_host if settings.public_url else "127.0.0.1")
+    except OSError:
+        yield None
+        return
+    metrics = Metrics(services.llm)
+    server.attach(services, services.engine, metrics)
+    server.readiness.set("model", None)
+    try:
+        yield settings.page_url
+    finally:
+        await server.stop()

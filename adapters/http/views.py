@@ -59,6 +59,9 @@ var cited=null,now=null;
 function frag(k){var p=new URLSearchParams(location.hash.slice(1));return p.get(k);}
 function lineAt(t){var best=null;for(var i=0;i<lines.length;i++){
  if(+lines[i].dataset.l<=t+0.05)best=lines[i];else break;}return best||lines[0]||null;}
+function said(v){if(v===null)return null;var x=parseFloat(v),b=null;
+ lines.forEach(function(l){if(!b||Math.abs(+l.dataset.s-x)<Math.abs(+b.dataset.s-x))b=l;});
+ return b;}
 function mark(el){if(cited)cited.classList.remove('cited');cited=el;if(!el)return;
  el.classList.add('cited');el.scrollIntoView({block:el.tagName==='LI'?'center':'start'});}
 function deep(url,t){var u=new URL(url),h=u.hostname;
@@ -73,14 +76,16 @@ function seek(t){if(!m)return;var go=function(){m.currentTime=t;var p=m.play();
  if(m.readyState>=1)go();else m.addEventListener('loadedmetadata',go,{once:true});}
 function open(){var t=frag('t'),pg=frag('page'),u=frag('u');
  if(t!==null){var s=Math.max(0,parseInt(t,10)||0);
-  mark(lines.filter(function(l){return +l.dataset.l===s;})[0]||lineAt(s));seek(s);
+  mark(said(frag('s'))||lines.filter(function(l){return +l.dataset.l===s;})[0]||lineAt(s));
+  seek(s);
   if(ext){ext.href=deep(ext.dataset.url,s);
    ext.textContent='Open at '+fmt(s)+' on '+ext.dataset.host;}}
  else if(pg!==null){mark(document.getElementById('page-'+parseInt(pg,10)));
   var f=document.getElementById('pdf');if(f)f.href=f.dataset.url+'#page='+parseInt(pg,10);}
  else if(u!==null){mark(document.getElementById('u-'+parseInt(u,10)));}}
 lines.forEach(function(l){l.addEventListener('click',function(e){if(e.target.closest('a'))return;
- var h='#t='+l.dataset.l;if(location.hash===h)open();else location.hash=h;});});
+ var h=l.querySelector('a.time').getAttribute('href');
+ if(location.hash===h)open();else location.hash=h;});});
 document.addEventListener('click',function(e){var a=e.target.closest('a.time');
  if(a&&location.hash===a.getAttribute('href')){e.preventDefault();open();}});
 if(m){m.addEventListener('timeupdate',function(){var l=lineAt(m.currentTime);if(l===now)return;
@@ -177,7 +182,7 @@ def recording(
         who = f"<span class=who>{escape(line.speaker)}</span>" if line.speaker else ""
         parts.append(
             f'<li data-s="{line.start_s:.2f}" data-l="{line.link_s}">'
-            f'<a class=time href="#t={line.link_s}" aria-label="Play from '
+            f'<a class=time href="#t={line.link_s}&amp;s={line.start_s:.1f}" aria-label="Play from '
             f'{format_timestamp(line.link_s)}">{format_timestamp(line.start_s)}</a>'
             f"<span>{who}{escape(line.text)}</span></li>"
         )
