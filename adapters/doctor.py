@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import anthropic
 import discord
@@ -328,6 +329,24 @@ async def _bounded(name: str, check: Awaitable[Check | None]) -> Check | None:
         return Check(name, "FAIL", f"No answer within {CHECK_TIMEOUT_S:g} s.", "Check the network.")
 
 
+def check_pages(settings: Settings) -> Check:
+    """Page links reach people: QUORUM_PUBLIC_URL is set when chat platforms are."""
+    host = (urlsplit(settings.page_url).hostname or "").lower()
+    local = host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
+    chat = configured(settings)
+    if local and chat:
+        return Check(
+            "pages",
+            "warn",
+            f"Links in answers point at {settings.page_url}, which only this machine can open "
+            f"({', '.join(chat)} users cannot).",
+            "Set QUORUM_PUBLIC_URL to the address people reach this server at "
+            "(https://quorum.example.com).",
+        )
+    days = f"{settings.link_ttl_days:g}"
+    return _ok("pages", f"links open at {settings.page_url}/v/..., valid {days} days")
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order an operator fixes things."""
     checks: list[Check | None] = [check_front_ends(settings)]
@@ -339,6 +358,7 @@ async def run_checks(settings: Settings) -> list[Check]:
         ("discord", check_discord),
     ]
     checks += [check_model(settings), check_disk(settings), check_port(settings)]
+    checks.append(check_pages(settings))
     checks += [await _bounded(name, fn(settings)) for name, fn in slow]
     return [c for c in checks if c is not None]
 

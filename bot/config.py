@@ -221,6 +221,20 @@ class Settings(BaseSettings):
             return [value]
         return value
 
+    @field_validator("link_secret")
+    @classmethod
+    def _long_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("must be at least 16 characters long")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
     @property
     def page_url(self) -> str:
         """The public address of the pages: QUORUM_PUBLIC_URL or localhost's port."""
