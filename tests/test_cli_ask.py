@@ -43,10 +43,10 @@ def demo_ingested(weaviate_endpoint: Endpoint, tmp_path_factory: pytest.TempPath
         "QUORUM_WEAVIATE_GRPC_PORT": str(weaviate_endpoint.grpc_port),
         "QUORUM_DATA_DIR": str(tmp_path_factory.mktemp("demo-data")),
     }
-    result = runner.invoke(app, ["demo", "--no-chat"], env=env)
+    result = runner.invoke(app, ["demo", "--no-chat", "--no-speak"], env=env)
     assert result.exit_code == 0, result.output
     assert "Sample archive:" in result.output and QUESTION in result.output
-    again = runner.invoke(app, ["demo", "--no-chat"], env=env)
+    again = runner.invoke(app, ["demo", "--no-chat", "--no-speak"], env=env)
     assert again.exit_code == 0 and "0 indexed" in again.output  # unchanged files skipped
     return "demo"
 

@@ -6,6 +6,7 @@ removed source 404, media answers Range requests with 206 and nothing else is re
 
 from __future__ import annotations
 
+import re
 import shutil
 import uuid
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser
 
+from adapters.cli.commands import _keep_media
 from bot.config import load_settings
 from bot.models import Answer, Question, ThreadKey
 from retrieval.embed import SentenceTransformerEmbedder
@@ -94,7 +96,7 @@ async def test_a_recordings_citation_opens_playing_at_the_quoted_sentence(world:
     cite = answer.citations[0]
     assert cite.link and cite.link.startswith(f"{world.served.url}/v/"), cite.link
     assert cite.quote and "migration checklist" in cite.quote
-    second = int(cite.link.rsplit("#t=", 1)[1])
+    second = int(re.findall(r"#t=(\d+)", cite.link)[0])
 
     page = await opened(world.browser, cite.link)
     state = await media_state(page)
@@ -238,3 +240,33 @@ async def test_a_removed_source_is_404_and_a_rotated_secret_revokes(world: World
         async with served.http.get(page + suffix) as r:
             assert r.status == 404
             assert "no longer" in await r.text()
+
+
+async def test_a_moved_recording_is_said_on_its_page_and_a_kept_copy_still_plays(
+    world: World, tmp_path: Path
+) -> None:
+    served, kb = world.served, f"t{uuid.uuid4().hex[:12]}"
+    wav = speak(tmp_path / "standup.wav", ["The quarterly budget review is on Friday."]).path
+    r = served.services.retrieval
+    report = await ingest(
+        r.store, r.embedder, kb, [wav], chunking=r.chunking, transcriber=r.transcriber
+    )
+    page = served.signer.page(kb, "standup")
+    async with served.http.get(page) as resp:
+        assert "id=media" in await resp.text()
+
+    moved = wav.rename(tmp_path / "elsewhere.wav")
+    async with served.http.get(page) as resp:
+        text = await resp.text()
+        assert "standup.wav) is no longer where it was ingested from" in text
+        assert "id=media" not in text and "quarterly budget" in text
+    async with served.http.get(page + "/media") as resp:
+        assert resp.status == 404
+
+    # QUORUM_KEEP_MEDIA: `quorum ingest` keeps a copy, which plays after the file moves.
+    moved.rename(wav)
+    _keep_media(served.services.settings.model_copy(update={"keep_media": True}), kb, report)
+    wav.unlink()
+    browser_page = await opened(world.browser, page + "#t=0")
+    assert (await media_state(browser_page))["t"] < 1.0
+    await browser_page.close()

@@ -30,7 +30,7 @@ from tests.test_pages import SAID
 from tests.test_slack import GENERAL, bot_replies, make_settings, running
 from tests.test_uploads_discord import emu, replies_to  # noqa: F401 (emu: a fixture)
 
-LINK = r"http://127\.0\.0\.1:\d+/v/[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+#t=\d+"
+LINK = r"http://127\.0\.0\.1:\d+/v/[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+#t=\d+(?:&s=[\d.]+)?"
 
 
 @dataclass
@@ -62,7 +62,7 @@ async def plays_the_quote(world: World, text: str) -> None:
     link = links[0]
     page = await opened(world.browser, link)
     state = await media_state(page)
-    second = int(link.rsplit("#t=", 1)[1])
+    second = int(re.findall(r"#t=(\d+)", link)[0])
     assert abs(state["t"] - second) < 1.0, (state, second)
     assert "migration checklist" in state["cited"]
     await page.close()

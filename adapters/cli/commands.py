@@ -8,6 +8,7 @@ a non-zero exit.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -45,6 +46,7 @@ from bot.understand import choice_note
 from bot.wiring import open_retrieval
 from retrieval.errors import InvalidInput
 from retrieval.indexer import IngestReport, ingest
+from retrieval.kept_media import keep, kept_path
 from retrieval.links import locator
 from retrieval.models import Hit
 from retrieval.search import MAX_K
@@ -80,6 +82,16 @@ async def _post_discord(settings: Settings, channel: str, text: str) -> None:
 POSTERS: dict[str, Poster] = {"slack": _post_slack, "discord": _post_discord}
 
 
+def _keep_media(settings: Settings, kb: str, report: IngestReport) -> None:
+    """QUORUM_KEEP_MEDIA: copy each ingested recording beside Quorum's data for its page."""
+    for result in report.results:
+        if result.source_id and result.status != "failed":
+            path = Path(result.path)
+            kept = kept_path(settings.media_dir, kb, result.source_id, path.suffix)
+            if result.status != "skipped" or not kept.exists():  # new, changed, or never kept
+                keep(settings.media_dir, kb, result.source_id, path)
+
+
 @app.command("ingest")
 def ingest_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders to ingest.")],
@@ -109,6 +121,8 @@ def ingest_cmd(
                     summarizer=summ,
                 )
             r.search.forget_sources(name)
+            if settings.keep_media:
+                await asyncio.to_thread(_keep_media, settings, name, report)
             elapsed = time.perf_counter() - t0
             posted = await announce(settings, r.search.archive(name), report.results, POSTERS)
         out.print(_report_table(report, elapsed))

@@ -228,6 +228,9 @@ def chat_command(kb: KbOpt = None) -> None:
 
 def demo_command(
     chat: Annotated[bool, typer.Option(help="Open the chat after ingesting.")] = True,
+    speak: Annotated[
+        bool, typer.Option(help="Give the sample recordings audio with espeak-ng (once).")
+    ] = True,
 ) -> None:
     """Ingest the sample archive (examples/) into the "demo" knowledge base and chat with it."""
 
@@ -254,8 +257,10 @@ def demo_command(
             for failed in report.failed:
                 err.print(failure_line(failed.path, failed.reason), highlight=False)
             t1 = time.perf_counter()
-            with err.status("Speaking the sample recordings with espeak-ng...", spinner="dots"):
-                spoken = await give_voices(r, DEMO_KB, settings.media_dir)
+            spoken: list[str] = []
+            if speak:
+                with err.status("Speaking the sample recordings with espeak-ng...", spinner="dots"):
+                    spoken = await give_voices(r, DEMO_KB, settings.media_dir)
             if spoken:
                 out.print(
                     f"Spoke {len(spoken)} recordings with espeak-ng, a voice per speaker "

@@ -11,6 +11,7 @@ import io
 import shutil
 import subprocess
 import wave
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import av
@@ -43,18 +44,25 @@ def speak_lines(lines: list[tuple[float, str | None, str]], out: Path) -> None:
     if binary is None:
         raise FileNotFoundError("espeak-ng")
     voices: dict[str | None, str] = {}
+    for _, speaker, _ in lines:
+        voices.setdefault(speaker, VOICES[len(voices) % len(VOICES)])
     end_s = (lines[-1][0] + 15.0) if lines else 1.0
     track = np.zeros(int(end_s * RATE), np.int32)
-    for i, (start, speaker, text) in enumerate(lines):
-        voice = voices.setdefault(speaker, VOICES[len(voices) % len(VOICES)])
+
+    def line(i: int) -> np.ndarray:
+        start, speaker, text = lines[i]
         room = (lines[i + 1][0] - start) if i + 1 < len(lines) else 15.0
-        pcm = _say(binary, voice, text, WORDS_PER_MIN)
-        if len(pcm) > room * RATE:
+        pcm = _say(binary, voices[speaker], text, WORDS_PER_MIN)
+        if len(pcm) > room * RATE:  # said again faster, so it ends before the next line
             faster = min(MAX_WORDS_PER_MIN, int(WORDS_PER_MIN * len(pcm) / (room * RATE)) + 10)
-            pcm = _say(binary, voice, text, faster)
-        at = int(start * RATE)
-        pcm = pcm[: max(0, len(track) - at)]
-        track[at : at + len(pcm)] += pcm
+            pcm = _say(binary, voices[speaker], text, faster)
+        return pcm
+
+    with ThreadPoolExecutor(max_workers=4) as pool:  # each line is its own espeak-ng process
+        for (start, _, _), pcm in zip(lines, pool.map(line, range(len(lines))), strict=True):
+            at = int(start * RATE)
+            pcm = pcm[: max(0, len(track) - at)]
+            track[at : at + len(pcm)] += pcm
     _encode(np.clip(track, -32768, 32767).astype(np.int16), out)
 
 
