@@ -11,6 +11,7 @@ import io
 import shutil
 import subprocess
 import wave
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -37,7 +38,7 @@ def _say(binary: str, voice: str, text: str, speed: int) -> np.ndarray:
         return np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16)
 
 
-def speak_lines(lines: list[tuple[float, str | None, str]], out: Path) -> None:
+def speak_lines(lines: Sequence[tuple[float, str | None, str]], out: Path) -> None:
     """Speak ``(second, speaker, text)`` lines, each from its second (faster when it would
     run into the next), into ``out`` (.m4a)."""
     binary = shutil.which("espeak-ng")
