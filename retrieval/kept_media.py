@@ -63,6 +63,12 @@ def _kept(media_dir: Path, kb: str, source_id: str) -> Path | None:
     return None
 
 
+def kept_copies(media_dir: Path, kb: str, source_id: str) -> list[Path]:
+    """Every kept copy of ``source_id``'s recording (removed with the source)."""
+    paths = (kept_path(media_dir, kb, source_id, suffix) for suffix in sorted(MEDIA_SUFFIXES))
+    return [p for p in paths if p.is_file()]
+
+
 def _original(source: Source) -> Path | None:
     return Path(source.path).absolute() if source.path else None
 

@@ -14,10 +14,9 @@ from typing import Protocol
 from retrieval.embed import Embedder
 from retrieval.errors import InvalidInput
 from retrieval.links import segment_link
-from retrieval.models import KINDS, LEVELS, Hit, SearchFilters, SourceInfo
+from retrieval.models import KINDS, LEVELS, Hit, SearchFilters, SourceInfo, check_kb
 from retrieval.names import SourceChoice, choose_sources, title_matches
 from retrieval.route import fixed, fuse, route
-from retrieval.schema import check_kb
 from retrieval.share import LinkSigner
 from retrieval.store import Store
 

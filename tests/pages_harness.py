@@ -22,8 +22,8 @@ from retrieval.embed import LazyEmbedder, SentenceTransformerEmbedder
 from retrieval.search import SearchService
 from retrieval.service import Retrieval
 from retrieval.share import LinkSigner, load_secret
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -51,7 +51,10 @@ class Served:
 
 @contextlib.asynccontextmanager
 async def serving(
-    settings: Settings, endpoint: Endpoint, store: Store, embedder: SentenceTransformerEmbedder
+    settings: Settings,
+    endpoint: Endpoint,
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
 ) -> AsyncIterator[Served]:
     """The ops server on a free port with the core attached; links signed for its address."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -63,7 +66,7 @@ async def serving(
     signer = LinkSigner(load_secret(settings.data_dir), url, settings.link_ttl_days)
     search = SearchService(store, lazy, signer=signer)
     config = retrieval_config(settings)
-    retrieval = Retrieval(config, endpoint, store, lazy, search, config.transcriber())
+    retrieval = Retrieval(config, store, lazy, search, config.transcriber())
     try:
         async with open_core(settings, retrieval=retrieval) as services:
             metrics = Metrics(services.llm)

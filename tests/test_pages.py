@@ -22,8 +22,8 @@ from bot.config import load_settings
 from bot.models import Answer, Question, ThreadKey
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 from tests.conftest import EXAMPLES
 from tests.media_fixtures import speak
 from tests.pages_harness import PHONE, Served, chromium, media_state, opened, serving
@@ -58,7 +58,7 @@ class World:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def world(
     weaviate_endpoint: Endpoint,
-    store: Store,
+    store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[World]:

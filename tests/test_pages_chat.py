@@ -18,8 +18,8 @@ from playwright.async_api import Browser
 
 from bot.config import load_settings
 from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 from tests.emulators.discord import DiscordEmulator
 from tests.emulators.slack import ALICE, BOT_USER, SlackEmulator
 from tests.media_fixtures import speak
@@ -43,7 +43,7 @@ class World:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def world(
     weaviate_endpoint: Endpoint,
-    store: Store,
+    store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[World]:

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from adapters.http import views
-from bot.passages import Sentence, link_second, merge_sentences, sentences_of
+from bot.cite.sentences import Sentence, link_second, merge_sentences, sentences_of
 from bot.wiring import CoreServices
 from retrieval.errors import QuorumError
 from retrieval.kept_media import PLAYABLE, content_type, find_file, find_media
