@@ -156,6 +156,7 @@ def source_json(s: NumberedSource) -> dict[str, Any]:
         "source_id": hit.source.id,
         "kind": hit.source.kind,
         "link": hit.link,
+        "view": hit.source.view,  # Quorum's own page of the source (a signed link)
         "recorded_at": hit.source.recorded_at.isoformat() if hit.source.recorded_at else None,
         "start_s": seg.start_s,
         "end_s": seg.end_s,
