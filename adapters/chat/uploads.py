@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import secrets
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,12 +35,14 @@ LISTED = (
 
 @dataclass(frozen=True)
 class Upload:
-    """A file shared in chat: its name and size as the platform reports them, and the
-    platform's authenticated download of it to a path."""
+    """A file shared in chat: its name and size as the platform reports them, the
+    platform's authenticated download of it to a path, and who shared it (the platform's
+    user id: the same name from the same person is the same file)."""
 
     name: str
     size: int
     fetch: Callable[[Path], Awaitable[None]]
+    by: str = ""
 
 
 class UploadReply(Protocol):
@@ -87,6 +90,12 @@ def safe_name(name: str) -> str:
     stem, suffix = Path(base).stem, Path(base).suffix.lower()
     stem = re.sub(r"[^\w.-]+", "-", stem).strip(".-")[:100] or "upload"
     return stem + suffix
+
+
+def shelf(by: str) -> str:
+    """The folder of a person's uploads inside a knowledge base's inbox: a file's identity
+    is who shared it and its name, so the same name from someone else is another file."""
+    return "by-" + (re.sub(r"[^\w-]+", "-", by).strip("-")[:64] or "someone")
 
 
 def segments(n: int) -> str:
@@ -184,16 +193,19 @@ class Uploads:
             pending.add(task)
             task.add_done_callback(pending.discard)
 
+        path: Path | None = None
+        previous: Path | None = None
+        kept = False
         try:
             await reply.start(f"Downloading {name}…")
-            path = await self._download(library.inbox(kb), upload)
-            if path is None:
+            downloaded = await self._download(library.inbox(kb) / shelf(upload.by), upload)
+            if downloaded is None:
                 await reply.done(f"Sorry — I couldn't download {name}. Please share it again.")
                 return None
+            path, previous = downloaded
             await reply.on_event(ProgressEvent(f"Reading {name}…"))
             added = await library.add(kb, path, heard)
-            if added.status == "failed":
-                path.unlink(missing_ok=True)
+            kept = added.status != "failed"
             await asyncio.gather(*pending, return_exceptions=True)
         except QuorumError as exc:
             log.warning("adding an upload to %s failed: %s", kb, exc)
@@ -203,26 +215,35 @@ class Uploads:
             log.exception("adding an upload to %s failed", kb)
             await reply.done(FAILED.format(name=name))
             return None
+        finally:
+            if path is not None:
+                await asyncio.to_thread(_settle, path, previous, kept)
         await reply.done(result_text(name, added))
         return added
 
-    async def _download(self, inbox: Path, upload: Upload) -> Path | None:
-        """The file, downloaded beside its final name then moved there whole; None when
-        the platform would not give it (or gave more than it announced)."""
-        path = inbox / safe_name(upload.name)
-        part = path.with_name(f".{path.name}.part")
+    async def _download(self, folder: Path, upload: Upload) -> tuple[Path, Path | None] | None:
+        """The file, downloaded beside its final name then moved there whole, and where
+        the version it replaces was set aside (None when it is new); None when the platform
+        would not give it (or gave more than it announced)."""
+        path = folder / safe_name(upload.name)
+        part = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
         try:
+            await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
             await upload.fetch(part)
             size = part.stat().st_size
             if size > self.max_mb * MB:
                 raise ValueError(f"{size} bytes, more than the limit")
+            previous: Path | None = None
+            if path.exists():
+                previous = path.with_name(f".{path.name}.previous")
+                path.replace(previous)
             part.replace(path)
         except Exception as exc:
             log.warning("download of an upload failed: %s", exc)
             with contextlib.suppress(OSError):
                 part.unlink()
             return None
-        return path
+        return path, previous
 
     async def sources(self, kb: str) -> str:
         """``/sources``, as one message."""
@@ -248,6 +269,19 @@ class Uploads:
         if not removed:
             return not_found(source_id)
         return f"Removed `{source_id}` ({removed} passages). Answers no longer cite it."
+
+
+def _settle(path: Path, previous: Path | None, kept: bool) -> None:
+    """Keep the new file and drop the version it replaced, or (the new one failed) put the
+    previous version back: the source still in the knowledge base keeps its file."""
+    with contextlib.suppress(OSError):
+        if kept:
+            if previous is not None:
+                previous.unlink(missing_ok=True)
+        elif previous is not None:
+            previous.replace(path)
+        else:
+            path.unlink(missing_ok=True)
 
 
 __all__ = [

@@ -260,7 +260,9 @@ class QuorumClient(discord.Client):
             return
         kb = self.kb_for(message.guild.id if message.guild else None)
         for attachment in message.attachments:
-            await self.uploads.add(kb, as_upload(attachment), MessageReply(message.reply))
+            await self.uploads.add(
+                kb, as_upload(attachment, message.author), MessageReply(message.reply)
+            )
 
     async def _answer_message(self, message: discord.Message, question: Question) -> None:
         """Start a thread on the question where one can be started, then answer in it."""

@@ -39,13 +39,13 @@ def is_admin(user: object, admin_role: str | None) -> bool:
     )
 
 
-def as_upload(attachment: discord.Attachment) -> Upload:
-    """An attachment, downloaded by discord.py when the upload is accepted."""
+def as_upload(attachment: discord.Attachment, by: object) -> Upload:
+    """An attachment shared by ``by`` (a user), downloaded when the upload is accepted."""
 
     async def fetch(to: Path) -> None:
         await attachment.save(to)
 
-    return Upload(attachment.filename, attachment.size, fetch)
+    return Upload(attachment.filename, attachment.size, fetch, str(getattr(by, "id", "")))
 
 
 class MessageReply:
@@ -165,7 +165,9 @@ async def on_ingest(interaction: discord.Interaction[Any], file: discord.Attachm
         return await interaction.followup.send(text, wait=True)
 
     uploads: Uploads = client.uploads
-    await uploads.add(client.kb_for(interaction.guild_id), as_upload(file), MessageReply(send))
+    await uploads.add(
+        client.kb_for(interaction.guild_id), as_upload(file, interaction.user), MessageReply(send)
+    )
 
 
 @app_commands.command(name="ingest", description="Add a recording or document (admins).")

@@ -131,7 +131,7 @@ class SlackAdapter:
             await self._ephemeral(msg.key.channel, msg.user, NOT_ADMIN, reply_to)
             return
         token = self.settings.slack_bot_token
-        for upload in uploads_in(event, token.get_secret_value() if token else ""):
+        for upload in uploads_in(event, token.get_secret_value() if token else "", msg.user):
             await self.uploads.add(self.kb(msg.key.workspace), upload, self.reply(msg.key))
 
     def reply(self, key: ThreadKey) -> SlackReply:

@@ -51,15 +51,16 @@ def fetcher(url: str, token: str) -> Any:
     return fetch
 
 
-def uploads_in(event: dict[str, Any], token: str) -> list[Upload]:
-    """The files on a message event, as uploads (name and size as Slack reports them)."""
+def uploads_in(event: dict[str, Any], token: str, by: str = "") -> list[Upload]:
+    """The files on a message event, as uploads (name and size as Slack reports them)
+    shared by ``by``."""
     found: list[Upload] = []
     for f in event.get("files") or []:
         url = f.get("url_private_download") or f.get("url_private")
         if not url:
             continue
         found.append(
-            Upload(str(f.get("name") or "upload"), int(f.get("size") or 0), fetcher(url, token))
+            Upload(str(f.get("name") or "upload"), int(f.get("size") or 0), fetcher(url, token), by)
         )
     return found
 
