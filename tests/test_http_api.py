@@ -217,6 +217,8 @@ async def test_search_and_sources(running: Running) -> None:
         ({}, 401, "Authorization: Bearer"),
         ({"Authorization": "Bearer nope"}, 401, "Unknown API token"),
         ({"Authorization": f"Basic {TOKEN}"}, 401, "Authorization: Bearer"),
+        ({"Authorization": "Bearer tøk-sämple"}, 401, "Unknown API token"),
+        ({"Authorization": f"Bearer {TOKEN}\u00e9"}, 401, "Unknown API token"),
     ],
 )
 async def test_a_missing_or_unknown_token_is_401(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from adapters.chat.conversation import RESTARTED
 from retrieval.reaper import is_our_server
@@ -86,6 +87,24 @@ async def quorum_serve(env: dict[str, str], tmp_path: Path) -> AsyncIterator[Ser
             proc.kill()
             await proc.wait()
         log.close()
+
+
+@pytest.mark.parametrize(
+    ("tokens", "says"),
+    [
+        ("tøk:kb,tok:kb", "QUORUM_API_TOKENS: token 1 is not printable ASCII"),
+        ("tokA:kba,tokA:kbb", "QUORUM_API_TOKENS: token 2 repeats an earlier token"),
+    ],
+)
+async def test_unusable_api_tokens_stop_start_up_with_one_line(
+    tmp_path: Path, tokens: str, says: str
+) -> None:
+    async with quorum_serve({"QUORUM_API_TOKENS": tokens, "COLUMNS": "200"}, tmp_path) as served:
+        code = await asyncio.wait_for(served.proc.wait(), 60)
+    log = (tmp_path / "serve.log").read_text()
+    assert code == 1, log
+    assert says in log and "Traceback" not in log, log
+    assert len(log.strip().splitlines()) == 1, log
 
 
 async def test_sigterm_mid_answer_ends_the_thread_politely_and_stops_weaviate(

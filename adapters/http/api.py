@@ -53,16 +53,27 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def parse_tokens(raw: SecretStr | None) -> dict[str, str]:
-    """``tok1:kb1,tok2:kb2`` -> {token: kb}; a malformed pair is a ConfigError."""
+    """``tok1:kb1,tok2:kb2`` -> {token: kb}; a malformed pair, a token a header cannot
+    carry (not printable ASCII) or one listed twice is a ConfigError naming the variable."""
     tokens: dict[str, str] = {}
     if raw is None:
         return tokens
-    for pair in raw.get_secret_value().split(","):
+    for n, pair in enumerate(raw.get_secret_value().split(","), 1):
         if not pair.strip():
             continue
         token, sep, kb = pair.strip().partition(":")
         if not sep or not token or not kb:
             raise ConfigError("QUORUM_API_TOKENS must look like token1:kb1,token2:kb2.")
+        if not (token.isascii() and token.isprintable()) or " " in token:
+            raise ConfigError(
+                f"QUORUM_API_TOKENS: token {n} is not printable ASCII without spaces; "
+                "an Authorization header cannot carry it."
+            )
+        if token in tokens:
+            raise ConfigError(
+                f"QUORUM_API_TOKENS: token {n} repeats an earlier token; "
+                "each token opens one knowledge base."
+            )
         try:
             tokens[token] = check_kb(kb)
         except InvalidInput as exc:
@@ -163,8 +174,10 @@ class Api:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise _Reject(_problem(401, "Send Authorization: Bearer TOKEN (QUORUM_API_TOKENS)."))
+        # Bytes, not str: compare_digest refuses non-ASCII text, and a caller chooses it.
+        sent = token.strip().encode("utf-8", "backslashreplace")
         own = next(
-            (kb for t, kb in self.tokens.items() if hmac.compare_digest(t, token.strip())), None
+            (kb for t, kb in self.tokens.items() if hmac.compare_digest(t.encode(), sent)), None
         )
         if own is None:
             raise _Reject(_problem(401, "Unknown API token."))
