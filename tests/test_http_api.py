@@ -264,6 +264,12 @@ async def test_a_token_for_another_knowledge_base_is_403(running: Running) -> No
         ("/api/ask", {"question": "q", "session_id": "a b"}, "session_id"),
         ("/api/ask", {"question": "q", "colour": "red"}, "colour"),
         ("/api/ask", "not json", "body"),
+        ("/api/ask", '{"question": ' + "[" * 50_000 + "]" * 50_000 + "}", "body"),
+        (
+            "/api/search",
+            '{"query": "q", "filters": ' + '{"x": ' * 9_000 + "1" + "}" * 9_001,
+            "body",
+        ),
         ("/api/search", {"query": "q", "k": 0}, "k"),
         ("/api/feedback", {"session_id": "s", "exchange_id": 1, "value": 2}, "value"),
     ],

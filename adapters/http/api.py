@@ -200,6 +200,8 @@ class Api:
             raw = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise _Reject(_problem(422, "body: not JSON.", field="body")) from None
+        except RecursionError:  # the parser recurses per level: a hostile body nests deep
+            raise _Reject(_problem(422, "body: nested too deeply.", field="body")) from None
         try:
             return model.model_validate(raw)
         except ValidationError as exc:
