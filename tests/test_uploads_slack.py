@@ -138,6 +138,22 @@ async def test_oversized_or_unreadable_files_are_refused_before_download(
     assert await library.sources(kb) == []
 
 
+async def test_a_file_larger_than_it_said_is_stopped_at_the_limit_while_downloading(
+    slack: SlackEmulator, bot: Bot, library: KbLibrary, kb: str
+) -> None:
+    big = b"WEBVTT\n\n" + b"x" * (40 * 1024 * 1024)
+    file = slack.share_file("big-notes.vtt", big, size=1000)
+    msg = await share(slack, bot, [file])
+
+    [reply] = bot_replies(slack, GENERAL, msg.ts)
+    assert reply.versions[-1]["text"] == (
+        "Sorry — big-notes.vtt is larger than it said; the limit here is 5 MB."
+    )
+    assert slack.sent[file["id"]] < 20 * 1024 * 1024  # not the whole 40 MB
+    assert [p for p in library.inbox(kb).rglob("*") if p.is_file()] == []
+    assert await library.sources(kb) == []
+
+
 async def test_a_download_without_the_right_token_is_refused_by_slack_and_not_kept(
     slack: SlackEmulator, library: KbLibrary, kb: str
 ) -> None:

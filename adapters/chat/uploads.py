@@ -11,7 +11,7 @@ import contextlib
 import logging
 import re
 import secrets
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import AsyncIterable, Awaitable, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -27,6 +27,7 @@ log = logging.getLogger("quorum.chat")
 MB = 1024 * 1024
 NOT_ADMIN = "Sorry — only Quorum's admins can add or remove sources here."
 NO_LIBRARY = "Sorry — adding and removing sources is not switched on for this bot."
+TOO_LARGE = "Sorry — {name} is larger than it said; the limit here is {max_mb} MB."
 FAILED = "Sorry — something went wrong on my side while adding {name}. Please try again."
 LISTED = (
     15  # sources named in one /sources reply (within every platform's limits); the rest counted
@@ -36,13 +37,33 @@ LISTED = (
 @dataclass(frozen=True)
 class Upload:
     """A file shared in chat: its name and size as the platform reports them, the
-    platform's authenticated download of it to a path, and who shared it (the platform's
-    user id: the same name from the same person is the same file)."""
+    platform's authenticated download of it to a path (at most a limit of bytes, else
+    ``TooLarge``: a declared size is only a claim), and who shared it (the platform's user
+    id: the same name from the same person is the same file)."""
 
     name: str
     size: int
-    fetch: Callable[[Path], Awaitable[None]]
+    fetch: Callable[[Path, int], Awaitable[None]]
     by: str = ""
+
+
+class TooLarge(Exception):
+    """A download passed the size limit; it was stopped there."""
+
+
+async def write_capped(chunks: AsyncIterable[bytes], to: Path, limit: int) -> None:
+    """Write ``chunks`` to ``to``, stopping with ``TooLarge`` as soon as they pass
+    ``limit`` bytes: the platform's declared size is not trusted."""
+    written = 0
+    file = await asyncio.to_thread(to.open, "wb")
+    try:
+        async for chunk in chunks:
+            written += len(chunk)
+            if written > limit:
+                raise TooLarge(f"more than {limit} bytes")
+            await asyncio.to_thread(file.write, chunk)
+    finally:
+        await asyncio.to_thread(file.close)
 
 
 class UploadReply(Protocol):
@@ -199,8 +220,8 @@ class Uploads:
         try:
             await reply.start(f"Downloading {name}…")
             downloaded = await self._download(library.inbox(kb) / shelf(upload.by), upload)
-            if downloaded is None:
-                await reply.done(f"Sorry — I couldn't download {name}. Please share it again.")
+            if isinstance(downloaded, str):
+                await reply.done(downloaded.format(name=name, max_mb=self.max_mb))
                 return None
             path, previous = downloaded
             await reply.on_event(ProgressEvent(f"Reading {name}…"))
@@ -221,18 +242,18 @@ class Uploads:
         await reply.done(result_text(name, added))
         return added
 
-    async def _download(self, folder: Path, upload: Upload) -> tuple[Path, Path | None] | None:
+    async def _download(self, folder: Path, upload: Upload) -> tuple[Path, Path | None] | str:
         """The file, downloaded beside its final name then moved there whole, and where
-        the version it replaces was set aside (None when it is new); None when the platform
-        would not give it (or gave more than it announced)."""
+        the version it replaces was set aside (None when it is new); or what to say when the
+        platform would not give it or it passed the size limit (stopped right there)."""
         path = folder / safe_name(upload.name)
         part = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
         try:
             await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
-            await upload.fetch(part)
+            await upload.fetch(part, self.max_mb * MB)
             size = part.stat().st_size
             if size > self.max_mb * MB:
-                raise ValueError(f"{size} bytes, more than the limit")
+                raise TooLarge(f"{size} bytes")
             previous: Path | None = None
             if path.exists():
                 previous = path.with_name(f".{path.name}.previous")
@@ -242,7 +263,9 @@ class Uploads:
             log.warning("download of an upload failed: %s", exc)
             with contextlib.suppress(OSError):
                 part.unlink()
-            return None
+            if isinstance(exc, TooLarge):
+                return TOO_LARGE
+            return "Sorry — I couldn't download {name}. Please share it again."
         return path, previous
 
     async def sources(self, kb: str) -> str:
@@ -286,6 +309,7 @@ def _settle(path: Path, previous: Path | None, kept: bool) -> None:
 
 __all__ = [
     "NOT_ADMIN",
+    "TooLarge",
     "UploadReply",
     "Upload",
     "Uploads",
@@ -294,4 +318,5 @@ __all__ = [
     "result_text",
     "safe_name",
     "sources_text",
+    "write_capped",
 ]
