@@ -71,11 +71,12 @@ async def quorum_serve(env: dict[str, str], tmp_path: Path) -> AsyncIterator[Ser
     http_port = free_port()
     full = {
         **os.environ,
-        **env,
         "QUORUM_DATA_DIR": str(data_dir),
         "QUORUM_HTTP_PORT": str(http_port),
         "QUORUM_HTTP_HOST": "127.0.0.1",
+        **env,
     }
+    http_port = int(full["QUORUM_HTTP_PORT"])
     log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115, ASYNC230 (closed below)
     proc = await asyncio.create_subprocess_exec(
         str(QUORUM), "serve", env=full, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL
@@ -105,6 +106,22 @@ async def test_unusable_api_tokens_stop_start_up_with_one_line(
     assert code == 1, log
     assert says in log and "Traceback" not in log, log
     assert len(log.strip().splitlines()) == 1, log
+
+
+async def test_a_port_in_use_stops_start_up_with_one_line_naming_the_setting(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {"COLUMNS": "200", "QUORUM_HTTP_PORT": str(port)}
+        async with quorum_serve(env, tmp_path) as served:
+            code = await asyncio.wait_for(served.proc.wait(), 120)
+    log = (tmp_path / "serve.log").read_text()
+    assert code == 1, log
+    assert f"QUORUM_HTTP_PORT: cannot listen on 127.0.0.1:{port} (Address already in use)" in log
+    assert "Traceback" not in log and len(log.strip().splitlines()) == 1, log
 
 
 async def test_sigterm_mid_answer_ends_the_thread_politely_and_stops_weaviate(

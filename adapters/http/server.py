@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -24,6 +25,7 @@ from bot.config import Settings
 from bot.metrics import Metrics
 from bot.models import Core
 from bot.wiring import CoreServices
+from retrieval.errors import ConfigError
 
 log = logging.getLogger("quorum.http")
 
@@ -84,8 +86,17 @@ class OpsServer:
         )
         await self._runner.setup()
         port = self.settings.http_port if port is None else port
-        site = web.TCPSite(self._runner, host or self.settings.http_host, port)
-        await site.start()
+        host = host or self.settings.http_host
+        site = web.TCPSite(self._runner, host, port)
+        try:
+            await site.start()
+        except OSError as exc:  # in use, or an address this machine does not have
+            await self.stop()
+            why = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise ConfigError(
+                f"QUORUM_HTTP_PORT: cannot listen on {host}:{port} ({why}); "
+                "stop what uses it or choose another port."
+            ) from None
         self.port = int(self._runner.addresses[0][1])
         return self.port
 
