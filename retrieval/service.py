@@ -139,6 +139,7 @@ async def open_retrieval(
             config.embed_backend,
             config.embed_onnx_path,
         )
+        stack.push_async_callback(asyncio.to_thread, embedder.finish_loading)  # runs last
         if warm:
             embedder.warm()
         endpoint = await _endpoint(config, stack)

@@ -148,3 +148,22 @@ async def test_chat_with_weaviate_frozen_says_one_sentence_and_goes_on(
     assert "I can't reach the archive right now" in said, said
     assert "Traceback" not in said, said
     assert code == 0, said
+
+
+@pytest.mark.parametrize("command", [["search", "grommet cache"], ["ask", "What is flushed?"]])
+def test_a_local_weaviate_that_is_not_there_is_one_sentence_and_a_normal_exit(
+    tmp_path: Path, command: list[str]
+) -> None:
+    nowhere = Endpoint("127.0.0.1", 9, "127.0.0.1", 10)  # discard ports: nothing listens
+    done = subprocess.run(
+        [str(QUORUM), *command],
+        env=local_env(nowhere, tmp_path / "data"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said  # not 134: no abort while the model was loading
+    assert "Weaviate at http://127.0.0.1:9 is not reachable" in " ".join(said.split())
+    assert "terminate called" not in said and "Traceback" not in said, said
