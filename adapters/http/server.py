@@ -69,7 +69,7 @@ class OpsServer:
         self.app.router.add_get("/readyz", self._readyz)
         self.app.router.add_get("/metrics", self._metrics)
         self.app.router.add_get("/api/openapi.json", self._openapi)  # no token: it reveals nothing
-        api.add_routes(self.app, self, api.parse_tokens(settings.api_tokens))
+        self.api = api.add_routes(self.app, self, api.parse_tokens(settings.api_tokens))
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -81,8 +81,12 @@ class OpsServer:
 
     async def start(self, port: int | None = None, host: str | None = None) -> int:
         """Listen (port 0: a free one); returns the port."""
+        # A client that hangs up cancels its handler, and so the answer it was waiting for.
         self._runner = web.AppRunner(
-            self.app, access_log=None, shutdown_timeout=self.settings.shutdown_s / 2
+            self.app,
+            access_log=None,
+            shutdown_timeout=self.settings.shutdown_s / 2,
+            handler_cancellation=True,
         )
         await self._runner.setup()
         port = self.settings.http_port if port is None else port
@@ -101,10 +105,12 @@ class OpsServer:
         return self.port
 
     async def stop(self) -> None:
-        """Stop listening; requests in flight get half of QUORUM_SHUTDOWN_S (idempotent)."""
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        """Stop: API answers in flight get half of QUORUM_SHUTDOWN_S, then are ended with
+        "ask again" to their clients, and the server closes (idempotent)."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await self.api.drain(self.settings.shutdown_s / 2)
+            await runner.cleanup()
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "alive"})
