@@ -3,7 +3,9 @@
 uploaded files under ``data_dir/uploads/<kb>/<who>/``. Uploads follow the command line's
 identity rule: a re-upload of the same name by the same person is the same file and updates
 its source; the same name from someone else (or a file ingested from the command line) is
-another file, refused with how to give it its own name, never a silent replace."""
+another file, refused with how to give it its own name, never a silent replace. With
+``Holdings`` every add goes to the audit trail and a removal takes every copy of the
+source's words (``bot.holdings``)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from bot.models import Added, Heard
+from bot.holdings import Holdings
+from bot.models import Actor, Added, Heard
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
 from retrieval.errors import InvalidInput
@@ -60,13 +63,19 @@ class KbLibrary:
         chunking: ChunkConfig | None = None,
         transcriber: Transcriber | None = None,
         summarize: Summarizer | None = None,
+        holdings: Holdings | None = None,
     ) -> None:
         self.store, self.embedder, self.search = store, embedder, search
         self.uploads_dir, self.chunking, self.transcriber = uploads_dir, chunking, transcriber
-        self.summarize = summarize
+        self.summarize, self.holdings = summarize, holdings
 
     @classmethod
-    def of(cls, retrieval: Retrieval, summarize: Summarizer | None = None) -> KbLibrary:
+    def of(
+        cls,
+        retrieval: Retrieval,
+        summarize: Summarizer | None = None,
+        holdings: Holdings | None = None,
+    ) -> KbLibrary:
         """The library over a running retrieval layer; the reply to an upload quotes the
         summary ingest stored for it unless another ``summarize`` is given."""
         search = retrieval.search
@@ -85,6 +94,7 @@ class KbLibrary:
             chunking=retrieval.chunking,
             transcriber=retrieval.transcriber,
             summarize=summarize or stored,
+            holdings=holdings,
         )
 
     def inbox(self, kb: str) -> Path:
@@ -93,7 +103,9 @@ class KbLibrary:
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
-    async def add(self, kb: str, path: Path, heard: Heard | None = None) -> Added:
+    async def add(
+        self, kb: str, path: Path, heard: Heard | None = None, by: Actor | None = None
+    ) -> Added:
         """Ingest ``path`` into ``kb``; a file that cannot be read comes back "failed"."""
         report = await ingest(
             self.store,
@@ -116,6 +128,10 @@ class KbLibrary:
             (i for i in await self.store.list_sources(kb) if i.source.id == result.source_id),
             None,
         )
+        if self.holdings is not None and result.status in ("added", "updated"):
+            title = info.source.title if info else path.stem
+            update = result.status == "updated"
+            await self.holdings.note(kb, result.source_id, title, by or Actor("chat"), update)
         summary = None
         if self.summarize is not None:
             try:
@@ -150,8 +166,12 @@ class KbLibrary:
         """Every source in ``kb``."""
         return await self.store.list_sources(kb)
 
-    async def forget(self, kb: str, source_id: str) -> int:
-        """Remove a source and, when it was uploaded in chat, its kept file."""
+    async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> int:
+        """Remove a source and, when it was uploaded in chat, its kept file (with
+        ``Holdings``: every copy of its words, written to the audit trail)."""
+        if self.holdings is not None:
+            forgotten = await self.holdings.forget(kb, source_id, by or Actor("chat"))
+            return forgotten.passages
         kept = [
             i.source.path for i in await self.store.list_sources(kb) if i.source.id == source_id
         ]

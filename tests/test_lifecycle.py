@@ -24,9 +24,9 @@ from adapters.chat.conversation import RESTARTED
 from adapters.http.api import STOPPING
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
-from retrieval.reaper import is_our_server
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint, async_client
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.reaper import is_our_server
+from retrieval.store.weaviate.server import Endpoint, async_client
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.slack import BOT_TOKEN, SIGNING_SECRET, SlackEmulator
 from tests.test_slack import GENERAL, bot_replies
@@ -215,7 +215,9 @@ async def test_api_answers_in_flight_end_with_ask_again_and_a_departed_client_st
             _, endpoint = served.weaviate()
             notes = tmp_path / "ops-sync.txt"
             notes.write_text("[00:00:05] Ana Ruiz: The grommet cache is flushed nightly.\n")
-            async with Store.connect(async_client(endpoint, timeout_s=10), endpoint.url) as store:
+            async with WeaviateStore.connect(
+                async_client(endpoint, timeout_s=10), endpoint.url
+            ) as store:
                 await ingest(store, embedder, kb, [notes])
             ask = {"question": "When is the grommet cache flushed?"}
             auth = {"Authorization": "Bearer tok"}

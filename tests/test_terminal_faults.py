@@ -21,7 +21,8 @@ from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, Endpoint, async_client
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client
 
 QUORUM = Path(sys.executable).parent / "quorum"
 NOTES = "[00:00:05] Ana Ruiz: The grommet cache is flushed nightly by the ops team.\n"
@@ -118,7 +119,9 @@ async def test_chat_with_weaviate_frozen_says_one_sentence_and_goes_on(
     async with own_server(tmp_path) as (pid, endpoint):
         notes = tmp_path / "ops-sync.txt"
         notes.write_text(NOTES)
-        async with Store.connect(async_client(endpoint, timeout_s=10), endpoint.url) as store:
+        async with WeaviateStore.connect(
+            async_client(endpoint, timeout_s=10), endpoint.url
+        ) as store:
             await ingest(store, embedder, "default", [notes])
         env = local_env(endpoint, tmp_path / "data", QUORUM_WEAVIATE_TIMEOUT_S="3")
         proc = await asyncio.create_subprocess_exec(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from adapters.chat.view import one_line
-from bot.models import Added, Event, Library, ProgressEvent
+from bot.models import Actor, Added, Event, Library, ProgressEvent
 from retrieval.errors import QuorumError
 from retrieval.ingest import SUPPORTED_SUFFIXES
 from retrieval.models import SourceInfo
@@ -38,13 +38,11 @@ LISTED = (
 class Upload:
     """A file shared in chat: its name and size as the platform reports them, the
     platform's authenticated download of it to a path (at most a limit of bytes, else
-    ``TooLarge``: a declared size is only a claim), and who shared it (the platform's user
-    id: the same name from the same person is the same file)."""
+    ``TooLarge``: a declared size is only a claim)."""
 
     name: str
     size: int
     fetch: Callable[[Path, int], Awaitable[None]]
-    by: str = ""
 
 
 class TooLarge(Exception):
@@ -113,10 +111,11 @@ def safe_name(name: str) -> str:
     return stem + suffix
 
 
-def shelf(by: str) -> str:
+def shelf(by: Actor | None) -> str:
     """The folder of a person's uploads inside a knowledge base's inbox: a file's identity
     is who shared it and its name, so the same name from someone else is another file."""
-    return "by-" + (re.sub(r"[^\w-]+", "-", by).strip("-")[:64] or "someone")
+    who = re.sub(r"[^\w-]+", "-", f"{by.via}-{by.who}" if by and by.who else "").strip("-")
+    return "by-" + (who[:64] or "someone")
 
 
 def segments(n: int) -> str:
@@ -195,9 +194,12 @@ class Uploads:
     def __init__(self, library: Library | None, max_mb: int) -> None:
         self.library, self.max_mb = library, max_mb
 
-    async def add(self, kb: str, upload: Upload, reply: UploadReply) -> Added | None:
+    async def add(
+        self, kb: str, upload: Upload, reply: UploadReply, by: Actor | None = None
+    ) -> Added | None:
         """Check, download, ingest and report one file in ``reply``; never raises. A
-        refused file is never downloaded; a failed one is not kept."""
+        refused file is never downloaded; a failed one is not kept. ``by`` (who shared
+        it) goes to the audit trail."""
         name = one_line(Path(upload.name).name, 100)
         if self.library is None:
             await reply.done(NO_LIBRARY)
@@ -219,13 +221,13 @@ class Uploads:
         kept = False
         try:
             await reply.start(f"Downloading {name}…")
-            downloaded = await self._download(library.inbox(kb) / shelf(upload.by), upload)
+            downloaded = await self._download(library.inbox(kb) / shelf(by), upload)
             if isinstance(downloaded, str):
                 await reply.done(downloaded.format(name=name, max_mb=self.max_mb))
                 return None
             path, previous = downloaded
             await reply.on_event(ProgressEvent(f"Reading {name}…"))
-            added = await library.add(kb, path, heard)
+            added = await library.add(kb, path, heard, by)
             kept = added.status != "failed"
             await asyncio.gather(*pending, return_exceptions=True)
         except QuorumError as exc:
@@ -281,12 +283,12 @@ class Uploads:
         info = find(await self.library.sources(kb), wanted)
         return (info, confirm_text(info)) if info else (None, not_found(wanted))
 
-    async def forget(self, kb: str, source_id: str) -> str:
-        """Remove a confirmed source; what to say about it."""
+    async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> str:
+        """Remove a confirmed source (every copy of its words); what to say about it."""
         if self.library is None:
             return NO_LIBRARY
         try:
-            removed = await self.library.forget(kb, source_id)
+            removed = await self.library.forget(kb, source_id, by)
         except QuorumError as exc:
             return f"I couldn't remove `{source_id}`: {exc}"
         if not removed:

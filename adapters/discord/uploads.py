@@ -25,7 +25,7 @@ from adapters.chat.uploads import (
     write_capped,
 )
 from adapters.discord.render import progress_text
-from bot.models import Event
+from bot.models import Actor, Event
 
 log = logging.getLogger("quorum.discord")
 
@@ -48,8 +48,8 @@ def is_admin(user: object, admin_role: str | None) -> bool:
     )
 
 
-def as_upload(attachment: discord.Attachment, by: object) -> Upload:
-    """An attachment shared by ``by`` (a user), streamed from its signed CDN link when the
+def as_upload(attachment: discord.Attachment) -> Upload:
+    """An attachment, streamed from its signed CDN link when the
     upload is accepted and stopped at the size limit (discord.py's ``save`` would read it
     whole into memory first, whatever its real size)."""
 
@@ -65,7 +65,7 @@ def as_upload(attachment: discord.Attachment, by: object) -> Upload:
                 raise TooLarge(f"{resp.content_length} bytes")
             await write_capped(resp.content.iter_chunked(1 << 16), to, limit)
 
-    return Upload(attachment.filename, attachment.size, fetch, str(getattr(by, "id", "")))
+    return Upload(attachment.filename, attachment.size, fetch)
 
 
 class MessageReply:
@@ -132,12 +132,13 @@ class ForgetButton(
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
         """An admin's click removes the source; the answer replaces the question."""
         client = interaction.client
-        if not is_admin(interaction.user, client.settings.discord_admin_role):
+        if not is_admin(interaction.user, client.own.admin_role):
             await interaction.response.send_message(NOT_ADMIN, ephemeral=True)
             return
         await interaction.response.defer()
         uploads: Uploads = client.uploads
-        text = await uploads.forget(client.kb_for(interaction.guild_id), self.source_id)
+        by = Actor("discord", str(interaction.user.id))
+        text = await uploads.forget(client.kb_for(interaction.guild_id), self.source_id, by)
         await interaction.edit_original_response(content=text, view=None)
 
 
@@ -161,7 +162,7 @@ async def on_sources(interaction: discord.Interaction[Any]) -> None:
 async def on_forget(interaction: discord.Interaction[Any], source: str) -> None:
     """``/forget SOURCE``: admins get a Remove button under the question; others a no."""
     client = interaction.client
-    if not is_admin(interaction.user, client.settings.discord_admin_role):
+    if not is_admin(interaction.user, client.own.admin_role):
         await interaction.response.send_message(NOT_ADMIN, ephemeral=True)
         return
     uploads: Uploads = client.uploads
@@ -176,7 +177,7 @@ async def on_forget(interaction: discord.Interaction[Any], source: str) -> None:
 async def on_ingest(interaction: discord.Interaction[Any], file: discord.Attachment) -> None:
     """``/ingest FILE``: an admin's file added, progress and result in the channel."""
     client = interaction.client
-    if not is_admin(interaction.user, client.settings.discord_admin_role):
+    if not is_admin(interaction.user, client.own.admin_role):
         await interaction.response.send_message(NOT_ADMIN, ephemeral=True)
         return
     await interaction.response.defer(thinking=True)
@@ -185,9 +186,8 @@ async def on_ingest(interaction: discord.Interaction[Any], file: discord.Attachm
         return await interaction.followup.send(text, wait=True)
 
     uploads: Uploads = client.uploads
-    await uploads.add(
-        client.kb_for(interaction.guild_id), as_upload(file, interaction.user), MessageReply(send)
-    )
+    by = Actor("discord", str(interaction.user.id))
+    await uploads.add(client.kb_for(interaction.guild_id), as_upload(file), MessageReply(send), by)
 
 
 @app_commands.command(name="ingest", description="Add a recording or document (admins).")

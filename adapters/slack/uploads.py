@@ -21,6 +21,7 @@ from adapters.chat.uploads import (
     write_capped,
 )
 from adapters.slack.render import Block, SlackMessage, escape, notice, section
+from bot.models import Actor
 
 log = logging.getLogger("quorum.slack")
 
@@ -54,16 +55,15 @@ def fetcher(url: str, token: str) -> Any:
     return fetch
 
 
-def uploads_in(event: dict[str, Any], token: str, by: str = "") -> list[Upload]:
-    """The files on a message event, as uploads (name and size as Slack reports them)
-    shared by ``by``."""
+def uploads_in(event: dict[str, Any], token: str) -> list[Upload]:
+    """The files on a message event, as uploads (name and size as Slack reports them)."""
     found: list[Upload] = []
     for f in event.get("files") or []:
         url = f.get("url_private_download") or f.get("url_private")
         if not url:
             continue
         found.append(
-            Upload(str(f.get("name") or "upload"), int(f.get("size") or 0), fetcher(url, token), by)
+            Upload(str(f.get("name") or "upload"), int(f.get("size") or 0), fetcher(url, token))
         )
     return found
 
@@ -135,5 +135,7 @@ class SlackSources:
             await respond(NOT_ADMIN, replace_original=True)
             return
         team = (body.get("team") or {}).get("id") or body["user"].get("team_id") or ""
-        text = await self.uploads.forget(self.kb_for(team), str(action.get("value") or ""))
+        by = Actor("slack", body["user"]["id"])
+        source_id = str(action.get("value") or "")
+        text = await self.uploads.forget(self.kb_for(team), source_id, by)
         await respond(text, replace_original=True)
