@@ -191,11 +191,20 @@ async def test_the_viewed_channel_picks_its_knowledge_base(
         await ask_in_panel(slack, bot, thread, "first")
         started = slack.open_assistant(viewing="C0GENERAL")
         await slack.deliver_event(started)
+        await bot.settle()
+        second = str(started["event"]["assistant_thread"]["thread_ts"])
+        same = slack.assistant_context_changed(started, viewing="C0GENERAL")
+        await slack.deliver_event(same)  # the same knowledge base: the prompts stay
+        await bot.settle()
+        asked = list(core.kbs)
         moved = slack.assistant_context_changed(started, viewing="C0RANDOM")
         assert (await slack.deliver_event(moved)).status == 200
         await bot.settle()
-        await ask_in_panel(slack, bot, started["event"]["assistant_thread"]["thread_ts"], "second")
+        await ask_in_panel(slack, bot, second, "second")
     assert [q.kb for q in core.questions] == [TEAM, "random-kb"]
+    assert set(asked) == {TEAM} and set(core.kbs[len(asked) :]) == {"random-kb"}
+    calls = slack.called("assistant.threads.setSuggestedPrompts")
+    assert [c.args["thread_ts"] for c in calls] == [thread, second, second]
 
 
 async def test_prompts_follow_the_knowledge_base(

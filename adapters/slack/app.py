@@ -14,7 +14,6 @@ Message text never goes to the log: only ids do.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import re
 from collections.abc import Callable
@@ -34,12 +33,12 @@ from adapters.chat.conversation import (
     NOT_ALLOWED,
     Conversation,
     Incoming,
+    Reply,
     usage,
 )
 from adapters.chat.options import parse_options
-from adapters.chat.stream import StreamedReply
 from adapters.chat.uploads import NOT_ADMIN, Uploads
-from adapters.slack.assistant import AssistantStatus, PanelContexts, SlackStream, assistant
+from adapters.slack.assistant import PanelContexts, answer_in, assistant, suggest
 from adapters.slack.render import (
     ACTION_UP,
     asked_message,
@@ -87,10 +86,12 @@ class SlackAdapter:
         """The knowledge base a workspace asks."""
         return self.own.kb or team_id
 
-    def kb_beside(self, team_id: str, channel: str | None) -> str:
-        """The knowledge base tied to ``channel`` (QUORUM_SLACK_CHANNEL_KBS), else the
-        workspace's."""
-        return self.own.channel_kbs.get(channel or "") or self.kb(team_id)
+    def kb_of(self, key: ThreadKey) -> str:
+        """The knowledge base a thread asks: the one tied (QUORUM_SLACK_CHANNEL_KBS) to the
+        channel it is in, or that its assistant panel is beside; else the workspace's."""
+        panel = self.panels.opened(key.channel, key.thread)
+        where = self.panels.viewing(key.channel, key.thread) if panel else key.channel
+        return self.own.channel_kbs.get(where or "") or self.kb(key.workspace)
 
     async def on_message(
         self, event: dict[str, Any], team_id: str, bot_user_id: str | None
@@ -126,28 +127,17 @@ class SlackAdapter:
         token = self.own.bot_token
         for upload in uploads_in(event, token.get_secret_value() if token else ""):
             by = Actor("slack", msg.user)
-            await self.uploads.add(self.kb(msg.key.workspace), upload, self.reply(msg.key), by)
+            await self.uploads.add(self.kb_of(msg.key), upload, self.reply(msg.key), by)
+        if self.panels.opened(msg.key.channel, msg.key.thread):
+            await suggest(self, msg.key)  # the prompts follow what the archive holds
 
     def reply(self, key: ThreadKey) -> SlackReply:
         """A reply in ``key``'s thread."""
         return SlackReply(self.client, key.channel, key.thread, self.update_interval_s)
 
-    def answer_in(self, question: Question) -> tuple[Question, SlackReply | StreamedReply]:
-        """Where a question's answer goes, from the knowledge base tied to the channel it
-        is in or beside: streamed (QUORUM_SLACK_STREAM) beside an assistant panel's status
-        line, or below a thread's placeholder; else, or when Slack refuses the stream, the
-        placeholder that is edited."""
-        key, how = question.thread, self.own.stream
-        panel = self.panels.opened(key.channel, key.thread)
-        viewing = self.panels.viewing(key.channel, key.thread) if panel else key.channel
-        question = dataclasses.replace(question, kb=self.kb_beside(key.workspace, viewing))
-        reply = self.reply(key)
-        if how == "off" or (how == "panel" and not panel):
-            return question, reply
-        stream = SlackStream(self.client, key.channel, key.thread, key.workspace, question.user)
-        status = AssistantStatus(self.client, key.channel, key.thread) if panel else reply
-        interval = self.update_interval_s
-        return question, StreamedReply(stream, status, reply, interval, key.channel)
+    def answer_in(self, question: Question) -> tuple[Question, Reply]:
+        """Where a question's answer goes (``adapters.slack.assistant.answer_in``)."""
+        return answer_in(self, question)
 
     async def on_command(self, command: dict[str, Any], respond: AsyncRespond, mode: Mode) -> None:
         """``/ask`` or ``/research``: echo the question visibly, then answer in its thread."""
@@ -239,7 +229,7 @@ class _Posted:
     async def fail(self, msg: Incoming, text: str) -> None:
         await self.adapter.reply(msg.key).fail(text)
 
-    async def reply(self, question: Question) -> tuple[Question, SlackReply | StreamedReply]:
+    async def reply(self, question: Question) -> tuple[Question, Reply]:
         return self.adapter.answer_in(question)
 
 

@@ -10,6 +10,7 @@ only their reply streams. Which channel each open panel is beside is kept in mem
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
@@ -22,10 +23,11 @@ from slack_bolt.middleware.assistant.async_assistant import AsyncAssistant
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.chat.conversation import Reply
 from adapters.chat.prompts import TITLE, suggestions
-from adapters.chat.stream import Refused
+from adapters.chat.stream import Refused, Status, StreamedReply
 from adapters.slack.render import SlackMessage, answer_messages, feedback_block
-from bot.models import Answer
+from bot.models import Answer, Question, ThreadKey
 
 if TYPE_CHECKING:
     from adapters.slack.app import SlackAdapter
@@ -152,6 +154,22 @@ class AssistantStatus:
             log.warning("could not clear the status: %s", exc)
 
 
+def answer_in(adapter: SlackAdapter, question: Question) -> tuple[Question, Reply]:
+    """Where a question's answer goes, from the knowledge base its thread asks: streamed
+    (QUORUM_SLACK_STREAM) beside an assistant panel's status line, or below a thread's
+    placeholder; else, or when Slack refuses the stream, the placeholder that is edited."""
+    key, how = question.thread, adapter.own.stream
+    panel = adapter.panels.opened(key.channel, key.thread)
+    question = dataclasses.replace(question, kb=adapter.kb_of(key))
+    reply = adapter.reply(key)
+    if how == "off" or (how == "panel" and not panel):
+        return question, reply
+    stream = SlackStream(adapter.client, key.channel, key.thread, key.workspace, question.user)
+    status: Status = AssistantStatus(adapter.client, key.channel, key.thread) if panel else reply
+    interval = adapter.update_interval_s
+    return question, StreamedReply(stream, status, reply, interval, key.channel)
+
+
 def assistant(adapter: SlackAdapter) -> AsyncAssistant:
     """Bolt's assistant middleware with Quorum's panel listeners: each acks at once and
     leaves the work to the background."""
@@ -161,31 +179,37 @@ def assistant(adapter: SlackAdapter) -> AsyncAssistant:
     async def started(payload: dict[str, Any], body: dict[str, Any]) -> None:
         spawn(opened(adapter, payload["assistant_thread"], str(body.get("team_id") or "")))
 
+    async def moved(payload: dict[str, Any], body: dict[str, Any]) -> None:
+        spawn(opened(adapter, payload["assistant_thread"], str(body.get("team_id") or "")))
+
     async def message(payload: dict[str, Any], body: dict[str, Any], context: Any) -> None:
         team = str(body.get("team_id") or context.team_id or "")
         spawn(adapter.on_message(payload, team, context.bot_user_id))
 
     panel.thread_started(started)
+    panel.thread_context_changed(moved)
     panel.user_message(message)
     return panel
 
 
 async def opened(adapter: SlackAdapter, thread: dict[str, Any], team: str) -> None:
-    """A panel opened: remember where, and suggest prompts from the knowledge base."""
-    channel, thread_ts = str(thread["channel_id"]), str(thread["thread_ts"])
-    await adapter.panels.save(
-        channel_id=channel, thread_ts=thread_ts, context=thread.get("context") or {}
-    )
-    await suggest(adapter, channel, thread_ts, team)
+    """A panel opened, or moved beside another channel: remember where, and suggest
+    prompts from its knowledge base (again only when the move changed it)."""
+    key = ThreadKey("slack", team, str(thread["channel_id"]), str(thread["thread_ts"]))
+    was = adapter.kb_of(key) if adapter.panels.opened(key.channel, key.thread) else None
+    context = thread.get("context") or {}
+    await adapter.panels.save(channel_id=key.channel, thread_ts=key.thread, context=context)
+    if adapter.kb_of(key) != was:
+        await suggest(adapter, key)
 
 
-async def suggest(adapter: SlackAdapter, channel: str, thread_ts: str, team: str) -> None:
-    """Set the panel's suggested prompts from what its knowledge base holds now."""
-    prompts = await suggestions(adapter.core, adapter.kb(team))
+async def suggest(adapter: SlackAdapter, key: ThreadKey) -> None:
+    """Set a panel's suggested prompts from what its knowledge base holds now."""
+    prompts = await suggestions(adapter.core, adapter.kb_of(key))
     try:
         await adapter.client.assistant_threads_setSuggestedPrompts(
-            channel_id=channel,
-            thread_ts=thread_ts,
+            channel_id=key.channel,
+            thread_ts=key.thread,
             title=TITLE,
             prompts=[{"title": p.title, "message": p.message} for p in prompts],
         )
