@@ -134,7 +134,7 @@ class StreamedReply:
         await self._words.close()
         await self._clear_status()
         if self.streaming and self.backup is None:
-            try:  # the words so far stay; the sentence ends the stream
+            try:  # the sentence ends the stream, in place of the words so far
                 await self.stream.stop(Answer(text=text, kind="error", mode="quick"))
                 return
             except Exception as exc:
