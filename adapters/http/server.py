@@ -5,6 +5,7 @@
                else 503 with what is still missing
     /metrics   Prometheus text (``bot.metrics``)
     /api/...   the JSON API (``adapters.http.api``), answered once the core is up
+    /v/...     a source's page, opened by a signed link (``adapters.http.pages``)
 
 The server starts before the core, so an orchestrator sees the process alive (and not
 yet ready) while Weaviate starts and the model loads.
@@ -13,14 +14,17 @@ yet ready) while Weaviate starts and the model loads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
 from adapters.http import api
 from adapters.http.openapi import openapi_document
+from adapters.http.pages import Pages
 from bot.config import Settings
 from bot.metrics import Metrics
 from bot.models import Core
@@ -70,6 +74,7 @@ class OpsServer:
         self.app.router.add_get("/metrics", self._metrics)
         self.app.router.add_get("/api/openapi.json", self._openapi)  # no token: it reveals nothing
         self.api = api.add_routes(self.app, self, api.parse_tokens(settings.api_tokens))
+        Pages(self).add_routes(self.app)  # /v/...: signed pages of recordings and documents
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -155,3 +160,24 @@ class OpsServer:
         body, content_type = self.metrics.render()
         # aiohttp wants the charset apart from the content type.
         return web.Response(body=body, headers={"Content-Type": content_type})
+
+
+@contextlib.asynccontextmanager
+async def local_pages(settings: Settings, services: CoreServices) -> AsyncIterator[str | None]:
+    """Serve the pages (and the rest of the HTTP server) while a terminal chat runs, so its
+    links open; yields their address, or None when the port is taken (a ``quorum serve``
+    already answers there)."""
+    server = OpsServer(settings)
+    try:
+        # Local only unless the pages have a public address.
+        await server.start(host=settings.http_host if settings.public_url else "127.0.0.1")
+    except OSError:
+        yield None
+        return
+    metrics = Metrics(services.llm)
+    server.attach(services, services.engine, metrics)
+    server.readiness.set("model", None)
+    try:
+        yield settings.page_url
+    finally:
+        await server.stop()
