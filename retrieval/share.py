@@ -70,10 +70,20 @@ def load_secret(data_dir: Path, given: str | None = None) -> bytes:
         return given.encode()
     path = data_dir / SECRET_FILE
     try:
+        return _read_or_make(path)
+    except OSError as exc:  # the data folder is a file, unwritable, ...
+        raise ConfigError(
+            f"The link secret {path} cannot be used ({exc.strerror or exc}); point "
+            "QUORUM_DATA_DIR at a writable folder, or set QUORUM_LINK_SECRET."
+        ) from exc
+
+
+def _read_or_make(path: Path) -> bytes:
+    try:
         return path.read_bytes().strip()
     except FileNotFoundError:
         pass
-    data_dir.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     made = secrets.token_hex(32).encode()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
