@@ -93,7 +93,7 @@ class Transcript:
             return None
 
 
-CHUNK_S = 300.0  # audio Whisper hears at a time: memory stays flat whatever the length
+CHUNK_S = 120.0  # audio Whisper hears at a time: memory stays flat whatever the length
 SEAM_S = 5.0  # a chunk ends at the quietest 100 ms of its last seconds, not inside a word
 Samples = npt.NDArray[np.float32]
 

@@ -135,6 +135,7 @@ def test_serve_discord_with_an_unreachable_api_is_one_sentence(
     monkeypatch.setattr(discord.http.Route, "BASE", discord.http.Route.BASE)  # restored after
     monkeypatch.setenv("DISCORD_TOKEN", "x.y.z")
     monkeypatch.setenv("QUORUM_DISCORD_API_URL", "http://127.0.0.1:9/api/v10")
+    monkeypatch.setenv("QUORUM_HTTP_PORT", "0")  # 8088 may be taken on a shared machine
     code, out, err = quorum("serve", "discord")
     assert code == 1
     assert "Discord at http://127.0.0.1:9/api/v10 is not reachable" in flat(err)
