@@ -118,7 +118,7 @@ def test_chat_reads_questions_from_piped_stdin(demo_ingested: str, weaviate_env:
     out = result.stdout
     assert out.count("No Claude API key is set") == 3
     assert "Cut-over retro" in out and "Introduction to MCP" in out  # the /sources table
-    assert "Deep research needs a Claude API key" in out  # the router, wired by open_core
+    assert "Deep research needs a model" in out  # the router, wired by open_core
     assert "never read" not in out
 
 

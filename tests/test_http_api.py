@@ -132,11 +132,11 @@ async def test_readyz_and_metrics_move_after_a_question(running: Running) -> Non
         return after[name] - before.get(name, 0.0)
 
     assert moved(asked) == 1.0
-    for stage in ("search", "claude", "total"):
+    for stage in ("search", "llm", "total"):
         assert moved(f'quorum_answer_seconds_count{{stage="{stage}"}}') == 1.0
     assert moved('quorum_answer_seconds_sum{stage="total"}') > 0
-    assert moved('quorum_claude_tokens_total{kind="output"}') > 0
-    assert moved('quorum_claude_tokens_total{kind="input"}') > 0
+    assert moved('quorum_llm_tokens_total{backend="claude",kind="output"}') > 0
+    assert moved('quorum_llm_tokens_total{backend="claude",kind="input"}') > 0
     assert moved("quorum_active_sessions") == 1.0  # a new session (thread)
     assert after["quorum_questions_in_flight"] == 0.0
 
