@@ -1,8 +1,8 @@
 """What ``/metrics`` shows: Prometheus counters and histograms about questions, answers,
 the model and errors, kept in one registry per running core (no module-level state).
 
-``MeteredCore`` wraps the engine behind the ``Core`` protocol, so every front end (Slack,
-Discord, the JSON API) is counted the same way without knowing about metrics:
+``MeteredCore`` wraps the engine behind the ``Core`` protocol, so every front end (each chat
+platform, the JSON API) is counted the same way without knowing about metrics:
 
     adapter --Question--> MeteredCore --> Engine
                               |
@@ -33,7 +33,7 @@ from prometheus_client.registry import Collector
 
 from bot.engine import BROKEN, SEARCH_DOWN
 from bot.llm import Model
-from bot.models import Added, Answer, Core, EventSink, Heard, Library, Question, ThreadKey
+from bot.models import Actor, Added, Answer, Core, EventSink, Heard, Library, Question, ThreadKey
 from retrieval.models import SourceInfo
 
 ACTIVE_WINDOW_S = 15 * 60.0  # a session is active while it had a question this recently
@@ -212,9 +212,11 @@ class MeteredLibrary:
         """The inner library's inbox."""
         return self.inner.inbox(kb)
 
-    async def add(self, kb: str, path: Path, heard: Heard | None = None) -> Added:
+    async def add(
+        self, kb: str, path: Path, heard: Heard | None = None, by: Actor | None = None
+    ) -> Added:
         """The inner library's add, counted."""
-        added = await self.inner.add(kb, path, heard)
+        added = await self.inner.add(kb, path, heard, by)
         self.metrics.ingest_files.labels(added.status).inc()
         self.metrics.ingest_segments.inc(added.segments)
         return added
@@ -223,6 +225,6 @@ class MeteredLibrary:
         """The inner library's sources."""
         return await self.inner.sources(kb)
 
-    async def forget(self, kb: str, source_id: str) -> int:
+    async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> int:
         """The inner library's forget."""
-        return await self.inner.forget(kb, source_id)
+        return await self.inner.forget(kb, source_id, by)

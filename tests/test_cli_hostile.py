@@ -139,6 +139,6 @@ def test_serve_discord_with_an_unreachable_api_is_one_sentence(
 
 async def test_a_session_database_that_fails_mid_chat_is_one_sentence(tmp_path: Path) -> None:
     async with SessionStore.open(tmp_path / "s.sqlite3") as sessions:
-        await sessions._db.execute("PRAGMA query_only=ON")  # every write now fails
+        await sessions.driver.execute("PRAGMA query_only=ON")  # every write now fails
         with pytest.raises(ConfigError, match="The session database .* cannot be used"):
             await sessions.claim_event("slack", "Ev1")

@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from adapters.cli.main import app
 from adapters.discord.cli import sync_commands
-from adapters.doctor import Check, bot_scopes, check_llm, run_checks
+from adapters.doctor import Check, check_data, check_llm, run_checks
+from adapters.slack.doctor import bot_scopes, check_slack
 from bot.config import Settings, load_settings
 from retrieval.store.weaviate.server import Endpoint
 from tests.backends import Served, tool_names
@@ -134,6 +135,26 @@ async def test_each_failure_names_its_fix(
 def test_the_emulated_scopes_are_the_manifests() -> None:
     """The emulator grants what manifest.yml asks for, so a missing scope is the test's."""
     assert set(SlackEmulator().scopes) == bot_scopes()
+
+
+def test_doctor_says_what_the_data_dir_holds_by_kind(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "transcripts").mkdir(parents=True)
+    (data / "transcripts" / "abc.tiny.en.json").write_bytes(b"x" * 2048)
+    (data / "uploads" / "kb1").mkdir(parents=True)
+    (data / "uploads" / "kb1" / "standup.wav").write_bytes(b"y" * 10)
+    (data / "sessions.sqlite3").write_bytes(b"z" * 5)
+    check = check_data(load_settings(data_dir=data))
+    assert check.status == "ok"
+    assert check.detail == "index 0 B, transcripts 2.0 KB, uploads 10 B, sessions 5 B, other 0 B"
+
+
+async def test_a_slack_token_without_a_way_in_is_slacks_failure() -> None:
+    settings = load_settings(slack_bot_token="xoxb-1")
+    check = await check_slack(settings)
+    assert check is not None and check.status == "FAIL"
+    assert check.detail == "SLACK_BOT_TOKEN is set, but Slack has no way to reach Quorum."
+    assert "SLACK_SIGNING_SECRET" in check.fix
 
 
 async def test_the_model_check_says_which_backend_answers_and_whether_it_takes_tools(

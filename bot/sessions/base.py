@@ -1,5 +1,5 @@
 """What every session store offers (``Sessions``) and ``open_sessions``, which picks the
-store from ``QUORUM_DATABASE_URL``: none means the SQLite file in the data folder,
+database from ``QUORUM_DATABASE_URL``: none means the SQLite file in the data folder,
 ``postgresql://`` the shared PostgreSQL store several replicas can use."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from bot.errors import ConfigError
 from bot.models import ThreadKey
-from bot.sessions.records import Exchange, ExchangeRecord, QueryRecord
+from bot.sessions.records import AuditEntry, Exchange, ExchangeRecord, QueryRecord
 
 EVENT_TTL_S = 24 * 3600.0
 """How long a processed event id is remembered."""
@@ -80,6 +80,30 @@ class Sessions(Protocol):
         """The latest query-log rows, newest first."""
         ...
 
+    async def record_audit(self, entry: AuditEntry) -> None:
+        """Add an entry to the audit trail (kept beyond the sources it speaks of)."""
+        ...
+
+    async def audit(
+        self, kb: str | None = None, source_id: str | None = None, limit: int = 100
+    ) -> list[AuditEntry]:
+        """The latest audit entries (of one knowledge base, one source), newest first."""
+        ...
+
+    async def added(self, kb: str) -> dict[str, AuditEntry]:
+        """Per source of ``kb``, the audit entry that added it (since its last removal)."""
+        ...
+
+    async def old_questions(self, before: float, apply: bool = False) -> dict[str, int]:
+        """How many questions (``questions``, with answers and feedback) and searches
+        (``searches``) were made before ``before``; deleted too when ``apply``."""
+        ...
+
+    async def scrub_answers(self, source_id: str) -> int:
+        """Stored answers that cited ``source_id`` keep their question but lose the
+        answer, its sources, citations and research trace; returns how many."""
+        ...
+
 
 def check_url(url: str) -> str:
     """``url`` when it names a PostgreSQL database, else the one sentence saying what to set."""
@@ -92,17 +116,20 @@ def check_url(url: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def open_sessions(url: str | None, sqlite_path: Path) -> AsyncIterator[Sessions]:
+async def open_sessions(
+    url: str | None, sqlite_path: Path, keep_answers: bool = True
+) -> AsyncIterator[Sessions]:
     """The PostgreSQL store at ``url``, or without one the SQLite store at ``sqlite_path``;
-    opened, migrated, and closed on exit."""
+    opened, migrated, and closed on exit. Without ``keep_answers`` exchanges are stored
+    without their answers' words."""
     # Imported here so a SQLite install never loads asyncpg and vice versa.
     if url:
         from bot.sessions.postgres import PostgresSessionStore
 
-        async with PostgresSessionStore.open(check_url(url)) as pg:
+        async with PostgresSessionStore.open(check_url(url), keep_answers) as pg:
             yield pg
     else:
         from bot.sessions.sqlite import SessionStore
 
-        async with SessionStore.open(sqlite_path) as lite:
+        async with SessionStore.open(sqlite_path, keep_answers) as lite:
             yield lite
