@@ -5,6 +5,8 @@ Start: the HTTP server first (``/healthz`` alive, ``/readyz`` 503), then the cor
 and only then the platforms connect, so the first question is answered as fast as any
 later one. ``/readyz`` turns green when every platform is connected.
 
+With ``QUORUM_RETAIN_*`` set, retention runs once the core is up and then daily.
+
 Stop (SIGTERM or SIGINT, also when started in the background where SIGINT is ignored):
 ``/readyz`` turns 503, each platform stops taking events, answers in flight get half of
 ``QUORUM_SHUTDOWN_S`` to finish and are then ended with one line in their thread, the
@@ -25,7 +27,8 @@ from adapters.http.server import OpsServer
 from bot.config import Settings
 from bot.metrics import MeteredCore, Metrics
 from bot.models import Core
-from bot.wiring import CoreServices, open_core
+from bot.retention import daily
+from bot.wiring import CoreServices, open_core, retain
 from retrieval.errors import QuorumError
 
 log = logging.getLogger("quorum.serve")
@@ -83,12 +86,15 @@ async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Run
             asyncio.create_task(run(core, settings, connected(name)), name=f"quorum-{name}")
             for name, run in platforms.items()
         ]
+        keeper = None
+        if (days := retain(settings)).any:  # QUORUM_RETAIN_*: now, then once a day
+            keeper = asyncio.create_task(daily(services.holdings, days), name="quorum-retention")
         if not tasks:
             log.warning("Quorum is ready: no platform is configured, serving the API alone")
         try:
             await asyncio.gather(*tasks) if tasks else await _forever()
         finally:
-            for task in tasks:
+            for task in [*tasks, *([keeper] if keeper else [])]:
                 task.cancel()
             # API requests in flight finish beside the platforms' answers, while the
             # core they need is still open.

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.citations import citation_json, source_json
+from bot.cite.citations import citation_json, source_json
+from bot.holdings import Held
 from bot.models import Answer
 from retrieval.models import Hit
 
@@ -48,4 +49,20 @@ def answer_json(answer: Answer) -> dict[str, Any]:
         "timings": answer.timings,
         "citations": [citation_json(c) for c in answer.citations],
         "sources": [source_json(s) for s in answer.sources],
+    }
+
+
+def held_json(held: Held) -> dict[str, Any]:
+    """A source as ``quorum sources --json`` and the API list it: what it is, its size, who
+    added it and when, and whether Quorum keeps a copy of its media or its transcript."""
+    s = held.info.source
+    return {
+        "id": s.id,
+        "title": s.title,
+        "kind": s.kind,
+        "url": s.url,
+        "recorded_at": s.recorded_at.isoformat() if s.recorded_at else None,
+        "speakers": list(s.speakers),
+        "segments": held.info.segments,
+        **held.json(),
     }

@@ -1,21 +1,49 @@
 """Quorum's settings: one typed object, loaded once from ``QUORUM_*`` environment
-variables and ``.env`` (secrets from their usual names: ``ANTHROPIC_API_KEY``,
-``SLACK_BOT_TOKEN``, ...). A bad value fails at start naming its variable.
+variables and ``.env`` (secrets from their usual names: ``ANTHROPIC_API_KEY``, ...).
+A bad value fails at start naming its variable.
+
+A chat platform's own settings are a ``PlatformSettings`` model defined in its folder
+(``adapters/<name>/settings.py``); ``Settings.platform`` loads one generically, from the
+same environment and ``.env``, so the core lists no platform here.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, TypeVar, cast
+from urllib.parse import urlsplit
 
 from platformdirs import user_data_dir
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, BeforeValidator, Field, PrivateAttr, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from retrieval.errors import ConfigError
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_FAST_MODEL = "claude-haiku-5-5"
+
+
+def _split_csv(value: object) -> object:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, int):
+        return [value]
+    return value
+
+
+# A list read from one comma-separated variable: ``a,b,c``.
+CsvStrs = Annotated[list[str], NoDecode, BeforeValidator(_split_csv)]
+CsvInts = Annotated[list[int], NoDecode, BeforeValidator(_split_csv)]
+
+
+class PlatformSettings(BaseSettings):
+    """A chat platform's own settings, defined in its folder with its own ``env_prefix``
+    (``QUORUM_<NAME>_``); loaded by ``Settings.platform``, never by the platform itself."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+
+
+P = TypeVar("P", bound=PlatformSettings)
 
 
 class Settings(BaseSettings):
@@ -36,6 +64,30 @@ class Settings(BaseSettings):
         "claims in PostgreSQL, shared by replicas. Unset: SQLite in QUORUM_DATA_DIR.",
     )
     default_kb: str = Field("default", description="Knowledge base used when none is given.")
+
+    # --- privacy and retention (applied daily by `quorum serve`, or `quorum retention`)
+    retain_sources_days: int | None = Field(
+        None,
+        ge=1,
+        description="Forget each source this many days after it was added (unset: keep).",
+    )
+    retain_transcripts_days: int | None = Field(
+        None,
+        ge=1,
+        description="Delete kept transcripts (the transcripts/ cache) older than this (unset: "
+        "keep; a re-ingest of the same audio then transcribes it again).",
+    )
+    retain_queries_days: int | None = Field(
+        None,
+        ge=1,
+        description="Delete questions, answers, feedback and searches older than this "
+        "(unset: keep).",
+    )
+    keep_answers: bool = Field(
+        True,
+        description="false: store each question without its answer's words (no answer text, "
+        "quotes or research trace).",
+    )
 
     # --- Weaviate
     weaviate_mode: Literal["embedded", "local", "cloud"] = Field(
@@ -86,7 +138,21 @@ class Settings(BaseSettings):
     chunk_chars: int = Field(1200, ge=200, description="Length of a document window.")
     chunk_overlap_chars: int = Field(150, ge=0, description="Overlap of document windows.")
 
-    # --- answers (Claude)
+    # --- answers (the model: Claude, or any OpenAI-compatible server)
+    llm: Literal["claude", "openai", "none"] | None = Field(
+        None,
+        description="Which model writes answers: claude, openai (an OpenAI-compatible server: "
+        "Ollama, vLLM, llama.cpp, LM Studio) or none (extractive). Unset: claude when "
+        "ANTHROPIC_API_KEY is set, openai when QUORUM_OPENAI_BASE_URL is.",
+    )
+    openai_base_url: str | None = Field(
+        None,
+        description="Chat Completions base URL of an OpenAI-compatible server, such as "
+        "http://localhost:11434/v1 (Ollama) or http://localhost:8000/v1 (vLLM).",
+    )
+    openai_api_key: SecretStr | None = Field(
+        None, description="The server's API key, if it wants one (local servers do not)."
+    )
     anthropic_api_key: SecretStr | None = Field(
         None,
         validation_alias=AliasChoices("ANTHROPIC_API_KEY", "QUORUM_ANTHROPIC_API_KEY"),
@@ -97,15 +163,25 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "QUORUM_ANTHROPIC_BASE_URL"),
         description="Messages API base URL (an emulator in tests).",
     )
-    model: str = Field(DEFAULT_MODEL, description="Claude model that writes answers.")
-    fast_model: str = Field(DEFAULT_FAST_MODEL, description="Cheaper model for query rewriting.")
+    model: str = Field(
+        DEFAULT_MODEL,
+        description="Model that writes answers (with QUORUM_LLM=openai: the name the server "
+        "serves, such as qwen2.5:7b-instruct; required).",
+    )
+    fast_model: str = Field(
+        DEFAULT_FAST_MODEL,
+        description="Cheaper model for rewriting, expansion, rerank and summaries (with "
+        "QUORUM_LLM=openai: defaults to QUORUM_MODEL).",
+    )
     expand_queries: bool = Field(
         False, description="With a key: the fast model rephrases hard questions (results fused)."
     )
     claude_rerank: bool = Field(
         False, description="With a key: the fast model reorders the top 20 hits (costs a call)."
     )
-    llm_timeout_s: float = Field(60.0, gt=0, description="Timeout of one Claude request.")
+    llm_timeout_s: float = Field(
+        60.0, gt=0, description="Deadline of one model request, retries included."
+    )
     llm_max_retries: int = Field(2, ge=0, le=10, description="Retries on 429/5xx/overloaded.")
     answer_max_tokens: int = Field(1200, ge=64, description="Longest answer, in tokens.")
     context_token_budget: int = Field(6000, ge=500, description="Tokens of sources per answer.")
@@ -121,52 +197,6 @@ class Settings(BaseSettings):
     research_token_budget: int = Field(60000, ge=1000, description="Input+output tokens at most.")
     research_time_budget_s: float = Field(120.0, gt=0, description="Wall-clock budget.")
 
-    # --- Slack
-    slack_bot_token: SecretStr | None = Field(
-        None, validation_alias=AliasChoices("SLACK_BOT_TOKEN", "QUORUM_SLACK_BOT_TOKEN")
-    )
-    slack_app_token: SecretStr | None = Field(
-        None,
-        validation_alias=AliasChoices("SLACK_APP_TOKEN", "QUORUM_SLACK_APP_TOKEN"),
-        description="xapp- token: Socket Mode. Without it, HTTP events.",
-    )
-    slack_signing_secret: SecretStr | None = Field(
-        None, validation_alias=AliasChoices("SLACK_SIGNING_SECRET", "QUORUM_SLACK_SIGNING_SECRET")
-    )
-    slack_api_url: str = Field("https://slack.com/api/", description="Slack Web API base URL.")
-    slack_port: int = Field(3000, ge=1, le=65535, description="HTTP events port.")
-    slack_channels: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="Allowed channel ids (empty: every channel)."
-    )
-    slack_kb: str | None = Field(
-        None, description="Knowledge base for every Slack workspace (default: the team id)."
-    )
-    slack_admins: Annotated[list[str], NoDecode] = Field(
-        default_factory=list,
-        description="User ids who may add files in chat and /forget sources (empty: nobody).",
-    )
-
-    # --- Discord
-    discord_token: SecretStr | None = Field(
-        None, validation_alias=AliasChoices("DISCORD_TOKEN", "QUORUM_DISCORD_TOKEN")
-    )
-    discord_api_url: str | None = Field(None, description="Discord REST API base URL.")
-    discord_guild_id: int | None = Field(None, description="Guild to sync commands to (fast).")
-    discord_guilds: Annotated[list[int], NoDecode] = Field(
-        default_factory=list, description="Allowed guild ids (empty: every guild)."
-    )
-    discord_channels: Annotated[list[int], NoDecode] = Field(
-        default_factory=list, description="Allowed channel ids (empty: every channel)."
-    )
-    discord_kb: str | None = Field(
-        None, description="Knowledge base for every Discord guild (default: the guild id)."
-    )
-    discord_admin_role: str | None = Field(
-        None,
-        description="Role (id or name) whose members may add and forget sources; members "
-        "with the Manage Server permission always may.",
-    )
-
     # --- running (quorum serve)
     http_host: str = Field("0.0.0.0", description="Address of the ops and API HTTP server.")
     http_port: int = Field(
@@ -181,8 +211,8 @@ class Settings(BaseSettings):
 
     post_summaries: str | None = Field(
         None,
-        description="Post each newly ingested recording's summary here: slack:CHANNEL or "
-        "discord:CHANNEL_ID, comma-separated for several.",
+        description="Post each newly ingested recording's summary here: PLATFORM:CHANNEL "
+        "(a chat platform's name and one of its channels), comma-separated for several.",
     )
 
     # --- chat uploads
@@ -190,36 +220,110 @@ class Settings(BaseSettings):
         200, ge=1, description="Largest file accepted from a chat upload, in megabytes."
     )
 
-    @field_validator(
-        "slack_channels", "slack_admins", "discord_guilds", "discord_channels", mode="before"
-    )
-    @classmethod
-    def _split_csv(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [v.strip() for v in value.split(",") if v.strip()]
-        if isinstance(value, int):
-            return [value]
-        return value
+    # load_settings' overrides no field here takes: a platform's, under its prefix
+    _overrides: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _platforms: dict[type[PlatformSettings], PlatformSettings] = PrivateAttr(default_factory=dict)
+
+    @property
+    def llm_backend(self) -> Literal["claude", "openai"] | None:
+        """The model backend in use (None: extractive answers); see ``check_llm``."""
+        if self.llm == "none":
+            return None
+        if self.llm is not None:
+            return self.llm
+        if self.anthropic_api_key is not None and self.anthropic_api_key.get_secret_value():
+            return "claude"
+        return "openai" if self.openai_base_url else None
+
+    @property
+    def openai_fast_model(self) -> str:
+        """The fast model on an OpenAI-compatible server: QUORUM_FAST_MODEL, or the answer
+        model when it is unset."""
+        return self.fast_model if "fast_model" in self.model_fields_set else self.model
 
     @property
     def sessions_path(self) -> Path:
         """The SQLite session store."""
         return self.data_dir / "sessions.sqlite3"
 
+    def platform(self, kind: type[P]) -> P:
+        """A platform's settings, loaded once: the environment and ``.env`` under its
+        prefix, and ``load_settings``' overrides named with it (``<name>_kb=`` is ``kb``
+        of the model whose prefix is ``QUORUM_<NAME>_``). A bad value: a ConfigError."""
+        if kind not in self._platforms:
+            prefix = _prefix(kind).removeprefix("QUORUM_").lower()
+            mine = {
+                k.removeprefix(prefix): v
+                for k, v in self._overrides.items()
+                if k.startswith(prefix)
+            }
+            self._platforms[kind] = _validated(kind, mine)
+        return cast(P, self._platforms[kind])
 
-def _var_name(loc: tuple[int | str, ...]) -> str:
+
+def _prefix(model: type[BaseSettings]) -> str:
+    return str(model.model_config.get("env_prefix") or "")
+
+
+def _var_name(model: type[BaseSettings], loc: tuple[int | str, ...]) -> str:
     field = str(loc[0]) if loc else "?"
-    info = Settings.model_fields.get(field)
+    info = model.model_fields.get(field)
     alias = info.validation_alias if info else None
     if isinstance(alias, AliasChoices):
         return str(alias.choices[0])
-    return f"QUORUM_{field.upper()}"
+    return f"{_prefix(model)}{field.upper()}"
+
+
+M = TypeVar("M", bound=BaseSettings)
+
+
+def _validated(model: type[M], values: dict[str, Any]) -> M:
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"{_var_name(model, first['loc'])}: {first['msg']}.") from exc
+
+
+def check_llm(settings: Settings) -> None:
+    """A model setting that cannot work stops start-up with one line naming the variable."""
+    has_key = settings.anthropic_api_key is not None and bool(
+        settings.anthropic_api_key.get_secret_value()
+    )
+    base = settings.openai_base_url
+    if settings.llm is None and has_key and base:
+        raise ConfigError(
+            "QUORUM_LLM: both ANTHROPIC_API_KEY and QUORUM_OPENAI_BASE_URL are set; "
+            "set QUORUM_LLM=claude or QUORUM_LLM=openai."
+        )
+    if settings.llm == "claude" and not has_key:
+        raise ConfigError("ANTHROPIC_API_KEY: QUORUM_LLM=claude needs a Claude API key.")
+    if settings.llm_backend != "openai":
+        return
+    if not base:
+        raise ConfigError(
+            "QUORUM_OPENAI_BASE_URL: QUORUM_LLM=openai needs the server's URL, such as "
+            "http://localhost:11434/v1 (Ollama)."
+        )
+    parts = urlsplit(base)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            "QUORUM_OPENAI_BASE_URL must look like http://host:11434/v1 (got a URL without "
+            "http(s) and a host)."
+        )
+    if "model" not in settings.model_fields_set:
+        raise ConfigError(
+            "QUORUM_MODEL: name the model the server serves (such as qwen2.5:7b-instruct on "
+            "Ollama); the default is a Claude model."
+        )
 
 
 def load_settings(**overrides: object) -> Settings:
-    """Load settings, turning validation errors into one ConfigError naming the variable."""
-    try:
-        return Settings(**overrides)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(f"{_var_name(first['loc'])}: {first['msg']}.") from exc
+    """Load settings, turning validation errors into one ConfigError naming the variable.
+    Overrides that name no field of ``Settings`` are kept for ``Settings.platform``."""
+    settings = _validated(
+        Settings, {k: v for k, v in overrides.items() if k in Settings.model_fields}
+    )
+    settings._overrides = {k: v for k, v in overrides.items() if k not in Settings.model_fields}
+    check_llm(settings)
+    return settings

@@ -1,7 +1,8 @@
 """``KbLibrary``: the ``Library`` chat uploads use. Adds one file with the same ingest
 ``quorum ingest`` runs (recordings transcribed), lists and removes sources, and keeps
 uploaded files under ``data_dir/uploads/<kb>/`` so a re-upload of the same name updates
-its source instead of clashing with it."""
+its source instead of clashing with it. With ``Holdings`` every add goes to the audit
+trail and a removal takes every copy of the source's words (``bot.holdings``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from bot.models import Added, Heard
+from bot.holdings import Holdings
+from bot.models import Actor, Added, Heard
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
 from retrieval.errors import InvalidInput
@@ -58,13 +60,19 @@ class KbLibrary:
         chunking: ChunkConfig | None = None,
         transcriber: Transcriber | None = None,
         summarize: Summarizer | None = None,
+        holdings: Holdings | None = None,
     ) -> None:
         self.store, self.embedder, self.search = store, embedder, search
         self.uploads_dir, self.chunking, self.transcriber = uploads_dir, chunking, transcriber
-        self.summarize = summarize
+        self.summarize, self.holdings = summarize, holdings
 
     @classmethod
-    def of(cls, retrieval: Retrieval, summarize: Summarizer | None = None) -> KbLibrary:
+    def of(
+        cls,
+        retrieval: Retrieval,
+        summarize: Summarizer | None = None,
+        holdings: Holdings | None = None,
+    ) -> KbLibrary:
         """The library over a running retrieval layer; the reply to an upload quotes the
         summary ingest stored for it unless another ``summarize`` is given."""
         search = retrieval.search
@@ -83,6 +91,7 @@ class KbLibrary:
             chunking=retrieval.chunking,
             transcriber=retrieval.transcriber,
             summarize=summarize or stored,
+            holdings=holdings,
         )
 
     def inbox(self, kb: str) -> Path:
@@ -91,7 +100,9 @@ class KbLibrary:
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
-    async def add(self, kb: str, path: Path, heard: Heard | None = None) -> Added:
+    async def add(
+        self, kb: str, path: Path, heard: Heard | None = None, by: Actor | None = None
+    ) -> Added:
         """Ingest ``path`` into ``kb``; a file that cannot be read comes back "failed"."""
         report = await ingest(
             self.store,
@@ -110,6 +121,10 @@ class KbLibrary:
             (i for i in await self.store.list_sources(kb) if i.source.id == result.source_id),
             None,
         )
+        if self.holdings is not None and result.status in ("added", "updated"):
+            title = info.source.title if info else path.stem
+            update = result.status == "updated"
+            await self.holdings.note(kb, result.source_id, title, by or Actor("chat"), update)
         summary = None
         if self.summarize is not None:
             try:
@@ -136,8 +151,12 @@ class KbLibrary:
         """Every source in ``kb``."""
         return await self.store.list_sources(kb)
 
-    async def forget(self, kb: str, source_id: str) -> int:
-        """Remove a source and, when it was uploaded in chat, its kept file."""
+    async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> int:
+        """Remove a source and, when it was uploaded in chat, its kept file (with
+        ``Holdings``: every copy of its words, written to the audit trail)."""
+        if self.holdings is not None:
+            forgotten = await self.holdings.forget(kb, source_id, by or Actor("chat"))
+            return forgotten.passages
         kept = [
             i.source.path for i in await self.store.list_sources(kb) if i.source.id == source_id
         ]

@@ -19,13 +19,26 @@ AnswerKind = Literal["answer", "extractive", "help", "nothing_found", "error"]
 class ThreadKey:
     """Identifies one conversation: a thread on a platform."""
 
-    platform: str  # "slack" | "discord" | "console"
-    workspace: str  # Slack team id, Discord guild id, "local"
+    platform: str  # a chat platform's registered name, or "console"
+    workspace: str  # the platform's team or guild id, "local"
     channel: str
-    thread: str  # Slack thread_ts, Discord thread id, a console session id
+    thread: str  # the platform's thread id, a console session id
 
     def __str__(self) -> str:
         return f"{self.platform}:{self.workspace}:{self.channel}:{self.thread}"
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who added or removed a source, and from where (the audit trail): ``via`` is
+    ``cli``, a chat platform's name, ``api`` or ``retention``; ``who`` the user id, the
+    API token's name or the login."""
+
+    via: str
+    who: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.via}:{self.who}" if self.who else self.via
 
 
 @dataclass(frozen=True)
@@ -149,16 +162,20 @@ class Library(Protocol):
         """The folder uploads to ``kb`` are kept in (re-uploading a name updates it)."""
         ...
 
-    async def add(self, kb: str, path: Path, heard: Heard | None = None) -> Added:
-        """Ingest one file (recordings are transcribed); never raises for a bad file."""
+    async def add(
+        self, kb: str, path: Path, heard: Heard | None = None, by: Actor | None = None
+    ) -> Added:
+        """Ingest one file (recordings are transcribed); never raises for a bad file.
+        ``by`` goes to the audit trail."""
         ...
 
     async def sources(self, kb: str) -> list[SourceInfo]:
         """What ``kb`` holds."""
         ...
 
-    async def forget(self, kb: str, source_id: str) -> int:
-        """Remove a source; how many passages went (0: there was no such source)."""
+    async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> int:
+        """Remove a source and every copy of its words; how many passages went (0: there
+        was no such source). ``by`` goes to the audit trail."""
         ...
 
 

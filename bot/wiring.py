@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
+from bot.holdings import Holdings
+from bot.retention import Retain
 from bot.sessions import Sessions, open_sessions
 from retrieval import service as retrieval_service
 from retrieval.chunking import ChunkConfig
@@ -20,13 +22,16 @@ from retrieval.service import Retrieval, RetrievalConfig
 
 if TYPE_CHECKING:
     from bot.engine import Engine, ResearchHook
-    from bot.llm import ClaudeLLM
+    from bot.llm import Model
 
 __all__ = [
     "CoreServices",
     "Retrieval",
+    "holdings_of",
     "open_core",
+    "open_holdings",
     "open_retrieval",
+    "retain",
     "open_session_store",
     "retrieval_config",
 ]
@@ -70,7 +75,34 @@ def open_retrieval(
 def open_session_store(settings: Settings) -> contextlib.AbstractAsyncContextManager[Sessions]:
     """PostgreSQL when QUORUM_DATABASE_URL is set, else the SQLite file in the data folder."""
     url = settings.database_url.get_secret_value() if settings.database_url else None
-    return open_sessions(url, settings.sessions_path)
+    return open_sessions(url, settings.sessions_path, settings.keep_answers)
+
+
+def holdings_of(settings: Settings, retrieval: Retrieval, sessions: Sessions) -> Holdings:
+    """What Quorum holds per source, over running retrieval and sessions."""
+    return Holdings(
+        store=retrieval.store,
+        search=retrieval.search,
+        sessions=sessions,
+        data_dir=settings.data_dir,
+        transcriber=retrieval.transcriber,
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_holdings(settings: Settings) -> AsyncIterator[Holdings]:
+    """Retrieval and the session store, for commands that list, audit or remove sources."""
+    async with open_retrieval(settings) as retrieval, open_session_store(settings) as sessions:
+        yield holdings_of(settings, retrieval, sessions)
+
+
+def retain(settings: Settings) -> Retain:
+    """The retention settings, as plain values."""
+    return Retain(
+        settings.retain_sources_days,
+        settings.retain_transcripts_days,
+        settings.retain_queries_days,
+    )
 
 
 @dataclass
@@ -80,8 +112,9 @@ class CoreServices:
     settings: Settings
     retrieval: Retrieval
     sessions: Sessions
-    llm: ClaudeLLM | None
+    llm: Model | None
     engine: Engine
+    holdings: Holdings
 
 
 @contextlib.asynccontextmanager
@@ -96,20 +129,21 @@ async def open_core(
     and the engine, closed in reverse on exit."""
     # Imported here: Claude's SDK and the engine cost seconds that `quorum search` and
     # `quorum ingest`, which open retrieval alone, should not pay.
+    from bot.cite.vectors import SentenceVectors
     from bot.engine import Engine
     from bot.library import KbLibrary
-    from bot.llm import ClaudeLLM
+    from bot.llm import from_settings as model_from_settings
     from bot.router import ResearchRouter
-    from bot.vectors import SentenceVectors
 
     async with contextlib.AsyncExitStack() as stack:
         if retrieval is None:
             retrieval = await stack.enter_async_context(open_retrieval(settings, warm=True))
         sessions = await stack.enter_async_context(open_session_store(settings))
-        llm = ClaudeLLM.from_settings(settings)
+        llm = model_from_settings(settings)
         if llm is not None:
             stack.push_async_callback(llm.aclose)
         vectors = SentenceVectors(retrieval.embedder)  # shared: quick answers warm it
+        holdings = holdings_of(settings, retrieval, sessions)
         engine = Engine.from_settings(
             settings,
             archives=retrieval.search.archive,
@@ -117,6 +151,6 @@ async def open_core(
             llm=llm,
             research=research or ResearchRouter.from_settings(settings, llm, vectors),
             embedder=vectors,
-            library=KbLibrary.of(retrieval),
+            library=KbLibrary.of(retrieval, holdings=holdings),
         )
-        yield CoreServices(settings, retrieval, sessions, llm, engine)
+        yield CoreServices(settings, retrieval, sessions, llm, engine, holdings)

@@ -220,6 +220,15 @@ class Transcriber:
             model += "-" + hashlib.sha256(where).hexdigest()[:8]
         return self.cache_dir / f"{digest}.{model}.json"
 
+    def kept(self) -> dict[str, list[Path]]:
+        """Every kept transcript file, by the content hash of the audio it was made from
+        (one file per Whisper model that heard it)."""
+        files: dict[str, list[Path]] = {}
+        if self.cache_dir is not None and self.cache_dir.is_dir():
+            for file in self.cache_dir.glob("*.json"):
+                files.setdefault(file.name.split(".", 1)[0], []).append(file)
+        return files
+
     def cached(self, digest: str) -> Transcript | None:
         """The transcript kept for audio with this content hash, if any."""
         file = self._cache_file(digest)

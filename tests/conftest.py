@@ -15,14 +15,17 @@ import pytest_asyncio
 
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, Endpoint, async_client, find_binary
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client, find_binary
+from tests.backends import BACKENDS, Served
+from tests.emulators.anthropic import AnthropicEmulator
+from tests.emulators.openai import OpenAIEmulator
 from tests.postgres_server import Postgres, running_postgres
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 SHARED_EVAL = REPO.parent / "shared" / "eval"
-_PREFIXES = ("QUORUM_", "ANTHROPIC_", "SLACK_", "DISCORD_")
+_PREFIXES = ("QUORUM_", "ANTHROPIC_", "OPENAI_", "SLACK_", "DISCORD_")
 
 
 @pytest.fixture(autouse=True)
@@ -53,9 +56,9 @@ def embedder() -> SentenceTransformerEmbedder:
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def store(weaviate_endpoint: Endpoint) -> AsyncIterator[Store]:
+async def store(weaviate_endpoint: Endpoint) -> AsyncIterator[WeaviateStore]:
     """A connected store on the session server."""
-    async with Store.connect(async_client(weaviate_endpoint), weaviate_endpoint.url) as s:
+    async with WeaviateStore.connect(async_client(weaviate_endpoint), weaviate_endpoint.url) as s:
         yield s
 
 
@@ -66,7 +69,7 @@ def kb() -> str:
 
 
 @pytest.fixture
-def search(store: Store, embedder: SentenceTransformerEmbedder) -> SearchService:
+def search(store: WeaviateStore, embedder: SentenceTransformerEmbedder) -> SearchService:
     """A search service over the session store."""
     return SearchService(store, embedder)
 
@@ -91,3 +94,13 @@ def postgres() -> Iterator[Postgres]:
 async def postgres_url(postgres: Postgres) -> str:
     """The URL of a fresh, empty database on the session's PostgreSQL server."""
     return await postgres.create_database()
+
+
+@pytest_asyncio.fixture(params=BACKENDS)
+async def served(request: pytest.FixtureRequest) -> AsyncIterator[Served]:
+    """One model backend (Claude's API or an OpenAI-compatible server) on its emulator:
+    a test that takes it runs once per backend."""
+    kind = request.param
+    emu = AnthropicEmulator() if kind == "claude" else OpenAIEmulator()
+    async with emu:
+        yield Served(kind, emu)

@@ -19,8 +19,8 @@ from bot.engine import Engine
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 from tests.conftest import EXAMPLES
 from tests.fakes import FakeLLM
 from tests.sample_archive import load_sample
@@ -118,12 +118,12 @@ def test_chat_reads_questions_from_piped_stdin(demo_ingested: str, weaviate_env:
     out = result.stdout
     assert out.count("No Claude API key is set") == 3
     assert "Cut-over retro" in out and "Introduction to MCP" in out  # the /sources table
-    assert "Deep research needs a Claude API key" in out  # the router, wired by open_core
+    assert "Deep research needs a model" in out  # the router, wired by open_core
     assert "never read" not in out
 
 
 async def test_interactive_chat_shows_the_streamed_answer(
-    store: Store, embedder: SentenceTransformerEmbedder, tmp_path: Path
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, tmp_path: Path
 ) -> None:
     await load_sample(store, embedder, "console_sample")
     llm = FakeLLM()

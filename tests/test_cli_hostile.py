@@ -20,8 +20,8 @@ from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 from tests.fakes import FakeLLM
 
 runner = CliRunner()
@@ -70,7 +70,11 @@ def test_markup_in_files_and_arguments_is_printed_as_text(
 
 
 async def test_chat_sources_and_unknown_commands_print_markup_as_text(
-    store: Store, embedder: SentenceTransformerEmbedder, marked: Path, kb: str, tmp_path: Path
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    marked: Path,
+    kb: str,
+    tmp_path: Path,
 ) -> None:
     await ingest(store, embedder, kb, [marked])
     buffer = io.StringIO()
@@ -135,6 +139,6 @@ def test_serve_discord_with_an_unreachable_api_is_one_sentence(
 
 async def test_a_session_database_that_fails_mid_chat_is_one_sentence(tmp_path: Path) -> None:
     async with SessionStore.open(tmp_path / "s.sqlite3") as sessions:
-        await sessions._db.execute("PRAGMA query_only=ON")  # every write now fails
+        await sessions.driver.execute("PRAGMA query_only=ON")  # every write now fails
         with pytest.raises(ConfigError, match="The session database .* cannot be used"):
             await sessions.claim_event("slack", "Ev1")

@@ -21,12 +21,12 @@ from adapters.discord.cli import sync_commands
 from adapters.discord.render import RESEARCH_PLACEHOLDER
 from bot.config import Settings, load_settings
 from bot.engine import Engine
-from bot.llm import ClaudeLLM
+from bot.llm import from_settings as llm_from_settings
 from bot.router import ResearchRouter
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.discord import DiscordEmulator
 from tests.research_script import COST_LINK, QUESTION, READ, SEARCH, STEPS, script_research
@@ -70,7 +70,7 @@ async def discord_emulator() -> AsyncIterator[DiscordEmulator]:
 
 
 @pytest.fixture
-async def sample(store: Store, embedder: SentenceTransformerEmbedder, kb: str) -> str:
+async def sample(store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str) -> str:
     await load_sample(store, embedder, kb)
     return kb
 
@@ -81,7 +81,7 @@ async def engine_for(settings: Settings, search: SearchService) -> AsyncIterator
     session's search service."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     async with SessionStore.open(settings.sessions_path) as sessions:
-        llm = ClaudeLLM.from_settings(settings)
+        llm = llm_from_settings(settings)
         assert llm is not None
         research = ResearchRouter.from_settings(settings, llm)
         try:

@@ -24,8 +24,7 @@ from bot.wiring import open_core, retrieval_config
 from retrieval.embed import LazyEmbedder, SentenceTransformerEmbedder
 from retrieval.search import SearchService
 from retrieval.service import Retrieval
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate import WeaviateStore
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator
 from tests.sample_archive import load_sample
 from tests.test_slack_e2e import FAST_MODEL, HOSTED_UI_LINK, claude
@@ -60,8 +59,7 @@ class Running:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def served(
-    weaviate_endpoint: Endpoint,
-    store: Store,
+    store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Running]:
@@ -83,7 +81,7 @@ async def served(
         lazy._model = embedder  # the session's model, already loaded
         search = SearchService(store, lazy)
         config = retrieval_config(settings)
-        retrieval = Retrieval(config, weaviate_endpoint, store, lazy, search, config.transcriber())
+        retrieval = Retrieval(config, store, lazy, search, config.transcriber())
         server = OpsServer(settings)
         port = await server.start(0, "127.0.0.1")
         url = f"http://127.0.0.1:{port}"
@@ -134,11 +132,11 @@ async def test_readyz_and_metrics_move_after_a_question(running: Running) -> Non
         return after[name] - before.get(name, 0.0)
 
     assert moved(asked) == 1.0
-    for stage in ("search", "claude", "total"):
+    for stage in ("search", "llm", "total"):
         assert moved(f'quorum_answer_seconds_count{{stage="{stage}"}}') == 1.0
     assert moved('quorum_answer_seconds_sum{stage="total"}') > 0
-    assert moved('quorum_claude_tokens_total{kind="output"}') > 0
-    assert moved('quorum_claude_tokens_total{kind="input"}') > 0
+    assert moved('quorum_llm_tokens_total{backend="claude",kind="output"}') > 0
+    assert moved('quorum_llm_tokens_total{backend="claude",kind="input"}') > 0
     assert moved("quorum_active_sessions") == 1.0  # a new session (thread)
     assert after["quorum_questions_in_flight"] == 0.0
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from adapters.chat.view import one_line
-from bot.models import Added, Event, Library, ProgressEvent
+from bot.models import Actor, Added, Event, Library, ProgressEvent
 from retrieval.errors import QuorumError
 from retrieval.ingest import SUPPORTED_SUFFIXES
 from retrieval.models import SourceInfo
@@ -165,9 +165,12 @@ class Uploads:
     def __init__(self, library: Library | None, max_mb: int) -> None:
         self.library, self.max_mb = library, max_mb
 
-    async def add(self, kb: str, upload: Upload, reply: UploadReply) -> Added | None:
+    async def add(
+        self, kb: str, upload: Upload, reply: UploadReply, by: Actor | None = None
+    ) -> Added | None:
         """Check, download, ingest and report one file in ``reply``; never raises. A
-        refused file is never downloaded; a failed one is not kept."""
+        refused file is never downloaded; a failed one is not kept. ``by`` (who shared
+        it) goes to the audit trail."""
         name = one_line(Path(upload.name).name, 100)
         if self.library is None:
             await reply.done(NO_LIBRARY)
@@ -191,7 +194,7 @@ class Uploads:
                 await reply.done(f"Sorry — I couldn't download {name}. Please share it again.")
                 return None
             await reply.on_event(ProgressEvent(f"Reading {name}…"))
-            added = await library.add(kb, path, heard)
+            added = await library.add(kb, path, heard, by)
             if added.status == "failed":
                 path.unlink(missing_ok=True)
             await asyncio.gather(*pending, return_exceptions=True)
@@ -237,12 +240,12 @@ class Uploads:
         info = find(await self.library.sources(kb), wanted)
         return (info, confirm_text(info)) if info else (None, not_found(wanted))
 
-    async def forget(self, kb: str, source_id: str) -> str:
-        """Remove a confirmed source; what to say about it."""
+    async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> str:
+        """Remove a confirmed source (every copy of its words); what to say about it."""
         if self.library is None:
             return NO_LIBRARY
         try:
-            removed = await self.library.forget(kb, source_id)
+            removed = await self.library.forget(kb, source_id, by)
         except QuorumError as exc:
             return f"I couldn't remove `{source_id}`: {exc}"
         if not removed:

@@ -1,21 +1,24 @@
 """The ``quorum`` command line: ``app`` holds the typer app and what commands share,
 ``commands`` the archive commands (ingest, search, summary, sources, remove), ``ask`` ask and
-eval, ``transcript`` a recording's transcript, ``terminal`` how answers look in a terminal;
-``main`` adds the platform commands (serve, chat, demo, doctor, discord)."""
+eval, ``transcript`` a recording's transcript, ``privacy`` audit and retention,
+``terminal`` how answers look in a terminal; ``main`` adds the platform commands (serve,
+chat, demo, doctor, and each chat platform's)."""
 
 from __future__ import annotations
 
 import sys
 
-# These need neither a chat SDK nor Claude's: run alone, they skip importing discord.py,
-# Slack's and Anthropic's SDKs, seconds that a one-shot `quorum search` should not pay.
-ARCHIVE_COMMANDS = frozenset({"ingest", "search", "summary", "sources", "remove", "transcript"})
+# These need neither a chat SDK nor Claude's: run alone, they skip importing the chat
+# platforms' and Anthropic's SDKs, seconds that a one-shot `quorum search` should not pay.
+ARCHIVE_COMMANDS = frozenset(
+    {"ingest", "search", "summary", "sources", "remove", "transcript", "audit", "retention"}
+)
 
 
 def main() -> int:
     """Run the ``quorum`` command line (imported late: the commands pull in every SDK)."""
     if sys.argv[1:2] and sys.argv[1] in ARCHIVE_COMMANDS:
-        from adapters.cli import commands, transcript  # noqa: F401  (register their commands)
+        from adapters.cli import commands, privacy, transcript  # noqa: F401  (their commands)
         from adapters.cli.app import launch
     else:
         from adapters.cli.main import launch

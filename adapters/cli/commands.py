@@ -1,25 +1,26 @@
 """The ``quorum`` archive commands: ingest, search, summary, sources, remove.
 
 The typer app and the options they share are in ``app``; ``ask`` holds ask and eval, and
-``main`` adds the platform commands (serve, chat, demo, discord), so the arrows keep
-pointing ``adapters -> bot``. Every command turns a QuorumError into one red sentence and
-a non-zero exit.
+``main`` adds the platform commands (serve, chat, demo, and each chat platform's), so the
+arrows keep pointing ``adapters -> bot``. Every command turns a QuorumError into one red
+sentence and a non-zero exit.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from adapters.chat.announce import Poster, announce, targets
+from adapters.chat.announce import announce, targets
 from adapters.cli.app import (
     AfterOpt,
     BeforeOpt,
@@ -39,10 +40,12 @@ from adapters.cli.app import (
 )
 from adapters.cli.ingest_progress import IngestProgress
 from adapters.cli.terminal import failure_line, plain, summary_table
-from adapters.shapes import hit_json
+from adapters.shapes import held_json, hit_json
+from bot.answer.understand import choice_note
 from bot.config import Settings
-from bot.understand import choice_note
-from bot.wiring import open_retrieval
+from bot.holdings import Forgotten, Held
+from bot.models import Actor
+from bot.wiring import holdings_of, open_holdings, open_retrieval, open_session_store
 from retrieval.errors import InvalidInput
 from retrieval.indexer import IngestReport, ingest
 from retrieval.links import locator
@@ -65,19 +68,12 @@ def _report_table(report: IngestReport, elapsed: float) -> Table:
     return table
 
 
-async def _post_slack(settings: Settings, channel: str, text: str) -> None:
-    from adapters.slack.post import post_to_slack  # the SDK loads only when posting
-
-    await post_to_slack(settings, channel, text)
-
-
-async def _post_discord(settings: Settings, channel: str, text: str) -> None:
-    from adapters.discord.post import post_to_discord
-
-    await post_to_discord(settings, channel, text)
-
-
-POSTERS: dict[str, Poster] = {"slack": _post_slack, "discord": _post_discord}
+def cli_actor() -> Actor:
+    """This terminal's user, for the audit trail."""
+    try:
+        return Actor("cli", getpass.getuser())
+    except (KeyError, OSError):  # no login name (a container without a passwd entry)
+        return Actor("cli")
 
 
 @app.command("ingest")
@@ -94,7 +90,11 @@ def ingest_cmd(
 
         name = kb_name(settings, kb)
         targets(settings.post_summaries)  # a malformed target fails before any work
-        async with open_retrieval(settings, warm=True) as r, claude_summarizer(settings) as summ:
+        async with (
+            open_retrieval(settings, warm=True) as r,
+            open_session_store(settings) as sessions,
+            claude_summarizer(settings) as summ,
+        ):
             t0 = time.perf_counter()
             with IngestProgress(err) as progress:
                 report = await ingest(
@@ -109,8 +109,9 @@ def ingest_cmd(
                     summarizer=summ,
                 )
             r.search.forget_sources(name)
+            await holdings_of(settings, r, sessions).note_ingest(name, report.results, cli_actor())
             elapsed = time.perf_counter() - t0
-            posted = await announce(settings, r.search.archive(name), report.results, POSTERS)
+            posted = await announce(settings, r.search.archive(name), report.results)
         out.print(_report_table(report, elapsed))
         for f in report.failed:
             err.print(failure_line(f.path, f.reason), highlight=False)
@@ -201,25 +202,14 @@ def summary_cmd(
 def sources_cmd(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """List the sources in a knowledge base."""
 
-    async def go(settings: Settings) -> list[Any]:
-        async with open_retrieval(settings) as r:
-            return await r.store.list_sources(kb_name(settings, kb))
+    async def go(settings: Settings) -> list[Held]:
+        async with open_holdings(settings) as holdings:
+            return await holdings.held(kb_name(settings, kb))
 
-    infos = run(go)
+    held = run(go)
+    infos = [h.info for h in held]
     if as_json:
-        rows = [
-            {
-                "id": i.source.id,
-                "title": i.source.title,
-                "kind": i.source.kind,
-                "url": i.source.url,
-                "recorded_at": i.source.recorded_at.isoformat() if i.source.recorded_at else None,
-                "speakers": list(i.source.speakers),
-                "segments": i.segments,
-                "path": i.source.path,
-            }
-            for i in infos
-        ]
+        rows = [held_json(h) | {"path": h.info.source.path} for h in held]
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
     if not infos:
@@ -246,13 +236,18 @@ def remove_cmd(
     source_id: Annotated[str, typer.Argument(help="The source id (see `quorum sources`).")],
     kb: KbOpt = None,
 ) -> None:
-    """Remove a source and its passages from a knowledge base."""
+    """Remove a source from a knowledge base: its passages at every level, its summary, its
+    kept transcript and uploaded file, and its words in stored answers."""
 
-    async def go(settings: Settings) -> int:
-        async with open_retrieval(settings) as r:
-            return await r.store.delete_source(kb_name(settings, kb), source_id)
+    async def go(settings: Settings) -> Forgotten:
+        async with open_holdings(settings) as holdings:
+            return await holdings.forget(kb_name(settings, kb), source_id, cli_actor())
 
-    removed = run(go)
-    if removed == 0:
+    gone = run(go)
+    if gone.passages == 0:
         raise fail(f"No source {source_id!r} in that knowledge base (see `quorum sources`).")
-    out.print(plain(f"Removed {source_id} ({removed} passages)."))
+    files = f", {len(gone.files)} kept file(s)" if gone.files else ""
+    answers = f", its words in {gone.answers} stored answer(s)" if gone.answers else ""
+    out.print(plain(f"Removed {source_id} ({gone.passages} passages{files}{answers})."))
+    if gone.shared_transcript:
+        out.print("Its transcript is kept: another source was made from the same recording.")

@@ -17,7 +17,7 @@ from discord import app_commands
 from adapters.chat.live import LiveEdits
 from adapters.chat.uploads import NOT_ADMIN, Upload, Uploads, may_manage
 from adapters.discord.render import progress_text
-from bot.models import Event
+from bot.models import Actor, Event
 
 log = logging.getLogger("quorum.discord")
 
@@ -112,12 +112,13 @@ class ForgetButton(
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
         """An admin's click removes the source; the answer replaces the question."""
         client = interaction.client
-        if not is_admin(interaction.user, client.settings.discord_admin_role):
+        if not is_admin(interaction.user, client.own.admin_role):
             await interaction.response.send_message(NOT_ADMIN, ephemeral=True)
             return
         await interaction.response.defer()
         uploads: Uploads = client.uploads
-        text = await uploads.forget(client.kb_for(interaction.guild_id), self.source_id)
+        by = Actor("discord", str(interaction.user.id))
+        text = await uploads.forget(client.kb_for(interaction.guild_id), self.source_id, by)
         await interaction.edit_original_response(content=text, view=None)
 
 
@@ -141,7 +142,7 @@ async def on_sources(interaction: discord.Interaction[Any]) -> None:
 async def on_forget(interaction: discord.Interaction[Any], source: str) -> None:
     """``/forget SOURCE``: admins get a Remove button under the question; others a no."""
     client = interaction.client
-    if not is_admin(interaction.user, client.settings.discord_admin_role):
+    if not is_admin(interaction.user, client.own.admin_role):
         await interaction.response.send_message(NOT_ADMIN, ephemeral=True)
         return
     uploads: Uploads = client.uploads
@@ -156,7 +157,7 @@ async def on_forget(interaction: discord.Interaction[Any], source: str) -> None:
 async def on_ingest(interaction: discord.Interaction[Any], file: discord.Attachment) -> None:
     """``/ingest FILE``: an admin's file added, progress and result in the channel."""
     client = interaction.client
-    if not is_admin(interaction.user, client.settings.discord_admin_role):
+    if not is_admin(interaction.user, client.own.admin_role):
         await interaction.response.send_message(NOT_ADMIN, ephemeral=True)
         return
     await interaction.response.defer(thinking=True)
@@ -165,7 +166,8 @@ async def on_ingest(interaction: discord.Interaction[Any], file: discord.Attachm
         return await interaction.followup.send(text, wait=True)
 
     uploads: Uploads = client.uploads
-    await uploads.add(client.kb_for(interaction.guild_id), as_upload(file), MessageReply(send))
+    by = Actor("discord", str(interaction.user.id))
+    await uploads.add(client.kb_for(interaction.guild_id), as_upload(file), MessageReply(send), by)
 
 
 @app_commands.command(name="ingest", description="Add a recording or document (admins).")

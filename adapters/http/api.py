@@ -31,13 +31,12 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from adapters.shapes import answer_json, hit_json
+from adapters.shapes import answer_json, held_json, hit_json
 from bot.errors import InvalidInput, QuorumError, SearchUnavailable
 from bot.models import Event, PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.wiring import CoreServices
 from retrieval.errors import ConfigError
-from retrieval.models import SearchFilters, SourceInfo
-from retrieval.schema import check_kb
+from retrieval.models import SearchFilters, check_kb
 from retrieval.search import MAX_K
 
 if TYPE_CHECKING:
@@ -264,8 +263,8 @@ class Api:
     async def sources(self, request: web.Request) -> web.StreamResponse:
         """GET /api/sources[?kb=]."""
         kb = self.kb_for(request, request.query.get("kb"))
-        infos = await self.services().engine.sources(kb)
-        return web.json_response({"kb": kb, "sources": [source_info_json(i) for i in infos]})
+        held = await self.services().holdings.held(kb)
+        return web.json_response({"kb": kb, "sources": [held_json(h) for h in held]})
 
     async def session(self, request: web.Request) -> web.StreamResponse:
         """GET /api/sessions/{id}[?kb=]."""
@@ -304,20 +303,6 @@ class Api:
         assert core is not None
         await core.record_feedback(body.exchange_id, body.user, body.value)
         return web.json_response({"exchange_id": body.exchange_id, "value": body.value})
-
-
-def source_info_json(info: SourceInfo) -> dict[str, Any]:
-    """A source as the API lists it (the shape of ``quorum sources --json``)."""
-    s = info.source
-    return {
-        "id": s.id,
-        "title": s.title,
-        "kind": s.kind,
-        "url": s.url,
-        "recorded_at": s.recorded_at.isoformat() if s.recorded_at else None,
-        "speakers": list(s.speakers),
-        "segments": info.segments,
-    }
 
 
 def _guarded(handler: Handler) -> Handler:

@@ -15,6 +15,7 @@ from slack_bolt.async_app import AsyncRespond
 
 from adapters.chat.uploads import NOT_ADMIN, Upload, Uploads, may_manage
 from adapters.slack.render import Block, SlackMessage, escape, notice, section
+from bot.models import Actor
 
 log = logging.getLogger("quorum.slack")
 
@@ -131,5 +132,7 @@ class SlackSources:
             await respond(NOT_ADMIN, replace_original=True)
             return
         team = (body.get("team") or {}).get("id") or body["user"].get("team_id") or ""
-        text = await self.uploads.forget(self.kb_for(team), str(action.get("value") or ""))
+        by = Actor("slack", body["user"]["id"])
+        source_id = str(action.get("value") or "")
+        text = await self.uploads.forget(self.kb_for(team), source_id, by)
         await respond(text, replace_original=True)

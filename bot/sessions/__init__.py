@@ -1,17 +1,28 @@
 """The session store: thread -> session, its exchanges (the history follow-ups are
 rewritten from), feedback, the query log, and the exactly-once claims of events.
-``store`` says what a store offers and opens one by URL; ``sqlite`` (the default) and
-``postgres`` (shared by replicas) are the stores, ``migrations`` their one schema,
-``records`` what they keep."""
+``base`` says what a store offers and opens one by URL; ``sql`` is the one store, written
+once over a thin driver seam; ``sqlite`` (the default) and ``postgres`` (shared by
+replicas) are its two drivers behind ``driver``'s seam, ``migrations`` their one schema,
+``records`` what they keep, ``privacy`` the audit trail and what forgetting and retention
+do to stored questions."""
 
+from bot.models import Actor
+from bot.sessions.base import EVENT_TTL_S, Sessions, open_sessions
 from bot.sessions.migrations import MIGRATIONS
-from bot.sessions.records import Exchange, ExchangeRecord, QueryRecord, clip
+from bot.sessions.records import (
+    AuditEntry,
+    Exchange,
+    ExchangeRecord,
+    QueryRecord,
+    clip,
+)
 from bot.sessions.sqlite import SessionStore
-from bot.sessions.store import EVENT_TTL_S, Sessions, open_sessions
 
 __all__ = [
     "EVENT_TTL_S",
     "MIGRATIONS",
+    "Actor",
+    "AuditEntry",
     "Exchange",
     "ExchangeRecord",
     "QueryRecord",

@@ -89,15 +89,34 @@ CREATE INDEX query_log_by_time ON query_log (created_at);
 """
 
 # Who made an event's claim (a random id per claim), so a claim retried after its
-# connection dropped recognises its own row (PostgreSQL store; SQLite leaves it empty).
+# connection dropped recognises its own row.
 M003_CLAIMANT = """
 ALTER TABLE processed_events ADD COLUMN claimant TEXT
+"""
+
+# Who added, updated and removed which source, when and from where. Keyed by names, not
+# by the source's records, so it outlives the sources it speaks of.
+M004_AUDIT = """
+CREATE TABLE audit (
+    id $pk,
+    at $float NOT NULL,
+    action TEXT NOT NULL,
+    kb TEXT NOT NULL,
+    source_id TEXT NOT NULL,
+    title TEXT NOT NULL DEFAULT '',
+    via TEXT NOT NULL,
+    actor TEXT NOT NULL DEFAULT '',
+    detail TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX audit_by_time ON audit (at);
+CREATE INDEX audit_by_source ON audit (kb, source_id, at)
 """
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("m001_initial", M001_INITIAL),
     ("m002_query_log", M002_QUERY_LOG),
     ("m003_claimant", M003_CLAIMANT),
+    ("m004_audit", M004_AUDIT),
 )
 
 

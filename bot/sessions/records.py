@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from bot.models import Actor
 
 HISTORY_KINDS = ("answer", "extractive", "nothing_found")
 
@@ -78,6 +80,33 @@ class QueryRecord:
     filters: dict[str, Any]
     hit_ids: Sequence[str]
     retrieval_ms: float
+
+
+AuditAction = Literal["added", "updated", "removed", "expired"]
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One line of the audit trail: ``action`` on a source of ``kb`` by ``actor``."""
+
+    action: AuditAction
+    kb: str
+    source_id: str
+    actor: Actor
+    title: str = ""
+    detail: str = ""
+    at: float = 0.0  # set by the store when 0
+
+
+def without_quotes(record: ExchangeRecord) -> ExchangeRecord:
+    """``record`` keeping the question but none of the answer's words: no answer text, no
+    citation quotes, no research trace (``QUORUM_KEEP_ANSWERS=false``)."""
+    return replace(
+        record,
+        answer="",
+        citations=[{k: v for k, v in c.items() if k != "quote"} for c in record.citations],
+        research_trace=None,
+    )
 
 
 def as_json(value: Any) -> str:

@@ -1,0 +1,255 @@
+"""What Quorum holds about each source, and forgetting it whole.
+
+A source's words can live in five places: its passages in every level of the index (the
+summary is one), the transcript kept in the data dir's ``transcripts/`` cache (by the
+audio's content hash), the file a chat upload left in ``uploads/``, stored answers that
+quoted it, and whatever a later feature derives from it (a page, a rendition). ``forget``
+removes all of them: the cached transcript only when no other live source was made from
+the same audio, the user's own files never (Quorum did not make them). Features that
+derive something from a source register a ``ForgetHook`` so forgetting reaches them too.
+Every add, update and removal is written to the audit trail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bot.sessions import Actor, AuditEntry, Sessions
+from bot.sessions.records import AuditAction
+from retrieval.indexer import FileResult
+from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
+from retrieval.models import Source, SourceInfo
+from retrieval.search import SearchService
+from retrieval.store import Store
+from retrieval.transcribe import Transcriber
+
+log = logging.getLogger("quorum.holdings")
+
+ForgetHook = Callable[[str, Source], Awaitable[None]]
+"""Called with (kb, source) once a source is removed: drop what was derived from it."""
+
+# The data dir's parts, for ``quorum doctor``: (kind, names at the top of the data dir).
+KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("index", ("weaviate", "weaviate-server", "server.json", "server.lock", "weaviate.log")),
+    ("transcripts", ("transcripts",)),
+    ("uploads", ("uploads",)),
+    ("sessions", ("sessions.sqlite3", "sessions.sqlite3-wal", "sessions.sqlite3-shm")),
+)
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What removing a source took away."""
+
+    source_id: str
+    passages: int
+    files: tuple[str, ...] = ()  # files deleted from the data dir
+    answers: int = 0  # stored answers that lost its words
+    shared_transcript: bool = False  # kept: another live source was made from that audio
+
+
+@dataclass(frozen=True)
+class Held:
+    """One source as ``quorum sources --json`` reports it."""
+
+    info: SourceInfo
+    size_bytes: int | None  # the source file, when it can still be read
+    kept_bytes: int  # what Quorum keeps of it in the data dir (upload copy, transcript)
+    media_kept: bool  # Quorum keeps a copy of the file (a chat upload)
+    transcript_kept: bool  # a transcript copy is in the transcripts cache
+    added: AuditEntry | None  # who added it and when, when the audit trail knows
+
+    def json(self) -> dict[str, Any]:
+        """The fields ``quorum sources --json`` and the API add to a source."""
+        added_at = None
+        if self.added is not None:
+            added_at = datetime.fromtimestamp(self.added.at, UTC).isoformat(timespec="seconds")
+        return {
+            "size_bytes": self.size_bytes,
+            "kept_bytes": self.kept_bytes,
+            "added_at": added_at,
+            "added_by": str(self.added.actor) if self.added else None,
+            "media_kept": self.media_kept,
+            "transcript_kept": self.transcript_kept,
+        }
+
+
+def _size(path: Path) -> int:
+    """Bytes under ``path`` (a file or a folder), 0 when it is gone."""
+    try:
+        if path.is_file():
+            return path.stat().st_size
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    except OSError:
+        return 0
+
+
+def data_sizes(data_dir: Path) -> dict[str, int]:
+    """The data dir's bytes by kind: index, transcripts, uploads, sessions, other."""
+    sizes = {kind: 0 for kind, _ in KINDS} | {"other": 0}
+    owner = {name: kind for kind, names in KINDS for name in names}
+    if data_dir.is_dir():
+        for entry in data_dir.iterdir():
+            sizes[owner.get(entry.name, "other")] += _size(entry)
+    return sizes
+
+
+class Holdings:
+    """What Quorum holds per source, the audit trail of it, and removal that is complete."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        search: SearchService,
+        sessions: Sessions,
+        data_dir: Path,
+        transcriber: Transcriber | None = None,
+        hooks: Sequence[ForgetHook] = (),
+    ) -> None:
+        self.store, self.search, self.sessions = store, search, sessions
+        self.data_dir = data_dir
+        self.uploads_dir = data_dir / "uploads"
+        self.transcriber = transcriber or Transcriber(cache_dir=data_dir / "transcripts")
+        self.hooks = list(hooks)
+
+    def add_hook(self, hook: ForgetHook) -> None:
+        """Call ``hook`` after each removal (a feature dropping what it derived)."""
+        self.hooks.append(hook)
+
+    async def note(self, kb: str, source_id: str, title: str, actor: Actor, update: bool) -> None:
+        """Write an add (or update) of a source to the audit trail."""
+        entry = AuditEntry("updated" if update else "added", kb, source_id, actor, title)
+        await self.sessions.record_audit(entry)
+
+    async def note_ingest(self, kb: str, results: Sequence[FileResult], actor: Actor) -> None:
+        """Write each source an ingest added or updated to the audit trail."""
+        changed = [r for r in results if r.status in ("added", "updated") and r.source_id]
+        if not changed:
+            return
+        titles = {i.source.id: i.source.title for i in await self.store.list_sources(kb)}
+        for r in changed:
+            sid = str(r.source_id)
+            await self.note(kb, sid, titles.get(sid, ""), actor, r.status == "updated")
+
+    def is_upload(self, path: str) -> bool:
+        """True when ``path`` is a file Quorum keeps (a chat upload), not the user's own."""
+        if not path:
+            return False
+        try:
+            return Path(path).resolve().is_relative_to(self.uploads_dir.resolve())
+        except (OSError, ValueError):
+            return False
+
+    def _digests(self, source: Source, kept: dict[str, list[Path]]) -> set[str]:
+        """The content hashes of the audio ``source`` was transcribed from."""
+        # With no sidecar a recording's content hash is the hash of its audio's hash, so
+        # the kept transcripts' names find it even after the file is gone.
+        by_hash = {hashlib.sha256(d.encode()).hexdigest(): d for d in kept}
+        digests = {by_hash[source.content_hash]} if source.content_hash in by_hash else set()
+        path = Path(source.path) if source.path else None
+        if not digests and path and path.suffix.lower() in MEDIA_SUFFIXES and path.is_file():
+            try:
+                digests.add(file_digest(path))
+            except Exception:  # unreadable now: nothing to find by it
+                log.warning("could not hash %s", path)
+        return digests
+
+    def _shares(self, other: Source, source: Source, digests: set[str]) -> bool:
+        """True when ``other`` was made from the same audio as ``source``."""
+        if other.content_hash == source.content_hash:
+            return True
+        if other.content_hash in {hashlib.sha256(d.encode()).hexdigest() for d in digests}:
+            return True
+        # The same audio with another sidecar: hashed only when the sizes match.
+        mine, theirs = Path(source.path), Path(other.path)
+        try:
+            if (
+                not other.path
+                or theirs.suffix.lower() not in MEDIA_SUFFIXES
+                or theirs.stat().st_size != mine.stat().st_size
+            ):
+                return False
+            return file_digest(theirs) in digests
+        except Exception:  # either file is gone or unreadable: not known to be shared
+            return False
+
+    async def _shared(self, kb: str, source: Source, digests: set[str]) -> bool:
+        """True when another live source, in any knowledge base, has the same audio."""
+        for name in sorted(set(await self.store.knowledge_bases()) | {kb}):
+            for info in await self.store.list_sources(name):
+                other = info.source
+                if name == kb and other.id == source.id:
+                    continue
+                if await asyncio.to_thread(self._shares, other, source, digests):
+                    return True
+        return False
+
+    async def forget(
+        self, kb: str, source_id: str, actor: Actor, action: AuditAction = "removed"
+    ) -> Forgotten:
+        """Remove a source and every copy of its words Quorum made; ``passages`` is 0 when
+        there was no such source. ``action`` is how the audit trail names it."""
+        found = [i.source for i in await self.store.list_sources(kb) if i.source.id == source_id]
+        passages = await self.store.delete_source(kb, source_id)
+        self.search.forget_sources(kb)
+        if not found:
+            return Forgotten(source_id, passages)
+        source = found[0]
+        kept = await asyncio.to_thread(self.transcriber.kept)
+        digests = await asyncio.to_thread(self._digests, source, kept)
+        shared = bool(digests) and await self._shared(kb, source, digests)
+        doomed = [] if shared else [f for d in digests for f in kept.get(d, [])]
+        if self.is_upload(source.path):
+            doomed.append(Path(source.path))
+        files = await asyncio.to_thread(unlink, doomed)
+        answers = await self.sessions.scrub_answers(source_id)
+        for hook in self.hooks:
+            await hook(kb, source)
+        detail = f"{passages} passages, {len(files)} files, {answers} answers scrubbed"
+        await self.sessions.record_audit(
+            AuditEntry(action, kb, source_id, actor, source.title, detail)
+        )
+        return Forgotten(source_id, passages, tuple(files), answers, shared)
+
+    async def held(self, kb: str) -> list[Held]:
+        """Every source of ``kb`` with its size, what is kept of it, and who added it."""
+        infos = await self.store.list_sources(kb)
+        added = await self.sessions.added(kb)
+        kept = await asyncio.to_thread(self.transcriber.kept)
+        return [
+            await asyncio.to_thread(self._held, info, kept, added.get(info.source.id))
+            for info in infos
+        ]
+
+    def _held(
+        self, info: SourceInfo, kept: dict[str, list[Path]], added: AuditEntry | None
+    ) -> Held:
+        source = info.source
+        path = Path(source.path) if source.path else None
+        size = path.stat().st_size if path and path.is_file() else None
+        transcripts = [f for d in self._digests(source, kept) for f in kept.get(d, [])]
+        upload = self.is_upload(source.path) and size is not None
+        kept_bytes = sum(_size(f) for f in transcripts) + ((size or 0) if upload else 0)
+        return Held(info, size, kept_bytes, upload, bool(transcripts), added)
+
+
+def unlink(paths: list[Path]) -> list[str]:
+    """Delete ``paths``; the ones that went."""
+    gone: list[str] = []
+    for path in paths:
+        try:
+            path.unlink()
+            gone.append(str(path))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("could not delete %s: %s", path, exc)
+    return gone

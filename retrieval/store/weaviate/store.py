@@ -1,0 +1,268 @@
+"""Weaviate storage: one tenant per knowledge base, hybrid search with filters over each
+level, neighbours, transcripts and listings; writes come from ``writes``, the collections
+and the schema from ``collections`` and ``schema`` (all in this package).
+
+Every read keeps only the units of a source's live generation (``writes``), so a reader
+never sees half a source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from datetime import date
+from typing import Any
+
+import weaviate
+from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
+
+from retrieval.embed import cosine
+from retrieval.errors import SearchUnavailable
+from retrieval.models import Hit, Level, SearchFilters, SourceInfo
+from retrieval.stems import has_stems, keyword_query, stemmed_query
+from retrieval.store.base import StoreInfo
+from retrieval.store.weaviate.errors import translate_errors
+from retrieval.store.weaviate.filters import both, of_source
+from retrieval.store.weaviate.filters import where as to_where
+from retrieval.store.weaviate.schema import (
+    VECTOR,
+    hit_from_object,
+    hybrid_similarity,
+    source_from_object,
+)
+from retrieval.store.weaviate.writes import Writes
+
+# What keyword search reads: the text, where it sits, and what it is part of (title and
+# speakers: "what did the retro say about rollback" finds a window that never says "retro").
+# A unit's own words count twice: its context (title, speakers, heading) is shared by every
+# unit of its source, so it may tip a tie but not outrank the words that were said. Where
+# units store stems (``retrieval.stems``), a question is asked as stems, which live in the
+# context beside the title's: there only words without a stem (numbers, "IL-6") count twice.
+QUERY_PROPERTIES = ["text^2", "heading", "lesson_title", "context"]
+# Whether a knowledge base stores stems is judged on this many of its units; a no is asked
+# again after this many seconds (an ingest may have added them since).
+STEMS_SAMPLE = 100
+STEMS_RECHECK_S = 60.0
+
+
+class WeaviateStore(Writes):
+    """Quorum's Weaviate store: connect, write (``Writes``), search and list."""
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def connect(
+        cls, client: weaviate.WeaviateAsyncClient, url: str, replicas: int = 1
+    ) -> AsyncIterator[WeaviateStore]:
+        """Connect, make sure the schema exists (``replicas`` copies of each object), and
+        close on exit."""
+        try:
+            with translate_errors(url):
+                await client.connect()
+        except SearchUnavailable:
+            with contextlib.suppress(Exception):
+                await client.close()
+            raise
+        try:
+            store = cls(client, url, replicas)
+            await store.ensure_schema()
+            yield store
+        finally:
+            with contextlib.suppress(Exception):
+                await client.close()
+
+    async def ready(self) -> bool:
+        """True when Weaviate says it is ready (False when it cannot be reached)."""
+        try:
+            return bool(await self.client.is_ready())
+        except Exception:  # readiness is a yes or no: any failure is a no
+            return False
+
+    async def server_info(self) -> StoreInfo:
+        """Weaviate's URL and the version it reports."""
+        with translate_errors(self.url):
+            meta = await self.client.get_meta()
+        return StoreInfo(self.url, str(meta.get("version", "?")))
+
+    async def _keywords(self, kb: str, query: str) -> str:
+        """What the keyword half asks of ``kb``: the stems of the query's words (and its words
+        with digits) where units store stems; else the query and its stems, of which only
+        the words match (a knowledge base ingested before stems searches as it did)."""
+        return stemmed_query(query) if await self._has_stems(kb) else keyword_query(query)
+
+    async def _has_stems(self, kb: str) -> bool:
+        """Whether every unit in a sample of ``kb``'s units stores stems in its context; a
+        no is asked again after a minute (an ingest may add them), a yes is kept. One unit
+        without is a knowledge base partly ingested before stems: asked as stems, its
+        older units would match only words with digits, so it is asked the words (and
+        stems) until ``quorum ingest --force`` gives every unit its stems."""
+        now = time.monotonic()
+        known = self._stems.get(kb)
+        if known is not None and (known[0] or now - known[1] < STEMS_RECHECK_S):
+            return known[0]
+        with translate_errors(self.url):
+            res = await self.segments(kb).query.fetch_objects(
+                limit=STEMS_SAMPLE, return_properties=["context"]
+            )
+        marked = [has_stems(str(o.properties.get("context") or "")) for o in res.objects]
+        found = bool(marked) and all(marked)
+        self._stems[kb] = (found, now)
+        return found
+
+    async def list_sources(self, kb: str) -> list[SourceInfo]:
+        """Every source in the knowledge base, newest recording first, then by title."""
+        if not await self.has_kb(kb):
+            return []
+        infos: list[SourceInfo] = []
+        with translate_errors(self.url):
+            async for obj in self._iterate(self.sources_collection(kb)):
+                infos.append(source_from_object(obj))
+        infos.sort(key=lambda i: (-(i.source.recorded_at or date.min).toordinal(), i.source.title))
+        return infos
+
+    async def count(self, kb: str) -> int:
+        """How many segments the knowledge base holds."""
+        if not await self.has_kb(kb):
+            return 0
+        with translate_errors(self.url):
+            agg = await self.segments(kb).aggregate.over_all(total_count=True)
+        return int(agg.total_count or 0)
+
+    async def hybrid(
+        self,
+        kb: str,
+        query: str,
+        vector: Sequence[float],
+        filters: SearchFilters | None,
+        k: int,
+        alpha: float,
+        level: Level = "window",
+    ) -> list[Hit]:
+        """Hybrid search (BM25 on the text and its context, vector on our own embedding),
+        relativeScore fusion, over the units of one level."""
+        if not await self.has_kb(kb):
+            return []
+        limit = k
+        keywords = await self._keywords(kb, query)
+        col, only = self._of_level(kb, level)
+        where = both([f for f in (only, to_where(filters)) if f is not None])
+        with translate_errors(self.url):
+            while True:
+                res = await col.query.hybrid(
+                    query=keywords,
+                    vector=list(vector),
+                    target_vector=VECTOR,
+                    alpha=alpha,
+                    fusion_type=HybridFusion.RELATIVE_SCORE,
+                    query_properties=QUERY_PROPERTIES,
+                    filters=where,
+                    limit=limit,
+                    # The explanation carries each hit's cosine to the query: fetching
+                    # the vectors to compute it costs ~5 ms more at 1M segments.
+                    return_metadata=MetadataQuery(score=True, explain_score=True),
+                )
+                live = await self._live(kb, res.objects)
+                # Orphans took places: ask once more with room for them (rare: after a crash).
+                if len(live) == len(res.objects) or len(res.objects) < limit or limit > k:
+                    break
+                limit = min(k + 2 * (len(res.objects) - len(live)) + 10, 1000)
+        hits = [
+            hit_from_object(
+                o,
+                float(o.metadata.score or 0.0),
+                similarity=hybrid_similarity(o.metadata.explain_score),
+            )
+            for o in live[:k]
+        ]
+        if hits and all(h.similarity is None for h in hits):
+            # None came from the vector half (or the explanation changed): their vectors.
+            hits = await self._with_similarity(col, hits, vector)
+        return hits
+
+    async def _with_similarity(
+        self, col: Any, hits: list[Hit], query: Sequence[float]
+    ) -> list[Hit]:
+        """``hits`` with their cosine to ``query``, from their stored vectors."""
+        with translate_errors(self.url):
+            res = await col.query.fetch_objects(
+                filters=Filter.by_id().contains_any([h.id for h in hits]),
+                limit=len(hits),
+                include_vector=[VECTOR],
+                return_properties=[],
+            )
+        cosines = {str(o.uuid): cosine(query, o.vector[VECTOR]) for o in res.objects if o.vector}
+        return [replace(h, similarity=cosines.get(h.id)) for h in hits]
+
+    async def bm25(self, kb: str, query: str, filters: SearchFilters | None, k: int) -> list[Hit]:
+        """Keyword search alone, ranked as hybrid search's keyword half ranks (for
+        benchmarks and diagnostics): the same properties, weights and query, so a unit's
+        text counts as in hybrid search and its title is not read once more from
+        ``source_title``."""
+        with translate_errors(self.url):
+            res = await self.segments(kb).query.bm25(
+                query=await self._keywords(kb, query),
+                query_properties=QUERY_PROPERTIES,
+                filters=to_where(filters),
+                limit=k,
+                return_metadata=MetadataQuery(score=True),
+            )
+            live = await self._live(kb, res.objects)
+        return [hit_from_object(o, float(o.metadata.score or 0.0)) for o in live]
+
+    async def near_vector(
+        self, kb: str, vector: Sequence[float], filters: SearchFilters | None, k: int
+    ) -> list[Hit]:
+        """Vector search alone (for benchmarks and diagnostics)."""
+        with translate_errors(self.url):
+            res = await self.segments(kb).query.near_vector(
+                near_vector=list(vector),
+                target_vector=VECTOR,
+                filters=to_where(filters),
+                limit=k,
+                return_metadata=MetadataQuery(distance=True),
+            )
+            live = await self._live(kb, res.objects)
+        similarities = [1.0 - float(o.metadata.distance or 0.0) for o in live]
+        return [
+            hit_from_object(o, s, similarity=s) for o, s in zip(live, similarities, strict=True)
+        ]
+
+    async def get(self, kb: str, hit_id: str) -> Hit | None:
+        """One segment by id."""
+        if not await self.has_kb(kb):
+            return None
+        with translate_errors(self.url):
+            obj = await self.segments(kb).query.fetch_object_by_id(hit_id)
+            live = [] if obj is None else await self._live(kb, [obj])
+        return hit_from_object(live[0]) if live else None
+
+    async def fetch_ordered(
+        self,
+        kb: str,
+        source_id: str,
+        *,
+        positions: tuple[int, int] | None = None,
+        start_s: float | None = None,
+        end_s: float | None = None,
+        offset: int = 0,
+        limit: int = 200,
+        level: Level = "window",
+    ) -> list[Hit]:
+        """A source's segments (or units of ``level``) in order of position: those at
+        ``positions`` (first and last, inclusive) and overlapping ``start_s``..``end_s``
+        when given."""
+        if not await self.has_kb(kb):
+            return []
+        col, only = self._of_level(kb, level)
+        span = of_source(source_id, positions, start_s, end_s)
+        where = span if only is None else Filter.all_of([only, span])
+        with translate_errors(self.url):
+            res = await col.query.fetch_objects(
+                filters=where,
+                sort=Sort.by_property("source_id").by_property("position"),
+                offset=offset,
+                limit=limit,
+            )
+            live = await self._live(kb, res.objects)
+        return [hit_from_object(o) for o in live]
