@@ -12,16 +12,18 @@ questions on a laptop's CPU, and neither needs the number of groups up front.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from bot.insights.report import LoggedAnswer
+from bot.insights.report import Gap, Moment
+from bot.sessions.records import LoggedAnswer
 from retrieval.archive import Archive
 from retrieval.embed import Embedder
+from retrieval.errors import QuorumError
 from retrieval.models import Hit
 
 LEADER = 0.45
@@ -34,32 +36,9 @@ Both chosen on the labelled set in ``tests/insights_questions.py`` (10 topics x 
 wordings: 14 groups, 0.97 of each group one topic, 0.91 of each topic in one group,
 the same for five orders of arrival)."""
 
+log = logging.getLogger("quorum.insights")
 EMBED_BATCH = 256
 Progress = Callable[[str, int, int], None]
-
-
-@dataclass(frozen=True)
-class Moment:
-    """The closest thing the archive has to a gap: a cited-to-be moment."""
-
-    title: str
-    source_id: str
-    start_s: float | None
-    page: int | None
-    link: str | None
-    text: str
-    similarity: float | None
-
-
-@dataclass
-class Gap:
-    """Questions about one thing that the archive did not answer well."""
-
-    label: str
-    count: int
-    reasons: dict[str, int]
-    examples: list[LoggedAnswer]
-    nearest: list[Moment] = field(default_factory=list)
 
 
 def normalise(question: str) -> str:
@@ -165,7 +144,9 @@ async def embed_questions(
     for start in range(0, len(questions), EMBED_BATCH):
         out += await embedder.embed_documents(list(questions[start : start + EMBED_BATCH]))
         if progress is not None:
-            progress("embedding questions", min(start + EMBED_BATCH, len(questions)), len(questions))
+            progress(
+                "embedding questions", min(start + EMBED_BATCH, len(questions)), len(questions)
+            )
     if not out:
         return np.zeros((0, embedder.dim), dtype=np.float32)
     matrix = np.asarray(out, dtype=np.float32)
@@ -215,7 +196,10 @@ async def find_gaps(
     gaps = gaps[:limit]
     if archive is not None:
         for i, gap in enumerate(gaps):
-            gap.nearest = [_moment(h) for h in (await archive.search(gap.label, k=nearest))]
+            try:
+                gap.nearest = [_moment(h) for h in await archive.search(gap.label, k=nearest)]
+            except QuorumError:  # the groups stand without their nearest moments
+                log.warning("could not search for a gap's nearest moments", exc_info=True)
             if progress is not None:
                 progress("finding the nearest moments", i + 1, len(gaps))
     return gaps

@@ -14,67 +14,31 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-OUTCOMES = ("answered", "extractive", "nothing_found", "error")
-"""How a question ended, as insights counts it (a greeting or help is "answered")."""
-
-LOW_SUPPORT = 0.35
-"""A cited answer whose best citation's support is below this leaned on a weak passage."""
+from bot.sessions.records import OUTCOMES, LoggedAnswer
 
 
 @dataclass(frozen=True)
-class LoggedAnswer:
-    """One stored question and its answer, as insights reads it."""
+class Moment:
+    """The closest thing the archive has to a gap: a cited-to-be moment."""
 
-    id: int
-    created_at: float
-    platform: str
-    kb: str
-    user: str
-    question: str
-    answer: str
-    kind: str
-    mode: str
-    citations: Sequence[dict[str, Any]] = ()
-    sources: Sequence[dict[str, Any]] = ()
-    total_ms: float | None = None
-    up: int = 0
-    down: int = 0
+    title: str
+    source_id: str
+    start_s: float | None
+    page: int | None
+    link: str | None
+    text: str
+    similarity: float | None
 
-    @property
-    def outcome(self) -> str:
-        """One of ``OUTCOMES``."""
-        if self.kind in ("nothing_found", "error", "extractive"):
-            return self.kind
-        return "answered"
 
-    @property
-    def support(self) -> float | None:
-        """The best citation's support, None when nothing was cited or measured."""
-        values = [c["support"] for c in self.citations if isinstance(c.get("support"), int | float)]
-        return max(values) if values else None
+@dataclass
+class Gap:
+    """Questions about one thing that the archive did not answer well."""
 
-    @property
-    def shortfall(self) -> str | None:
-        """Why this question counts as one the archive fell short on, or None:
-        "unanswered" (nothing found), "disliked" (more 👎 than 👍) or "low support"."""
-        if self.kind == "nothing_found":
-            return "unanswered"
-        if self.down > self.up:
-            return "disliked"
-        support = self.support
-        if self.kind in ("answer", "extractive") and support is not None and support < LOW_SUPPORT:
-            return "low support"
-        return None
-
-    def cited_sources(self) -> list[dict[str, Any]]:
-        """The numbered sources its citations point at, each once, in citation order."""
-        by_n = {s.get("n"): s for s in self.sources}
-        seen: list[dict[str, Any]] = []
-        for c in self.citations:
-            s = by_n.get(c.get("source_n", c.get("n")))
-            if s is not None and s not in seen:
-                seen.append(s)
-        return seen
+    label: str
+    count: int
+    reasons: dict[str, int]
+    examples: list[LoggedAnswer]
+    nearest: list[Moment] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -108,6 +72,8 @@ class Report:
     research: list[LoggedAnswer] = field(default_factory=list)
     disliked: list[LoggedAnswer] = field(default_factory=list)
     platforms: list[str] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
+    rows: list[LoggedAnswer] = field(default_factory=list)
     built_at: float = field(default_factory=time.time)
 
 
@@ -139,6 +105,7 @@ def build(
     times: list[float] = []
     platforms: set[str] = set()
     for row in rows:
+        report.rows.append(row)
         report.questions += 1
         platforms.add(row.platform)
         per_day.setdefault(day_of(row.created_at), Counter())[row.platform] += 1
