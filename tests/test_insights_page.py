@@ -10,6 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -78,7 +79,7 @@ async def world(
             yield World(served, kb, other, log, browser)
 
 
-async def get(world: World, token: str | None, query: str = "") -> tuple[int, dict[str, object]]:
+async def get(world: World, token: str | None, query: str = "") -> tuple[int, dict[str, Any]]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with world.served.http.get(
         f"{world.served.url}/api/insights{query}", headers=headers
