@@ -23,6 +23,7 @@ __all__ = ["Cited", "Gap", "Insights", "Moment", "Report"]
 CACHE_S = 600.0
 """How long a built report is served again (a page's reload, the API, a chat link)."""
 CACHED_REPORTS = 32
+_Key = tuple[str, int, int | str, bool]
 
 
 class Insights:
@@ -40,8 +41,8 @@ class Insights:
         self.embedder = embedder
         self.archives = archives
         self.cache_s = cache_s
-        self._cache: OrderedDict[tuple[str, float, float, bool], Report] = OrderedDict()
-        self._building: dict[tuple[str, float, float, bool], asyncio.Task[Report]] = {}
+        self._cache: OrderedDict[_Key, Report] = OrderedDict()
+        self._building: dict[_Key, asyncio.Task[Report]] = {}
 
     async def report(
         self,
@@ -56,16 +57,17 @@ class Insights:
         """Insights for ``kb`` over ``[since, until)`` (until now); ``gaps`` groups the
         questions it fell short on (embedding them: seconds for thousands). A report built
         in the last ``cache_s`` for the same range is returned as it is unless ``fresh``;
-        ranges are kept to the minute so reloads share one."""
-        end = time.time() if until is None else until
-        key = (kb, _minute(since), _minute(end + 59), gaps)
+        a range is known by its hours ("the last 30 days" asked a minute later, or a
+        second page's reload, is the same report)."""
+        key = (kb, _hour(since), "now" if until is None else _hour(until), gaps)
         cached = self._cache.get(key)
         if cached is not None and not fresh and time.time() - cached.built_at < self.cache_s:
             self._cache.move_to_end(key)
             return cached
         task = self._building.get(key)
         if task is None:  # one build per range, however many pages ask at once
-            task = asyncio.create_task(self._build(kb, key[1], key[2], gaps, progress))
+            end = time.time() if until is None else until
+            task = asyncio.create_task(self._build(kb, since, end, gaps, progress))
             self._building[key] = task
             task.add_done_callback(lambda _t: self._building.pop(key, None))
         report = await asyncio.shield(task)
@@ -85,5 +87,5 @@ class Insights:
         return report
 
 
-def _minute(ts: float) -> float:
-    return float(int(ts // 60) * 60)
+def _hour(ts: float) -> int:
+    return int(ts // 3600)
