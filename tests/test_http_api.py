@@ -294,6 +294,7 @@ async def test_openapi_describes_every_route(running: Running) -> None:
         "/api/sources",
         "/api/sessions/{id}",
         "/api/feedback",
+        "/api/insights",
     }
     ask = doc["components"]["schemas"]["AskBody"]
     assert ask["required"] == ["question"] and "session_id" in ask["properties"]
