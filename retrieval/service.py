@@ -85,6 +85,7 @@ async def open_retrieval(
             config.embed_backend,
             config.embed_onnx_path,
         )
+        stack.push_async_callback(asyncio.to_thread, embedder.finish_loading)  # runs last
         if warm:
             embedder.warm()
         store = await stack.enter_async_context(open_weaviate(config))

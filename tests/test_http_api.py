@@ -215,6 +215,8 @@ async def test_search_and_sources(running: Running) -> None:
         ({}, 401, "Authorization: Bearer"),
         ({"Authorization": "Bearer nope"}, 401, "Unknown API token"),
         ({"Authorization": f"Basic {TOKEN}"}, 401, "Authorization: Bearer"),
+        ({"Authorization": "Bearer tøk-sämple"}, 401, "Unknown API token"),
+        ({"Authorization": f"Bearer {TOKEN}\u00e9"}, 401, "Unknown API token"),
     ],
 )
 async def test_a_missing_or_unknown_token_is_401(
@@ -260,6 +262,12 @@ async def test_a_token_for_another_knowledge_base_is_403(running: Running) -> No
         ("/api/ask", {"question": "q", "session_id": "a b"}, "session_id"),
         ("/api/ask", {"question": "q", "colour": "red"}, "colour"),
         ("/api/ask", "not json", "body"),
+        ("/api/ask", '{"question": ' + "[" * 50_000 + "]" * 50_000 + "}", "body"),
+        (
+            "/api/search",
+            '{"query": "q", "filters": ' + '{"x": ' * 9_000 + "1" + "}" * 9_001,
+            "body",
+        ),
         ("/api/search", {"query": "q", "k": 0}, "k"),
         ("/api/feedback", {"session_id": "s", "exchange_id": 1, "value": 2}, "value"),
     ],
