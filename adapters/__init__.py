@@ -2,9 +2,9 @@
 
 import warnings
 
-# Weaviate's client calls simplefilter("default") on import: import it (through retrieval)
-# before adding our own filters, or it would undo them.
-import retrieval.weaviate_server  # noqa: F401
+# The store's client (Weaviate's) calls simplefilter("default") on import: import the
+# retrieval layer before adding our own filters, or it would undo them.
+import retrieval.service  # noqa: F401
 
 # discord.py imports the stdlib's deprecated audioop (voice support we never use); without
 # this every `quorum` command would start with a DeprecationWarning.

@@ -37,7 +37,7 @@ from bot.sessions import MIGRATIONS
 from bot.wiring import open_retrieval, open_session_store
 from retrieval.embed import packaged_model_path
 from retrieval.errors import QuorumError
-from retrieval.weaviate_server import redact_url
+from retrieval.links import redact_url
 
 Status = Literal["ok", "warn", "FAIL"]
 MANIFEST = Path(__file__).resolve().parent.parent / "manifest.yml"
@@ -140,12 +140,12 @@ async def check_claude(settings: Settings) -> Check:
     return _ok("claude", f"key accepted, {reply.model} answers")
 
 
-async def check_weaviate(settings: Settings) -> Check:
+async def check_store(settings: Settings) -> Check:
     """Connect (starting the embedded server if that is the mode), report the version."""
     try:
         async with open_retrieval(settings) as r:
-            meta = await r.store.client.get_meta()
-            where = "embedded" if settings.weaviate_mode == "embedded" else r.endpoint.url
+            info = await r.store.server_info()
+            where = "embedded" if settings.weaviate_mode == "embedded" else info.url
     except QuorumError as exc:
         fix = (
             "Run `make install` (it builds weaviate-server) or set QUORUM_WEAVIATE_BINARY."
@@ -153,7 +153,7 @@ async def check_weaviate(settings: Settings) -> Check:
             else "Check QUORUM_WEAVIATE_URL (and QUORUM_WEAVIATE_API_KEY) and that it runs."
         )
         return Check("weaviate", "FAIL", str(exc), fix)
-    return _ok("weaviate", f"{where}, version {meta.get('version', '?')}")
+    return _ok("weaviate", f"{where}, version {info.version}")
 
 
 def check_model(settings: Settings) -> Check:
@@ -350,7 +350,7 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks: list[Check | None] = [check_front_ends(settings)]
     slow: list[tuple[str, Callable[[Settings], Awaitable[Check | None]]]] = [
         ("claude", check_claude),
-        ("weaviate", check_weaviate),
+        ("weaviate", check_store),
         ("database", check_database),
         ("slack", check_slack),
         ("discord", check_discord),

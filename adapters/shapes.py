@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.citations import citation_json, source_json
+from bot.cite.citations import citation_json, source_json
 from bot.holdings import Held
 from bot.models import Answer
 from retrieval.models import Hit

@@ -38,12 +38,12 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.common import percentile, temp_store
-from bot.answer import AnswerConfig
+from bot.answer.answer import AnswerConfig
+from bot.cite.vectors import SentenceVectors
 from bot.engine import Engine
 from bot.llm import ClaudeLLM
 from bot.models import Question, ThreadKey
 from bot.sessions import SessionStore
-from bot.vectors import SentenceVectors
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.search import SearchService
@@ -118,13 +118,17 @@ async def run(rounds: int, writing_s: float, cold: bool) -> None:
             llm = ClaudeLLM(
                 api_key=emu.api_key, base_url=emu.url, model="claude-answer", fast_model=FAST
             )
-            engine = Engine(
-                archives=SearchService(store, embedder).archive,
-                sessions=sessions,
-                llm=llm,
-                config=AnswerConfig(),
-                embedder=embedder,  # as wired in the product: alignment uses MiniLM
-            )
+
+            def make_engine(vectors: SentenceTransformerEmbedder | SentenceVectors) -> Engine:
+                return Engine(
+                    archives=SearchService(store, embedder).archive,
+                    sessions=sessions,
+                    llm=llm,
+                    config=AnswerConfig(),
+                    embedder=vectors,  # as wired in the product: alignment uses MiniLM
+                )
+
+            engine = make_engine(embedder)
             samples: dict[str, list[float]] = {s: [] for s in (*STEPS, "overhead")}
             kinds: dict[str, int] = {}
             for r in range(rounds + 1):
@@ -133,8 +137,7 @@ async def run(rounds: int, writing_s: float, cold: bool) -> None:
                     for text in convo:
                         q = Question(text=text, thread=thread, user="bench", kb=KB)
                         if cold:  # no sentence vectors remembered from earlier rounds
-                            vectors = SentenceVectors(embedder)
-                            engine.quick.embedder = engine.aligner.vectors = vectors
+                            engine = make_engine(SentenceVectors(embedder))
                         answer = await engine.ask(q)
                         if r == 0:
                             continue  # warm-up: model, connections, caches

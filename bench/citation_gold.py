@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.qmsum import WORDS_PER_SECOND, write_meetings
-from bot.citations import cited_numbers
+from bot.cite.citations import cited_numbers
 from bot.models import Answer
 from retrieval.chunking import split_sentences
 from retrieval.ingest.metadata import slug

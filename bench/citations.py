@@ -60,7 +60,7 @@ from bench.citation_gold import (
     score,
 )
 from bench.common import KeptIndex, percentile, temp_store
-from bot.answer import AnswerConfig
+from bot.answer.answer import AnswerConfig
 from bot.engine import Engine
 from bot.llm import ClaudeLLM
 from bot.models import Question, ThreadKey

@@ -51,10 +51,10 @@ from bot.wiring import open_core
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
 from retrieval.indexer import ingest
-from retrieval.schema import SOURCES
 from retrieval.service import Retrieval
 from retrieval.store import Store
-from retrieval.weaviate_server import async_client
+from retrieval.store.weaviate.schema import SOURCES
+from retrieval.store.weaviate.server import async_client
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import weaviate_binary
-from retrieval.weaviate_server import Endpoint, free_port_block, node_env
+from retrieval.store.weaviate.server import Endpoint, free_port_block, node_env
 
 PORTS_PER_NODE = 6  # http, grpc, gossip, data (gossip + 1), raft, raft rpc (raft + 1)
 

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 from bot.config import load_settings
-from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, Endpoint, async_client, find_binary
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client, find_binary
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -43,11 +43,11 @@ async def temp_server(data_dir: Path) -> AsyncIterator[Endpoint]:
 
 
 @contextlib.asynccontextmanager
-async def temp_store(data_dir: Path, timeout_s: float = 30.0) -> AsyncIterator[Store]:
-    """A connected ``Store`` on a weaviate-server of its own (``temp_server``)."""
+async def temp_store(data_dir: Path, timeout_s: float = 30.0) -> AsyncIterator[WeaviateStore]:
+    """A connected ``WeaviateStore`` on a weaviate-server of its own (``temp_server``)."""
     async with (
         temp_server(data_dir) as endpoint,
-        Store.connect(async_client(endpoint, timeout_s=timeout_s), endpoint.url) as store,
+        WeaviateStore.connect(async_client(endpoint, timeout_s=timeout_s), endpoint.url) as store,
     ):
         yield store
 

@@ -59,8 +59,8 @@ from retrieval.indexer import FileResult, IngestReport, ingest
 from retrieval.ingest import discover, read_source
 from retrieval.ingest.metadata import slug
 from retrieval.models import Document
-from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, Endpoint, async_client
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client
 
 T = TypeVar("T")
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -133,7 +133,7 @@ class TimedEmbedder:
         return await self.inner.embed_query(text)
 
 
-class TimedStore(Store):
+class TimedStore(WeaviateStore):
     """A store that adds up the time spent in ``upsert_many`` (the Weaviate writes)."""
 
     times: StageTimes
@@ -343,7 +343,10 @@ def report_tables(
     for stage, secs in (
         ("read + chunk (worker thread)", statistics.mean(one.times.read_s for one in runs)),
         ("embed (awaited)", statistics.mean(one.times.embed_s for one in runs)),
-        ("Weaviate write (Store.upsert_many)", statistics.mean(one.times.write_s for one in runs)),
+        (
+            "Weaviate write (WeaviateStore.upsert_many)",
+            statistics.mean(one.times.write_s for one in runs),
+        ),
     ):
         split.add_row(stage, f"{secs:.1f}", f"{100 * secs / wall:.0f}%")
     console.print(split)

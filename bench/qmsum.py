@@ -44,7 +44,7 @@ from retrieval.ingest.metadata import slug
 from retrieval.links import format_timestamp
 from retrieval.models import LEVELS, Hit, Level, SearchFilters
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 
 REPO = Path(__file__).resolve().parent.parent
 KB = "qmsum"
@@ -203,7 +203,7 @@ def _show(query: str, gold: set[int], m: Meeting, hits: list[Hit], ranked: list[
 
 
 async def _ingest(
-    store: Store,
+    store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     meetings: list[Meeting],
     folder: Path,

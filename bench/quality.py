@@ -49,6 +49,7 @@ from retrieval.indexer import FileResult, ingest
 from retrieval.ingest import discover, read_source
 from retrieval.models import Hit
 from retrieval.service import Retrieval
+from retrieval.store.weaviate import WeaviateStore
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / "bench" / ".cache"
@@ -189,6 +190,7 @@ async def evaluate(data: Path, docs: int | None, show: int = 0, index: Path | No
                     runs["hybrid (search service)"][qid] = doc_ranking(hits)
                     # What a user gets: Weaviate fuses a 10-hit search over fewer candidates.
                     runs[TEN][qid] = doc_ranking(await r.search.search(KB, q, k=10))
+                    assert isinstance(r.store, WeaviateStore)  # its halves, apart
                     bm25 = await r.store.bm25(KB, q, None, K)
                     runs["BM25 alone (Weaviate)"][qid] = doc_ranking(bm25)
                     vec = await r.embedder.embed_query(q)

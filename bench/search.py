@@ -4,7 +4,7 @@ time, with the router and filters on.
 Each size is a seeded synthetic archive of meetings, 100 segments each (10k is the first
 100 sources, 100k the first 1000, 1M all 10,000), written with every level the ingest
 builds (turns, windows, topics, summaries) through the product's batched write
-(``Store.upsert_many``); ``bench/search_corpus.py`` says how. The text is always real
+(``WeaviateStore.upsert_many``); ``bench/search_corpus.py`` says how. The text is always real
 synthetic talk, so BM25 and the speaker and date filters see real words; vectors come
 from the real model for the first ``--real`` segments (cached as ``.npy`` shards under
 ``bench/.cache/``) and are *derived* from those past it (a real vector plus seeded noise,
@@ -60,8 +60,8 @@ from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.models import SearchFilters
 from retrieval.route import OVERVIEW, REMARK, UNSURE, WINDOWS, Route, route
 from retrieval.search import SearchService, SearchTimings
-from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, Endpoint, async_client
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client
 
 OWN_P50_MS = 5.0
 TARGETS = {100_000: 60.0, 1_000_000: 40.0}  # total p95, ms
@@ -140,7 +140,7 @@ def kind_of(filters: SearchFilters) -> str:
 
 async def stored_count(endpoint: Endpoint) -> int:
     """Segments in the bench knowledge base (0 when there is none)."""
-    async with Store.connect(async_client(endpoint), endpoint.url) as store:
+    async with WeaviateStore.connect(async_client(endpoint), endpoint.url) as store:
         return await store.count(KB)
 
 
@@ -157,7 +157,7 @@ async def measure(
     timings, hits, CPU ms of Weaviate and this process) for each measured one."""
     out: list[Measured] = []
     task = progress.add_task("queries", total=len(queries), mem="")
-    async with Store.connect(async_client(endpoint), endpoint.url) as store:
+    async with WeaviateStore.connect(async_client(endpoint), endpoint.url) as store:
         service = SearchService(store, model)
         for n, (text, filters) in enumerate(queries):
             theirs, ours = process_cpu(server), time.process_time()
@@ -206,7 +206,7 @@ async def build(
     base = corpus.base(size, model, lambda n: progress.advance(task, n))
     progress.remove_task(task)
     t0 = time.perf_counter()
-    async with Store.connect(async_client(endpoint, timeout_s=300), endpoint.url) as store:
+    async with WeaviateStore.connect(async_client(endpoint, timeout_s=300), endpoint.url) as store:
         await fill(store, corpus, size, base, progress)
     console.print(f"{label(size)}: written in {(time.perf_counter() - t0) / 60:.1f} min")
 

@@ -43,7 +43,8 @@ from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.levels import mean_vector, searchable, topics, turn_vectors
 from retrieval.models import Document, Segment, Source
 from retrieval.multilevel import MIN_WINDOWS
-from retrieval.store import Embedded, Store
+from retrieval.store import Embedded
+from retrieval.store.weaviate import WeaviateStore
 from retrieval.summary import MAX_TOPICS, Line, summary_unit, titled
 
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -260,14 +261,14 @@ def _children(pid: int) -> list[int]:
 
 
 async def fill(
-    store: Store,
+    store: WeaviateStore,
     corpus: Corpus,
     size: int,
     base: np.ndarray[Any, Any],
     progress: Any,
     batch_size: int = 512,
 ) -> None:
-    """Write the first ``size`` segments' sources through ``Store.upsert_many`` (the
+    """Write the first ``size`` segments' sources through ``WeaviateStore.upsert_many`` (the
     ingest's batched write: a shard of 100 sources per call), skipping sources already
     stored with the same content hash; two shards in flight while the next is built."""
     sources = size // corpus.per_source

@@ -18,10 +18,12 @@ from typing import Protocol
 
 from anthropic.types import MessageParam
 
-from bot import prompts
-from bot.align import Aligner
-from bot.answer import AnswerConfig, Outcome, QuickAnswerer, error_answer, precheck
-from bot.citations import citation_json, resolve, source_json
+from bot.answer import prompts
+from bot.answer.answer import AnswerConfig, Outcome, QuickAnswerer
+from bot.answer.followup import error_answer, precheck
+from bot.cite.align import Aligner
+from bot.cite.citations import citation_json, resolve, source_json
+from bot.cite.vectors import sentence_vectors
 from bot.config import Settings
 from bot.errors import InvalidInput, LLMError, QuorumError, SearchUnavailable
 from bot.llm import LLM
@@ -29,7 +31,6 @@ from bot.models import Answer, EventSink, Library, Question, ThreadKey, guarded_
 from bot.research.loop import Researcher
 from bot.router import ResearchRouter
 from bot.sessions import Exchange, ExchangeRecord, QueryRecord, Sessions, clip
-from bot.vectors import sentence_vectors
 from retrieval.archive import Archive
 from retrieval.embed import Embedder
 from retrieval.models import SearchFilters, SourceInfo
@@ -91,12 +92,11 @@ class Engine:
         self.config = config or AnswerConfig()
         self.history_turns = history_turns
         vectors = sentence_vectors(embedder)
-        quick = QuickAnswerer(llm, self.config, vectors)
-        # The router is the only path: quick or deep per question (quick without a key).
-        self.research: ResearchHook = research or ResearchRouter(
-            None if llm is None else Researcher(llm), quick
-        )
-        self.quick = quick
+        if research is None:
+            # The router is the only path: quick or deep per question (quick without a key).
+            quick = QuickAnswerer(llm, self.config, vectors)
+            research = ResearchRouter(None if llm is None else Researcher(llm), quick)
+        self.research: ResearchHook = research
         self.aligner = Aligner(vectors)
 
     @classmethod
@@ -171,7 +171,7 @@ class Engine:
     async def _align(
         self, question: Question, outcome: Outcome, timings: dict[str, float]
     ) -> Answer:
-        """Every citation resolved to the sentence it relies on (``bot.align``). Claims no
+        """Every citation resolved to the sentence it relies on (``bot.cite.align``). Claims no
         cited sentence supports go back to Claude once, named, and the revision is
         aligned again; what is still untraced loses its marker. The answer as it was if
         alignment itself fails."""

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bot.citations import cited_numbers
+from bot.cite.citations import cited_numbers
 from bot.errors import InvalidInput
 from bot.models import Answer, Citation, Mode, NumberedSource, Question, ThreadKey
 from retrieval.archive import Archive

@@ -27,6 +27,7 @@ from retrieval.indexer import FileResult
 from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
 from retrieval.models import Source, SourceInfo
 from retrieval.search import SearchService
+from retrieval.service import DATA_PARTS, TRANSCRIPTS
 from retrieval.store import Store
 from retrieval.transcribe import Transcriber
 
@@ -35,13 +36,11 @@ log = logging.getLogger("quorum.holdings")
 ForgetHook = Callable[[str, Source], Awaitable[None]]
 """Called with (kb, source) once a source is removed: drop what was derived from it."""
 
-# The data dir's parts, for ``quorum doctor``: (kind, names at the top of the data dir).
-KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("index", ("weaviate", "weaviate-server", "server.json", "server.lock", "weaviate.log")),
-    ("transcripts", ("transcripts",)),
-    ("uploads", ("uploads",)),
-    ("sessions", ("sessions.sqlite3", "sessions.sqlite3-wal", "sessions.sqlite3-shm")),
-)
+# The data dir's parts, for ``quorum doctor``: kind -> names at the top of the data dir.
+KINDS: dict[str, tuple[str, ...]] = DATA_PARTS | {
+    "uploads": ("uploads",),
+    "sessions": ("sessions.sqlite3", "sessions.sqlite3-wal", "sessions.sqlite3-shm"),
+}
 
 
 @dataclass(frozen=True)
@@ -93,8 +92,8 @@ def _size(path: Path) -> int:
 
 def data_sizes(data_dir: Path) -> dict[str, int]:
     """The data dir's bytes by kind: index, transcripts, uploads, sessions, other."""
-    sizes = {kind: 0 for kind, _ in KINDS} | {"other": 0}
-    owner = {name: kind for kind, names in KINDS for name in names}
+    sizes = {kind: 0 for kind in KINDS} | {"other": 0}
+    owner = {name: kind for kind, names in KINDS.items() for name in names}
     if data_dir.is_dir():
         for entry in data_dir.iterdir():
             sizes[owner.get(entry.name, "other")] += _size(entry)
@@ -117,7 +116,7 @@ class Holdings:
         self.store, self.search, self.sessions = store, search, sessions
         self.data_dir = data_dir
         self.uploads_dir = data_dir / "uploads"
-        self.transcriber = transcriber or Transcriber(cache_dir=data_dir / "transcripts")
+        self.transcriber = transcriber or Transcriber(cache_dir=data_dir / TRANSCRIPTS)
         self.hooks = list(hooks)
 
     def add_hook(self, hook: ForgetHook) -> None:

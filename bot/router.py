@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
-from bot.answer import AnswerConfig, Outcome, QuickAnswerer, SearchRecord
+from bot.answer.answer import AnswerConfig, Outcome, QuickAnswerer, SearchRecord
 from bot.config import Settings
 from bot.errors import LLMError
 from bot.llm import LLM
@@ -146,7 +146,7 @@ def route(
 
 
 class QuickPath(Protocol):
-    """The quick answer pipeline (``bot.answer.QuickAnswerer``)."""
+    """The quick answer pipeline (``bot.answer.answer.QuickAnswerer``)."""
 
     async def answer(
         self,

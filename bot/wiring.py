@@ -129,11 +129,11 @@ async def open_core(
     and the engine, closed in reverse on exit."""
     # Imported here: Claude's SDK and the engine cost seconds that `quorum search` and
     # `quorum ingest`, which open retrieval alone, should not pay.
+    from bot.cite.vectors import SentenceVectors
     from bot.engine import Engine
     from bot.library import KbLibrary
     from bot.llm import ClaudeLLM
     from bot.router import ResearchRouter
-    from bot.vectors import SentenceVectors
 
     async with contextlib.AsyncExitStack() as stack:
         if retrieval is None:

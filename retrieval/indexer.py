@@ -27,9 +27,8 @@ from retrieval.embed import Embedder
 from retrieval.errors import ConfigError, IngestError, QuorumError
 from retrieval.ingest import discover, read_source
 from retrieval.ingest.media import MEDIA_SUFFIXES
-from retrieval.models import Document
+from retrieval.models import Document, check_kb
 from retrieval.multilevel import build
-from retrieval.schema import check_kb
 from retrieval.store import Embedded, Store, StoredSource
 from retrieval.summary import Summarizer
 from retrieval.transcribe import OnProgress, Transcriber

@@ -1,4 +1,5 @@
-"""Deep links into sources: a recording at the second, a PDF at the page.
+"""Deep links into sources: a recording at the second, a PDF at the page (and any URL with
+its credentials hidden, for messages).
 
 - YouTube: ``t=734s`` query parameter (``youtu.be`` and ``youtube.com``)
 - Vimeo: ``#t=734s`` fragment
@@ -9,6 +10,7 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from retrieval.models import Segment, Source
@@ -76,3 +78,8 @@ def locator(segment: Segment) -> str | None:
     if segment.heading:
         return segment.heading
     return None
+
+
+def redact_url(url: str) -> str:
+    """The URL with any ``user:password@`` replaced by ``***@``, for messages and logs."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/@]*@", lambda m: (m[1] or "") + "***@", url)

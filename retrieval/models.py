@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Literal
+
+from retrieval.errors import InvalidInput
 
 Kind = Literal["video", "audio", "document", "course"]
 KINDS: tuple[Kind, ...] = ("video", "audio", "document", "course")
@@ -123,3 +126,16 @@ class SourceInfo:
     source: Source
     segments: int
     extra: dict[str, str] = field(default_factory=dict)
+
+
+KB_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")  # whole name: fullmatch, so no "kb\n"
+
+
+def check_kb(kb: str) -> str:
+    """Validate a knowledge-base name (every store keeps each one apart under it)."""
+    if not KB_PATTERN.fullmatch(kb):
+        raise InvalidInput(
+            "Knowledge base names use letters, digits, '-' and '_' (at most 64): "
+            f"{kb!r} is not one."
+        )
+    return kb

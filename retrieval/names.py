@@ -77,3 +77,14 @@ def choose_sources(query: str, sources: Sequence[Source]) -> SourceChoice:
         if ids:
             return SourceChoice(ids, exact=tier is exact_match)
     return SourceChoice((), exact=False)
+
+
+def speaker_keys(names: Sequence[str]) -> list[str]:
+    """Lower-cased full names and their parts, so ``speaker:john`` finds "John Park"."""
+    keys: list[str] = []
+    for name in names:
+        low = " ".join(name.lower().split())
+        for key in (low, *low.split()):
+            if key and key not in keys:
+                keys.append(key)
+    return keys

@@ -13,10 +13,9 @@ from typing import Protocol
 
 from retrieval.embed import Embedder
 from retrieval.errors import InvalidInput
-from retrieval.models import KINDS, LEVELS, Hit, SearchFilters, SourceInfo
+from retrieval.models import KINDS, LEVELS, Hit, SearchFilters, SourceInfo, check_kb
 from retrieval.names import SourceChoice, choose_sources, title_matches
 from retrieval.route import fixed, fuse, route
-from retrieval.schema import check_kb
 from retrieval.store import Store
 
 MAX_K = 100

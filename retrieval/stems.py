@@ -57,12 +57,18 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+def stem(word: str) -> str:
+    """The Snowball (Porter2) stem of a lower-cased word, unmarked: "migrating" ->
+    "migrat". Words it has no rule for ("auth0", "il-6") come back as they are."""
+    return str(_stemmer().stemWord(word))
+
+
 @functools.lru_cache(maxsize=200_000)
 def _stem(word: str) -> str:
     """The marked stem of a lower-cased word; "" for a function word or one with digits."""
     if not word.isalpha() or word in STOPWORDS:
         return ""
-    return MARK + str(_stemmer().stemWord(word))
+    return MARK + stem(word)
 
 
 def stems(tokens: Iterable[str]) -> list[str]:

@@ -15,8 +15,8 @@ import pytest_asyncio
 
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, Endpoint, async_client, find_binary
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client, find_binary
 from tests.postgres_server import Postgres, running_postgres
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,9 +53,9 @@ def embedder() -> SentenceTransformerEmbedder:
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def store(weaviate_endpoint: Endpoint) -> AsyncIterator[Store]:
+async def store(weaviate_endpoint: Endpoint) -> AsyncIterator[WeaviateStore]:
     """A connected store on the session server."""
-    async with Store.connect(async_client(weaviate_endpoint), weaviate_endpoint.url) as s:
+    async with WeaviateStore.connect(async_client(weaviate_endpoint), weaviate_endpoint.url) as s:
         yield s
 
 
@@ -66,7 +66,7 @@ def kb() -> str:
 
 
 @pytest.fixture
-def search(store: Store, embedder: SentenceTransformerEmbedder) -> SearchService:
+def search(store: WeaviateStore, embedder: SentenceTransformerEmbedder) -> SearchService:
     """A search service over the session store."""
     return SearchService(store, embedder)
 

@@ -7,7 +7,7 @@ from datetime import date
 
 from retrieval.embed import Embedder
 from retrieval.models import Document, Segment, Source
-from retrieval.store import Store
+from retrieval.store import Embedded, Store
 
 KICKOFF = Source(
     id="kickoff",
@@ -145,4 +145,5 @@ async def load_sample(store: Store, embedder: Embedder, kb: str) -> None:
     """Embed and write the sample archive into ``kb``."""
     for doc in SAMPLE:
         vectors = await embedder.embed_documents([s.text for s in doc.segments])
-        await store.upsert(kb, doc, vectors)
+        [result] = await store.upsert_many(kb, [Embedded(doc, vectors)])
+        assert not isinstance(result, Exception), result

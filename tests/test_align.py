@@ -7,12 +7,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from bot.align import MIN_SUPPORT, Aligner, claims
-from bot.citations import number_sources, resolve
-from bot.extractive import extractive
+from bot.answer.extractive import extractive
+from bot.answer.passages import Passage, merge, timed_text
+from bot.cite.align import MIN_SUPPORT, Aligner, claims
+from bot.cite.citations import number_sources, resolve
+from bot.cite.sentences import link_second, sentences_of
+from bot.cite.vectors import SentenceVectors
 from bot.models import Answer
-from bot.passages import Passage, link_second, merge, sentences_of, timed_text
-from bot.vectors import SentenceVectors
 from retrieval.chunking import Unit, chunk
 from retrieval.links import segment_link
 from retrieval.models import Hit, Mark, Segment, Source

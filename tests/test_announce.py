@@ -20,7 +20,7 @@ from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError
 from retrieval.indexer import ingest
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 from tests.emulators.discord import DiscordEmulator
 from tests.emulators.slack import BOT_TOKEN, SIGNING_SECRET, SlackEmulator
 
@@ -39,7 +39,7 @@ def test_targets_are_checked_before_any_work() -> None:
 
 
 async def test_a_new_recording_is_announced_with_links_to_its_moments(
-    store: Store, embedder: SentenceTransformerEmbedder, kb: str, tmp_path: Path
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str, tmp_path: Path
 ) -> None:
     folder = tmp_path / "in"
     folder.mkdir()

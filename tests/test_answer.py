@@ -4,25 +4,27 @@ from __future__ import annotations
 
 import re
 from datetime import date
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
-from bot.answer import (
+from bot.answer.answer import (
     AnswerConfig,
     QuickAnswerer,
     heuristic_rewrite,
     looks_like_follow_up,
-    precheck,
 )
-from bot.extractive import NO_KEY, UNAVAILABLE, closest
+from bot.answer.extractive import NO_KEY, UNAVAILABLE, closest
+from bot.answer.followup import precheck
+from bot.engine import Engine
 from bot.models import PartialAnswer, ProgressEvent, Question, ThreadKey
-from bot.sessions import Exchange
+from bot.sessions import Exchange, SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.links import media_link
 from retrieval.models import SearchFilters
 from retrieval.search import KbArchive, SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 from tests.fakes import FakeArchive, FakeLLM, overloaded
 from tests.sample_archive import DEEP_DIVE, KICKOFF, load_sample
 
@@ -38,7 +40,7 @@ def past(question: str, answer: str, query: str | None = None) -> Exchange:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def sample_kb(store: Store, embedder: SentenceTransformerEmbedder) -> str:
+async def sample_kb(store: WeaviateStore, embedder: SentenceTransformerEmbedder) -> str:
     name = "answer_sample"
     await store.delete_source(name, "kickoff")
     await load_sample(store, embedder, name)
@@ -46,7 +48,9 @@ async def sample_kb(store: Store, embedder: SentenceTransformerEmbedder) -> str:
 
 
 @pytest.fixture
-def archive(sample_kb: str, store: Store, embedder: SentenceTransformerEmbedder) -> KbArchive:
+def archive(
+    sample_kb: str, store: WeaviateStore, embedder: SentenceTransformerEmbedder
+) -> KbArchive:
     return SearchService(store, embedder).archive(sample_kb)
 
 
@@ -232,7 +236,9 @@ async def test_nothing_found_suggests_speakers_and_dates(archive: KbArchive) -> 
     assert "The archive has 3 sources" in text
 
 
-async def test_empty_knowledge_base(store: Store, embedder: SentenceTransformerEmbedder) -> None:
+async def test_empty_knowledge_base(
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder
+) -> None:
     archive = SearchService(store, embedder).archive("empty_kb_answer")
     out = await QuickAnswerer(None).answer(ask("Why did we move off Auth0?", "empty"), archive)
     assert out.answer.kind == "nothing_found"
@@ -267,11 +273,12 @@ def test_precheck(text: str, kind: str | None) -> None:
         assert answer.text.count(".") <= 2 and "\n" not in answer.text
 
 
-async def test_help_makes_no_search_and_no_call() -> None:
+async def test_help_makes_no_search_and_no_call(tmp_path: Path) -> None:
     llm = FakeLLM()
-
-    out = await QuickAnswerer(llm).answer(ask("what can you do?"), FakeArchive(down=True))
-    assert out.answer.kind == "help" and "Quorum" in out.answer.text
+    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
+        engine = Engine(archives=lambda kb: FakeArchive(kb, down=True), sessions=sessions, llm=llm)
+        answer = await engine.ask(ask("what can you do?"))
+    assert answer.kind == "help" and "Quorum" in answer.text
     assert llm.history == []
 
 

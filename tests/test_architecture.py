@@ -5,6 +5,9 @@ reads in the settings object."""
 from __future__ import annotations
 
 import ast
+import inspect
+import tokenize
+import typing
 from pathlib import Path
 
 import pytest
@@ -36,6 +39,28 @@ def test_imports_point_one_way(package: str) -> None:
     wrong = {
         str(path.relative_to(REPO)): sorted(imports(path) & FORBIDDEN[package])
         for path in (REPO / package).rglob("*.py")
+    }
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def modules_imported(path: Path) -> set[str]:
+    """Every absolute module name ``path`` imports (``from a.b import c`` gives ``a.b``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def test_citations_know_nothing_of_the_answer_paths() -> None:
+    """``bot/cite/`` (the ``[n]`` grammar, sentences and their seconds, alignment) is used
+    by the quick path and deep research alike and imports neither, nor the engine."""
+    above = ("bot.answer", "bot.research", "bot.engine", "bot.router", "bot.llm")
+    wrong = {
+        path.name: sorted(m for m in modules_imported(path) if m.startswith(above))
+        for path in (REPO / "bot" / "cite").glob("*.py")
     }
     assert {k: v for k, v in wrong.items() if v} == {}
 
@@ -72,18 +97,120 @@ def test_the_map_names_every_module() -> None:
     assert missing == []
 
 
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, by its full dotted name (``from a import b`` names
+    both ``a`` and ``a.b``: ``b`` may be a module)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+WEAVIATE_STORE = "retrieval/store/weaviate"
+
+
+def test_only_the_weaviate_store_imports_weaviate() -> None:
+    """The client and its classes live in ``retrieval/store/weaviate/``; above it, only
+    ``retrieval/service.py`` opens that package (every other module asks ``Store``)."""
+    wrong = []
+    for package in ("adapters", "bot", "retrieval"):
+        for path in sorted((REPO / package).rglob("*.py")):
+            where = path.relative_to(REPO)
+            if where.is_relative_to(WEAVIATE_STORE):
+                continue
+            for module in imported_modules(path):
+                vendor = module.split(".")[0] == "weaviate"
+                ours = module.startswith("retrieval.store.weaviate")
+                if vendor or (ours and str(where) != "retrieval/service.py"):
+                    wrong.append(f"{where}: {module}")
+    assert wrong == []
+
+
+def test_weaviate_is_only_a_word_above_retrieval() -> None:
+    """In ``bot/`` and ``adapters/`` "weaviate" names a setting or is said in a message, a
+    docstring or a comment; never a module, a client, a function or a variable of ours
+    (what ``grep -rn weaviate bot adapters`` finds is settings wording)."""
+    from bot.config import Settings
+
+    settings = set(Settings.model_fields)
+    found = []
+    for package in ("adapters", "bot"):
+        for path in sorted((REPO / package).rglob("*.py")):
+            with path.open() as fh:
+                for tok in tokenize.generate_tokens(fh.readline):
+                    name = tok.string
+                    if tok.type == tokenize.NAME and "weaviate" in name.lower():
+                        if name not in settings:
+                            found.append(f"{path.relative_to(REPO)}:{tok.start[0]}: {name}")
+    assert found == []
+
+
+def test_the_import_check_would_catch_the_store_package(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from retrieval.store import weaviate\nasync def f(s):\n    s.client\n")
+    assert "retrieval.store.weaviate" in imported_modules(bad)
+
+
+def _leaves(hint: object) -> list[object]:
+    """The classes a type hint is made of (``dict[str, X] | None``: dict, str, X, None)."""
+    if typing.get_origin(hint) is typing.Literal:
+        return []
+    args = typing.get_args(hint)
+    origin = typing.get_origin(hint)
+    return [origin] + [t for a in args for t in _leaves(a)] if args else [hint]
+
+
+def store_methods() -> list[str]:
+    from retrieval.store.base import Store
+
+    return sorted(n for n, _ in inspect.getmembers(Store, inspect.isfunction) if n[0] != "_")
+
+
 def test_the_store_takes_and_returns_quorum_types() -> None:
-    """Swapping the store means re-implementing its methods, not learning Weaviate's
-    filter classes from their signatures (``connect`` alone takes the vendor's client)."""
-    import inspect
+    """Swapping the store means implementing ``Store`` (``retrieval/store/base.py``), whose
+    every parameter and result is one of Quorum's types or a builtin: no ``Any``, nothing
+    of Weaviate's."""
+    from retrieval.store.base import Store
 
-    from retrieval.store import Store
-
+    allowed = {"builtins", "collections.abc", "types", "typing"}
     leaks = []
-    for name, fn in inspect.getmembers(Store, inspect.isfunction):
-        if name.startswith("_") or name == "connect":
-            continue
-        sig = inspect.signature(fn)
-        shown = [str(p.annotation) for p in sig.parameters.values()] + [str(sig.return_annotation)]
-        leaks += [f"{name}: {a}" for a in shown if "_Filter" in a or "weaviate" in a.lower()]
-    assert not leaks
+    for name in store_methods():
+        for part, hint in typing.get_type_hints(getattr(Store, name)).items():
+            for leaf in _leaves(hint):
+                module = getattr(leaf, "__module__", "")
+                if leaf is typing.Any or (
+                    module not in allowed and not module.startswith("retrieval.")
+                ):
+                    leaks.append(f"{name} {part}: {leaf}")
+                elif "weaviate" in module:
+                    leaks.append(f"{name} {part}: {leaf}")
+    assert len(store_methods()) >= 10 and leaks == []
+
+
+STORES = {
+    "WeaviateStore": "retrieval.store.weaviate",
+    "MemoryStore": "retrieval.store.memory",
+}
+
+
+@pytest.mark.parametrize("implementation", sorted(STORES))
+def test_each_store_offers_every_method_of_the_protocol(implementation: str) -> None:
+    """Each implementation has each of ``Store``'s methods with the same parameters (names,
+    kinds and defaults), so a caller written against the protocol runs on any of them."""
+    import importlib
+
+    from retrieval.store.base import Store
+
+    cls = getattr(importlib.import_module(STORES[implementation]), implementation)
+    differ = []
+    for name in store_methods():
+        want = inspect.signature(getattr(Store, name))
+        have = inspect.signature(getattr(cls, name)) if hasattr(cls, name) else None
+        shape = [(p.name, p.kind, p.default) for p in want.parameters.values()]
+        if have is None or shape != [(p.name, p.kind, p.default) for p in have.parameters.values()]:
+            differ.append(f"{name}: {have} is not {want}")
+    assert differ == []

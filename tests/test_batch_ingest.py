@@ -16,7 +16,8 @@ from retrieval.errors import SearchUnavailable
 from retrieval.indexer import ingest
 from retrieval.models import Document, Level, SearchFilters, Segment, Source
 from retrieval.search import SearchService
-from retrieval.store import Embedded, Store, UpsertResult
+from retrieval.store import Embedded, UpsertResult
+from retrieval.store.weaviate import WeaviateStore
 
 
 class CountingEmbedder:
@@ -39,7 +40,7 @@ class CountingEmbedder:
 
 
 async def test_many_small_files_share_encodes_and_each_is_reported(
-    tmp_path: Path, store: Store, embedder: SentenceTransformerEmbedder, kb: str
+    tmp_path: Path, store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str
 ) -> None:
     for i in range(40):
         (tmp_path / f"note-{i:02d}.md").write_text(
@@ -69,7 +70,7 @@ async def test_many_small_files_share_encodes_and_each_is_reported(
 
 async def test_long_files_are_written_as_they_are_encoded_not_a_group_at_a_time(
     tmp_path: Path,
-    store: Store,
+    store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     kb: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -86,7 +87,7 @@ async def test_long_files_are_written_as_they_are_encoded_not_a_group_at_a_time(
 
 
 async def test_a_document_weaviate_rejects_fails_alone(
-    store: Store, embedder: SentenceTransformerEmbedder, kb: str
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str
 ) -> None:
     def doc(sid: str, text: str) -> Document:
         source = Source(sid, sid.title(), "document", content_hash=sid)
@@ -117,7 +118,7 @@ def meeting(path: Path, word: str) -> None:
 
 
 async def test_changed_files_written_together_keep_only_their_new_levels(
-    tmp_path: Path, store: Store, embedder: SentenceTransformerEmbedder, kb: str
+    tmp_path: Path, store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str
 ) -> None:
     for name in ("one", "two", "three"):
         meeting(tmp_path / f"{name}.txt", "quokka")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bot.answer import AnswerConfig
+from bot.answer.answer import AnswerConfig
 from bot.config import load_settings
 from bot.engine import Engine
 from bot.errors import LLMError
@@ -26,7 +26,7 @@ from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 from tests.emulators.anthropic import AnthropicEmulator, Reply, ToolUse
 
 USER: list[Any] = [{"role": "user", "content": "Why did we move off Auth0?"}]
@@ -108,7 +108,9 @@ async def test_a_callers_longer_timeout_never_overrides_the_configured_one(
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def faults_kb(
-    store: Store, embedder: SentenceTransformerEmbedder, tmp_path_factory: pytest.TempPathFactory
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> str:
     root = tmp_path_factory.mktemp("faults")
     (root / "2024-02-01-vendor-sync.txt").write_text(

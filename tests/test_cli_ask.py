@@ -19,8 +19,8 @@ from bot.engine import Engine
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 from tests.conftest import EXAMPLES
 from tests.fakes import FakeLLM
 from tests.sample_archive import load_sample
@@ -123,7 +123,7 @@ def test_chat_reads_questions_from_piped_stdin(demo_ingested: str, weaviate_env:
 
 
 async def test_interactive_chat_shows_the_streamed_answer(
-    store: Store, embedder: SentenceTransformerEmbedder, tmp_path: Path
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, tmp_path: Path
 ) -> None:
     await load_sample(store, embedder, "console_sample")
     llm = FakeLLM()

@@ -20,8 +20,8 @@ from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 from tests.fakes import FakeLLM
 
 runner = CliRunner()
@@ -70,7 +70,11 @@ def test_markup_in_files_and_arguments_is_printed_as_text(
 
 
 async def test_chat_sources_and_unknown_commands_print_markup_as_text(
-    store: Store, embedder: SentenceTransformerEmbedder, marked: Path, kb: str, tmp_path: Path
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    marked: Path,
+    kb: str,
+    tmp_path: Path,
 ) -> None:
     await ingest(store, embedder, kb, [marked])
     buffer = io.StringIO()

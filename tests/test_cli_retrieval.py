@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from adapters.cli.main import app
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate.server import Endpoint
 
 runner = CliRunner()
 

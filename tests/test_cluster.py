@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from adapters.cli.main import app
 from bench.cluster import run
 from retrieval.errors import ConfigError
-from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, Endpoint, async_client
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -38,7 +38,7 @@ async def test_a_node_killed_mid_stream_loses_no_question_and_rejoins(tmp_path: 
 
 
 def test_replicas_a_single_server_cannot_keep_is_one_line(
-    weaviate_env: Endpoint, store: Store, monkeypatch: pytest.MonkeyPatch
+    weaviate_env: Endpoint, store: WeaviateStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # ``store`` has created the collections, with one copy, on the single session server.
     monkeypatch.setenv("QUORUM_WEAVIATE_REPLICAS", "3")
@@ -57,7 +57,7 @@ async def test_more_replicas_than_nodes_is_said_before_weaviate_refuses(tmp_path
     endpoint = await asyncio.to_thread(server.start)
     try:
         with pytest.raises(ConfigError) as caught:
-            async with Store.connect(async_client(endpoint), endpoint.url, replicas=3):
+            async with WeaviateStore.connect(async_client(endpoint), endpoint.url, replicas=3):
                 pass
         assert str(caught.value) == (
             f"QUORUM_WEAVIATE_REPLICAS is 3 but Weaviate at {endpoint.url} has 1 node: "

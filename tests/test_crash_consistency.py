@@ -16,8 +16,8 @@ import pytest
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,8 +28,8 @@ WRITER = textwrap.dedent(
     import asyncio, hashlib, sys
     from pathlib import Path
     from retrieval.indexer import ingest
-    from retrieval.store import Store
-    from retrieval.weaviate_server import Endpoint, async_client
+    from retrieval.store.weaviate import WeaviateStore
+    from retrieval.store.weaviate.server import Endpoint, async_client
 
     class Embedder:
         dim = 384
@@ -41,15 +41,15 @@ WRITER = textwrap.dedent(
             seed = hashlib.sha256(text.encode()).digest()
             return [(seed[i % 32] - 128) / 128 for i in range(384)]
 
-    upsert_many = Store.upsert_many
+    upsert_many = WeaviateStore.upsert_many
     async def slow_upsert_many(self, kb, items, batch_size=256, known=None):
         return await upsert_many(self, kb, items, batch_size=2, known=known)
-    Store.upsert_many = slow_upsert_many
+    WeaviateStore.upsert_many = slow_upsert_many
 
     async def main():
         port, grpc, kb, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
         endpoint = Endpoint("127.0.0.1", port, "127.0.0.1", grpc)
-        async with Store.connect(async_client(endpoint), endpoint.url) as store:
+        async with WeaviateStore.connect(async_client(endpoint), endpoint.url) as store:
             print("connected", flush=True)
             await ingest(store, Embedder(), kb, [Path(path)], force=True)
 
@@ -69,7 +69,7 @@ def meeting(path: Path, version: str, turns: int = 600) -> Path:
 
 
 async def kill_mid_write(
-    store: Store, endpoint: Endpoint, kb: str, path: Path, before: int
+    store: WeaviateStore, endpoint: Endpoint, kb: str, path: Path, before: int
 ) -> None:
     """Start a writer and kill -9 it once it has written some, not all, of the segments."""
     proc = await asyncio.create_subprocess_exec(
@@ -100,7 +100,7 @@ async def kill_mid_write(
         await proc.wait()
 
 
-async def consistent(search: SearchService, store: Store, kb: str, word: str) -> list[str]:
+async def consistent(search: SearchService, store: WeaviateStore, kb: str, word: str) -> list[str]:
     """Check that search shows only listed sources, whole; returns the texts found."""
     listed = {i.source.id: i.segments for i in await store.list_sources(kb)}
     hits = await search.search(kb, f"{word} plan rollout", k=50)
@@ -113,7 +113,7 @@ async def consistent(search: SearchService, store: Store, kb: str, word: str) ->
 
 @pytest.mark.parametrize("case", ["new", "changed"])
 async def test_kill_9_mid_ingest_never_shows_half_a_source(
-    store: Store,
+    store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     search: SearchService,
     weaviate_endpoint: Endpoint,
@@ -148,7 +148,7 @@ async def test_kill_9_mid_ingest_never_shows_half_a_source(
 
 
 async def test_orphans_of_a_crash_are_cleaned_at_the_next_ingest_start(
-    store: Store,
+    store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     weaviate_endpoint: Endpoint,
     kb: str,

@@ -12,7 +12,7 @@ from pathlib import Path
 from adapters.doctor import check_database
 from bot.config import load_settings
 from bot.sessions import MIGRATIONS
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate.server import Endpoint
 from tests.postgres_server import PASSWORD, free_port
 
 QUORUM = Path(sys.executable).parent / "quorum"

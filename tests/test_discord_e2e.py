@@ -26,7 +26,7 @@ from bot.router import ResearchRouter
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.discord import DiscordEmulator
 from tests.research_script import COST_LINK, QUESTION, READ, SEARCH, STEPS, script_research
@@ -70,7 +70,7 @@ async def discord_emulator() -> AsyncIterator[DiscordEmulator]:
 
 
 @pytest.fixture
-async def sample(store: Store, embedder: SentenceTransformerEmbedder, kb: str) -> str:
+async def sample(store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str) -> str:
     await load_sample(store, embedder, kb)
     return kb
 

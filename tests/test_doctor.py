@@ -17,7 +17,7 @@ from adapters.cli.main import app
 from adapters.discord.cli import sync_commands
 from adapters.doctor import Check, bot_scopes, check_data, run_checks
 from bot.config import Settings, load_settings
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate.server import Endpoint
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.discord import DiscordEmulator
 from tests.emulators.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, SlackEmulator

@@ -17,8 +17,8 @@ import pytest
 
 from retrieval.embed import SentenceTransformerEmbedder, TorchEncoder, cosine, load_encoder
 from retrieval.indexer import ingest
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 
 
 async def test_vectors_are_normalised_and_offline(embedder: SentenceTransformerEmbedder) -> None:
@@ -105,7 +105,7 @@ def _search_in_subprocess(args: list[str], env: dict[str, str]) -> subprocess.Co
 
 async def test_quorum_search_runs_without_torch_and_says_why_when_it_must(
     weaviate_env: Endpoint,
-    store: Store,
+    store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     kb: str,
     tmp_path: Path,

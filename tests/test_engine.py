@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from bot.answer import AnswerConfig, Outcome
+from bot.answer.answer import AnswerConfig, Outcome
+from bot.answer.extractive import NO_KEY, UNAVAILABLE
 from bot.engine import SEARCH_DOWN, Engine
-from bot.extractive import NO_KEY, UNAVAILABLE
 from bot.llm import ClaudeLLM
 from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.research.loop import NEEDS_API_KEY
@@ -24,7 +24,7 @@ from retrieval.archive import Archive
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.models import SearchFilters
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 from tests.emulators.anthropic import AnthropicEmulator, Reply
 from tests.fakes import FakeArchive
 from tests.sample_archive import load_sample
@@ -36,7 +36,7 @@ SLACK_S = 1.5
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def sample_kb(store: Store, embedder: SentenceTransformerEmbedder) -> str:
+async def sample_kb(store: WeaviateStore, embedder: SentenceTransformerEmbedder) -> str:
     name = "engine_sample"
     await load_sample(store, embedder, name)
     return name

@@ -16,18 +16,18 @@ import pytest
 import pytest_asyncio
 from typer.testing import CliRunner
 
-from bot.answer import AnswerConfig
+from bot.answer.answer import AnswerConfig
+from bot.cite.sentences import EXACT_S, sentences_of
 from bot.engine import Engine
 from bot.evaluate import Case, Summary, load_cases, run_eval
 from bot.llm import ClaudeLLM
-from bot.passages import EXACT_S, sentences_of
 from bot.sessions import SessionStore
 from retrieval.chunking import split_sentences
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.ingest import discover, read_source
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 from tests.conftest import EXAMPLES
 from tests.emulators.anthropic import AnthropicEmulator, Reply
 
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.skipif(not EVAL.is_file(), reason="examples/eval.jsonl 
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def examples_kb(store: Store, embedder: SentenceTransformerEmbedder) -> str:
+async def examples_kb(store: WeaviateStore, embedder: SentenceTransformerEmbedder) -> str:
     folders = [EXAMPLES / d for d in ("recordings", "docs", "courses", "handbook")]
     report = await ingest(store, embedder, KB, folders)
     assert not report.failed

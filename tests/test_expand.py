@@ -7,14 +7,14 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from bot.answer import AnswerConfig, QuickAnswerer
-from bot.expand import EXPAND_PROMPT, RERANK_PROMPT, fuse
+from bot.answer.answer import AnswerConfig, QuickAnswerer
+from bot.answer.expand import EXPAND_PROMPT, RERANK_PROMPT, fuse
 from bot.llm import ClaudeLLM
 from bot.models import Question, ThreadKey
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.models import Hit, Segment, Source
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 from tests.emulators.anthropic import AnthropicEmulator, Reply
 from tests.sample_archive import load_sample
 
@@ -23,7 +23,7 @@ HARD = "What made the invoice balloon?"  # no word and little meaning in common 
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def sample_kb(store: Store, embedder: SentenceTransformerEmbedder) -> str:
+async def sample_kb(store: WeaviateStore, embedder: SentenceTransformerEmbedder) -> str:
     await load_sample(store, embedder, "expand_sample")
     return "expand_sample"
 
@@ -53,7 +53,10 @@ def system_of(body: dict[str, object]) -> str:
 
 
 async def test_hard_question_is_searched_in_other_words_and_reranked(
-    sample_kb: str, store: Store, embedder: SentenceTransformerEmbedder, emu: AnthropicEmulator
+    sample_kb: str,
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    emu: AnthropicEmulator,
 ) -> None:
     archive = SearchService(store, embedder).archive(sample_kb)
     config = AnswerConfig(search_k=3, expand_queries=True, claude_rerank=True)
@@ -88,7 +91,10 @@ async def test_hard_question_is_searched_in_other_words_and_reranked(
 
 
 async def test_failed_expansion_and_rerank_keep_the_plain_results(
-    sample_kb: str, store: Store, embedder: SentenceTransformerEmbedder, emu: AnthropicEmulator
+    sample_kb: str,
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    emu: AnthropicEmulator,
 ) -> None:
     archive = SearchService(store, embedder).archive(sample_kb)
     config = AnswerConfig(search_k=3, expand_queries=True, claude_rerank=True)

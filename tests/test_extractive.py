@@ -8,13 +8,14 @@ import re
 
 import pytest
 
-from bot.citations import number_sources
+from bot.answer.passages import Passage, merge
+from bot.answer.understand import named_speaker
+from bot.answer.write import Clock, Writer
+from bot.cite.citations import number_sources
+from bot.cite.sentences import link_second
+from bot.cite.vectors import SentenceVectors
 from bot.llm import Usage
 from bot.models import NumberedSource, ProgressEvent
-from bot.passages import Passage, link_second, merge
-from bot.understand import named_speaker
-from bot.vectors import SentenceVectors
-from bot.write import Clock, Writer
 from retrieval.chunking import Unit, chunk
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.links import segment_link

@@ -24,8 +24,8 @@ from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.models import LEVELS, SearchFilters
 from retrieval.search import SearchService
 from retrieval.store import Store
+from retrieval.store.weaviate.server import Endpoint
 from retrieval.transcribe import Transcriber
-from retrieval.weaviate_server import Endpoint
 from tests.emulators.slack import ALICE, BOT_USER, Message, SlackEmulator
 from tests.fakes import FakeCore
 from tests.media_fixtures import speak

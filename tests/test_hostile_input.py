@@ -22,7 +22,7 @@ from retrieval.ingest import read_source
 from retrieval.ingest.cues import MAX_MEDIA_S, parse_clock
 from retrieval.models import SearchFilters
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 
 GOOD = "[00:00:05] Ana Ruiz: The quillet service restarts nightly at two.\n"
 DEEP = "[" * 30_000 + "]" * 30_000  # past the recursion limit, under 64 KiB
@@ -80,7 +80,7 @@ def test_huge_front_matter_is_refused(tmp_path: Path) -> None:
 
 
 async def test_any_reader_failure_costs_one_file_and_the_rest_is_indexed(
-    store: Store,
+    store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     kb: str,
     tmp_path: Path,

@@ -24,8 +24,7 @@ from bot.wiring import open_core, retrieval_config
 from retrieval.embed import LazyEmbedder, SentenceTransformerEmbedder
 from retrieval.search import SearchService
 from retrieval.service import Retrieval
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate import WeaviateStore
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator
 from tests.sample_archive import load_sample
 from tests.test_slack_e2e import FAST_MODEL, HOSTED_UI_LINK, claude
@@ -60,8 +59,7 @@ class Running:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def served(
-    weaviate_endpoint: Endpoint,
-    store: Store,
+    store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Running]:
@@ -83,7 +81,7 @@ async def served(
         lazy._model = embedder  # the session's model, already loaded
         search = SearchService(store, lazy)
         config = retrieval_config(settings)
-        retrieval = Retrieval(config, weaviate_endpoint, store, lazy, search, config.transcriber())
+        retrieval = Retrieval(config, store, lazy, search, config.transcriber())
         server = OpsServer(settings)
         port = await server.start(0, "127.0.0.1")
         url = f"http://127.0.0.1:{port}"

@@ -15,8 +15,8 @@ import pytest
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError, SearchUnavailable
 from retrieval.indexer import ingest
-from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, async_client, endpoint_from_url
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import EmbeddedServer, async_client, endpoint_from_url
 
 VTT = "WEBVTT\n\n00:00:01.000 --> 00:00:04.000\n<v Ana>{words}\n"
 
@@ -28,7 +28,7 @@ def write(path: Path, text: str) -> Path:
 
 
 async def test_same_name_in_another_folder_never_replaces_a_source(
-    store: Store, embedder: SentenceTransformerEmbedder, kb: str, tmp_path: Path
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str, tmp_path: Path
 ) -> None:
     old = write(tmp_path / "2024" / "standup.vtt", VTT.format(words="The 2024 plan is frobnitz."))
     new = write(tmp_path / "2025" / "standup.vtt", VTT.format(words="The 2025 plan is quuxify."))
@@ -50,7 +50,7 @@ async def test_same_name_in_another_folder_never_replaces_a_source(
 
 
 async def test_a_moved_file_takes_its_source_over(
-    store: Store, embedder: SentenceTransformerEmbedder, kb: str, tmp_path: Path
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str, tmp_path: Path
 ) -> None:
     before = write(tmp_path / "a" / "retro.vtt", VTT.format(words="We ship on Friday."))
     assert (await ingest(store, embedder, kb, [before])).count("added") == 1
@@ -77,8 +77,8 @@ async def test_a_fresh_server_two_stores_at_once_and_a_stale_state_file(
         assert time.monotonic() - t0 < 45  # not the whole timeout spent on the stale pid
         # Two processes creating the schema and a knowledge base at once: both succeed.
         async with (
-            Store.connect(async_client(endpoint), endpoint.url) as a,
-            Store.connect(async_client(endpoint), endpoint.url) as b,
+            WeaviateStore.connect(async_client(endpoint), endpoint.url) as a,
+            WeaviateStore.connect(async_client(endpoint), endpoint.url) as b,
         ):
             await a.client.collections.delete_all()  # this test's own server: fresh again
             await asyncio.gather(a.ensure_schema(), b.ensure_schema())
@@ -92,7 +92,7 @@ async def test_a_fresh_server_two_stores_at_once_and_a_stale_state_file(
         await asyncio.to_thread(server.stop)
 
 
-async def _past_window(store: Store) -> None:
+async def _past_window(store: WeaviateStore) -> None:
     await store.fetch_ordered("race", "x", offset=20_000)
 
 

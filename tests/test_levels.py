@@ -20,8 +20,8 @@ from retrieval.levels import boundaries
 from retrieval.models import SearchFilters
 from retrieval.route import OVERVIEW, REMARK, UNSURE, WINDOWS, route
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 from tests.conftest import EXAMPLES
 
 RECORDINGS = EXAMPLES / "recordings"
@@ -70,7 +70,7 @@ def test_router_picks_the_level_from_the_question(question: str, expected: objec
 
 
 @pytest_asyncio.fixture(scope="module")
-async def recordings(store: Store, embedder: SentenceTransformerEmbedder) -> str:
+async def recordings(store: WeaviateStore, embedder: SentenceTransformerEmbedder) -> str:
     """The sample recordings, ingested once for this module's searches."""
     kb = f"levels{uuid.uuid4().hex[:8]}"
     report = await ingest(store, embedder, kb, [RECORDINGS])

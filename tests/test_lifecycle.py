@@ -19,8 +19,8 @@ from typing import Any
 import aiohttp
 
 from adapters.chat.conversation import RESTARTED
-from retrieval.reaper import is_our_server
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate.reaper import is_our_server
+from retrieval.store.weaviate.server import Endpoint
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.slack import BOT_TOKEN, SIGNING_SECRET, SlackEmulator
 from tests.test_slack import GENERAL, bot_replies

@@ -19,9 +19,9 @@ from retrieval.errors import IngestError
 from retrieval.indexer import FileResult, ingest
 from retrieval.ingest import read_source
 from retrieval.ingest.media import decode_audio, file_digest
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 from retrieval.transcribe import PAUSE_S, Transcriber, cues_from_words
-from retrieval.weaviate_server import Endpoint
 from tests.media_fixtures import Spoken, hiss, speak, to_video
 
 runner = CliRunner()
@@ -143,7 +143,7 @@ def test_ingest_search_and_ask_a_recording_and_a_video(
 
 
 async def test_an_unchanged_recording_is_not_transcribed_again(
-    store: Store, embedder: SentenceTransformerEmbedder, kb: str, tmp_path: Path
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str, tmp_path: Path
 ) -> None:
     class Heard:
         def __init__(self) -> None:

@@ -17,8 +17,8 @@ import pytest
 from bot.models import ThreadKey
 from bot.sessions.postgres import PostgresSessionStore
 from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.slack import BOT_TOKEN, BOT_USER, SIGNING_SECRET, TEAM, SlackEmulator
 from tests.sample_archive import load_sample
@@ -36,7 +36,7 @@ async def test_two_replicas_on_postgres_answer_each_question_exactly_once(
     tmp_path: Path,
     postgres_url: str,
     weaviate_endpoint: Endpoint,
-    store: Store,
+    store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     kb: str,
 ) -> None:

@@ -13,7 +13,7 @@ from retrieval.errors import ConfigError
 from retrieval.models import Document, Hit, Segment, Source
 from retrieval.rerank import load_cross_encoder
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 
 
 class PreferWord:
@@ -30,7 +30,7 @@ class PreferWord:
 
 
 async def test_reranker_reorders_and_sees_more_candidates(
-    store: Store, embedder: SentenceTransformerEmbedder, kb: str
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str
 ) -> None:
     src = Source(id="s", title="S", kind="document", content_hash="x")
     texts = [f"The deployment checklist item {i} covers database backups." for i in range(9)]

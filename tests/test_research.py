@@ -39,7 +39,7 @@ from retrieval.indexer import ingest
 from retrieval.links import format_timestamp
 from retrieval.models import Hit, SearchFilters, Source, SourceInfo
 from retrieval.search import KbArchive, SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 from tests.conftest import EXAMPLES
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply, ToolUse
 from tests.fakes import FakeArchive, FakeLLM, fake_archive, message, source, text, use
@@ -335,7 +335,9 @@ def _meta(path: Path, **meta: Any) -> None:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def corpus(
-    store: Store, embedder: SentenceTransformerEmbedder, tmp_path_factory: pytest.TempPathFactory
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Corpus:
     root = tmp_path_factory.mktemp("research")
     (root / "main").mkdir()

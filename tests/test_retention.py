@@ -26,7 +26,7 @@ from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.search import SearchService
 from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint
+from retrieval.store.weaviate.server import Endpoint
 
 T1 = ThreadKey("slack", "T1", "C1", "1700000000.000100")
 VTT = """WEBVTT

@@ -16,8 +16,8 @@ from retrieval.errors import InvalidInput, SearchUnavailable
 from retrieval.indexer import ingest
 from retrieval.models import SearchFilters
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint, async_client
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint, async_client
 
 VTT = """WEBVTT
 
@@ -130,7 +130,7 @@ def archive_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def loaded(
-    store: Store, embedder: SentenceTransformerEmbedder, kb: str, archive_dir: Path
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str, archive_dir: Path
 ) -> str:
     report = await ingest(store, embedder, kb, [archive_dir])
     assert not report.failed, report.failed
@@ -244,7 +244,7 @@ async def test_neighbours_and_transcript(search: SearchService, loaded: str) -> 
 
 
 async def test_reingest_is_idempotent_and_replaces_edits(
-    store: Store, embedder: SentenceTransformerEmbedder, search: SearchService, kb: str,
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, search: SearchService, kb: str,
     archive_dir: Path,
 ) -> None:  # fmt: skip
     await ingest(store, embedder, kb, [archive_dir])
@@ -268,7 +268,7 @@ async def test_reingest_is_idempotent_and_replaces_edits(
 
 
 async def test_a_corrupt_file_is_reported_and_the_rest_indexed(
-    store: Store, embedder: SentenceTransformerEmbedder, kb: str, archive_dir: Path
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str, archive_dir: Path
 ) -> None:
     (archive_dir / "broken.json").write_text("{not json")
     (archive_dir / "empty.vtt").write_text("")
@@ -281,7 +281,7 @@ async def test_a_corrupt_file_is_reported_and_the_rest_indexed(
 
 
 async def test_knowledge_bases_are_isolated(
-    store: Store, embedder: SentenceTransformerEmbedder, search: SearchService, loaded: str,
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, search: SearchService, loaded: str,
     tmp_path: Path,
 ) -> None:  # fmt: skip
     other = loaded + "x"
@@ -297,12 +297,12 @@ async def test_unreachable_weaviate_is_one_clear_sentence(
 ) -> None:
     dead = Endpoint("127.0.0.1", 9, "127.0.0.1", 10)
     with pytest.raises(SearchUnavailable, match=r"http://127\.0\.0\.1:9"):
-        async with Store.connect(async_client(dead), dead.url):
+        async with WeaviateStore.connect(async_client(dead), dead.url):
             pass
 
 
 async def test_hits_say_how_close_in_meaning_they_are(
-    store: Store, embedder: SentenceTransformerEmbedder, loaded: str
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, loaded: str
 ) -> None:
     """A hit's similarity is the cosine between the question and the hit's own stored
     vector (it decides whether an answer is worth giving), whether the hybrid's vector half
@@ -319,9 +319,9 @@ async def test_hits_say_how_close_in_meaning_they_are(
 
 
 async def test_keyword_search_alone_reads_what_hybrid_reads(
-    store: Store, embedder: SentenceTransformerEmbedder, loaded: str
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, loaded: str
 ) -> None:
-    """``Store.bm25`` (the benchmarks' keyword row) ranks as hybrid search's keyword half
+    """``WeaviateStore.bm25`` (the benchmarks' keyword row) ranks as hybrid search's keyword half
     does: the PDF page that says "rollback" before the section headed "Rollback"."""
     for query in ("rollback", "handbook rollback"):
         vector = await embedder.embed_query(query)

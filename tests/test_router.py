@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from bot.answer import Outcome, SearchRecord
+from bot.answer.answer import Outcome, SearchRecord
 from bot.config import load_settings
 from bot.errors import LLMError
 from bot.models import Answer, EventSink, Mode, Question, ThreadKey

@@ -24,8 +24,8 @@ from bot.router import ResearchRouter
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import Endpoint, async_client
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint, async_client
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.slack import (
     ALICE,
@@ -86,7 +86,7 @@ async def claude_emulator() -> AsyncIterator[AnthropicEmulator]:
 
 
 @pytest.fixture
-async def sample(store: Store, embedder: SentenceTransformerEmbedder, kb: str) -> str:
+async def sample(store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str) -> str:
     await load_sample(store, embedder, kb)
     return kb
 
@@ -299,7 +299,7 @@ async def test_weaviate_down_is_a_polite_message_in_the_thread(
 ) -> None:
     port, grpc = _closed_port(), _closed_port()
     endpoint = Endpoint("127.0.0.1", port, "127.0.0.1", grpc)
-    down = Store(async_client(endpoint, timeout_s=2), endpoint.url)  # nothing listens there
+    down = WeaviateStore(async_client(endpoint, timeout_s=2), endpoint.url)  # nothing listens there
     settings = e2e_settings(slack, claude_emulator, kb, tmp_path)
     try:
         async with quorum(slack, settings, SearchService(down, embedder)) as (bot, _, _):

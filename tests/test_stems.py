@@ -16,7 +16,7 @@ from retrieval.indexer import ingest
 from retrieval.models import LEVELS
 from retrieval.search import SearchService
 from retrieval.stems import MARK, stemmed_query
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 
 # Five minutes of a meeting (several windows, so it also gets topics and a summary). No
 # cue says "migrating" or "rollbacks"; one says "migration", one says "rollback".
@@ -51,14 +51,14 @@ def meeting(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def keyword(store: Store, embedder: SentenceTransformerEmbedder) -> SearchService:
+def keyword(store: WeaviateStore, embedder: SentenceTransformerEmbedder) -> SearchService:
     """The search service with the keyword half alone deciding (alpha 0): the vector half
     would find "migration" for "migrating" by meaning, stems or not."""
     return SearchService(store, embedder, alpha=0.0)
 
 
 async def test_one_form_of_a_word_finds_another(
-    store: Store, embedder: SentenceTransformerEmbedder, keyword: SearchService, kb: str,
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, keyword: SearchService, kb: str,
     meeting: Path,
 ) -> None:  # fmt: skip
     report = await ingest(store, embedder, kb, [meeting])
@@ -87,7 +87,7 @@ async def test_one_form_of_a_word_finds_another(
 
 
 async def test_a_word_said_as_asked_counts_once_like_any_other_form(
-    store: Store, embedder: SentenceTransformerEmbedder, keyword: SearchService, kb: str,
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, keyword: SearchService, kb: str,
     meeting: Path,
 ) -> None:  # fmt: skip
     """A question's word matches a unit once, in whatever form it was said: asked as well
@@ -106,7 +106,7 @@ async def test_a_word_said_as_asked_counts_once_like_any_other_form(
 
 
 async def test_a_knowledge_base_indexed_before_stems_searches_as_it_did(
-    store: Store, embedder: SentenceTransformerEmbedder, keyword: SearchService, kb: str,
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, keyword: SearchService, kb: str,
     meeting: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     with monkeypatch.context() as m:
@@ -120,7 +120,7 @@ async def test_a_knowledge_base_indexed_before_stems_searches_as_it_did(
 
 
 async def test_a_speakers_name_is_asked_as_a_stem_and_found(
-    store: Store, embedder: SentenceTransformerEmbedder, keyword: SearchService, kb: str,
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, keyword: SearchService, kb: str,
     meeting: Path,
 ) -> None:  # fmt: skip
     """A question is asked as stems, so a unit's speakers are stored as stems too: "Ben
@@ -131,7 +131,7 @@ async def test_a_speakers_name_is_asked_as_a_stem_and_found(
 
 
 async def test_a_knowledge_base_partly_indexed_before_stems_finds_its_older_sources(
-    store: Store, embedder: SentenceTransformerEmbedder, keyword: SearchService, kb: str,
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, keyword: SearchService, kb: str,
     meeting: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """One recording ingested before stems and a longer one after: asked as stems, the

@@ -1,5 +1,5 @@
-"""Reading speakers, recordings and dates out of a question (``bot.understand``,
-``bot.dates``), and which sources a typed name selects (``retrieval.names``): one test
+"""Reading speakers, recordings and dates out of a question (``bot.answer.understand``,
+``bot.answer.dates``), and which sources a typed name selects (``retrieval.names``): one test
 per rule, and a set of questions that name a speaker's name as a topic, which must
 understand nothing."""
 
@@ -9,8 +9,8 @@ from datetime import date
 
 import pytest
 
-from bot.dates import named_dates
-from bot.understand import choice_note, named_source, named_speaker, understand
+from bot.answer.dates import named_dates
+from bot.answer.understand import choice_note, named_source, named_speaker, understand
 from retrieval.models import SearchFilters, Source
 from retrieval.names import choose_sources
 

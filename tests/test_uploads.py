@@ -1,12 +1,15 @@
 """The platform-neutral upload rules (``adapters.chat.uploads``): who may, what is refused
 before downloading, file names that cannot escape the inbox, and a download that turns
 out larger than announced is not kept. Platform round trips: test_uploads_slack.py and
-test_uploads_discord.py."""
+test_uploads_discord.py. The library here keeps its archive in memory (``MemoryStore``):
+these rules do not depend on the store."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+
+import pytest
 
 from adapters.chat.uploads import MB, Upload, Uploads, may_manage, refusal, safe_name
 from bot.library import KbLibrary
@@ -15,7 +18,15 @@ from bot.models import Event
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.ingest import SUPPORTED_SUFFIXES
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.memory import MemoryStore
+
+
+@pytest.fixture
+def library(embedder: SentenceTransformerEmbedder, tmp_path: Path) -> KbLibrary:
+    """The real library over an in-memory store."""
+    store = MemoryStore()
+    search = SearchService(store, embedder)
+    return KbLibrary(store=store, embedder=embedder, search=search, uploads_dir=tmp_path)
 
 
 class Said:
@@ -66,14 +77,8 @@ def test_a_file_name_cannot_leave_the_inbox() -> None:
 
 
 async def test_a_download_larger_than_announced_is_dropped_unread(
-    store: Store,
-    embedder: SentenceTransformerEmbedder,
-    search: SearchService,
-    kb: str,
-    tmp_path: Path,
+    library: KbLibrary, kb: str
 ) -> None:
-    library = KbLibrary(store=store, embedder=embedder, search=search, uploads_dir=tmp_path)
-
     async def lying(to: Path) -> None:
         await asyncio.to_thread(to.write_bytes, b"WEBVTT\n\n" + b"x" * (2 * MB))
 
@@ -86,11 +91,7 @@ async def test_a_download_larger_than_announced_is_dropped_unread(
 
 
 async def test_the_reply_quotes_a_summary_when_a_summarizer_is_wired_in(
-    store: Store,
-    embedder: SentenceTransformerEmbedder,
-    search: SearchService,
-    kb: str,
-    tmp_path: Path,
+    library: KbLibrary, kb: str
 ) -> None:
     asked: list[tuple[str, str]] = []
 
@@ -98,9 +99,7 @@ async def test_the_reply_quotes_a_summary_when_a_summarizer_is_wired_in(
         asked.append((kb, source_id))
         return "Topics: the June rollout\n\nDecision: ship in week two\nAction: Marco\nMore"
 
-    library = KbLibrary(
-        store=store, embedder=embedder, search=search, uploads_dir=tmp_path, summarize=summarize
-    )
+    library.summarize = summarize
     vtt = b"WEBVTT\n\n00:00:03.000 --> 00:00:08.000\nThe rollout moves to June.\n"
 
     async def fetch(to: Path) -> None:
@@ -116,23 +115,15 @@ async def test_the_reply_quotes_a_summary_when_a_summarizer_is_wired_in(
     )
 
 
-async def test_uploads_are_counted_in_the_metrics(
-    store: Store,
-    embedder: SentenceTransformerEmbedder,
-    search: SearchService,
-    kb: str,
-    tmp_path: Path,
-) -> None:
+async def test_uploads_are_counted_in_the_metrics(library: KbLibrary, kb: str) -> None:
     metrics = Metrics()
-    library = MeteredLibrary(
-        KbLibrary(store=store, embedder=embedder, search=search, uploads_dir=tmp_path), metrics
-    )
+    metered = MeteredLibrary(library, metrics)
     vtt = b"WEBVTT\n\n00:00:03.000 --> 00:00:08.000\nThe rollout moves to June.\n"
 
     async def fetch(to: Path) -> None:
         await asyncio.to_thread(to.write_bytes, vtt)
 
-    await Uploads(library, 1).add(kb, Upload("metered.vtt", len(vtt), fetch), Said())
+    await Uploads(metered, 1).add(kb, Upload("metered.vtt", len(vtt), fetch), Said())
     scraped = metrics.render()[0].decode()
     assert 'quorum_ingest_files_total{status="added"} 1.0' in scraped
     assert "quorum_ingest_segments_total 1.0" in scraped

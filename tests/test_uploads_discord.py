@@ -17,7 +17,7 @@ from adapters.discord.cli import sync_commands
 from bot.library import KbLibrary
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 from tests.emulators.discord import DiscordEmulator, Json
 from tests.fakes import FakeCore
 from tests.test_discord import ALICE, CHANNEL, Harness, settings_for
@@ -38,7 +38,10 @@ async def emu() -> AsyncIterator[DiscordEmulator]:
 
 @pytest.fixture
 async def library(
-    store: Store, embedder: SentenceTransformerEmbedder, search: SearchService, tmp_path: Path
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    search: SearchService,
+    tmp_path: Path,
 ) -> KbLibrary:
     return KbLibrary(
         store=store, embedder=embedder, search=search, uploads_dir=tmp_path / "uploads"

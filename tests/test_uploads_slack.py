@@ -15,7 +15,7 @@ from adapters.slack.uploads import ACTION_FORGET, fetcher
 from bot.library import KbLibrary
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
-from retrieval.store import Store
+from retrieval.store.weaviate import WeaviateStore
 from retrieval.transcribe import Transcriber
 from tests.emulators.slack import ALICE, BOT_USER, Message, SlackEmulator
 from tests.fakes import FakeCore
@@ -35,7 +35,10 @@ VTT = b"""WEBVTT
 
 @pytest.fixture
 async def library(
-    store: Store, embedder: SentenceTransformerEmbedder, search: SearchService, tmp_path: Path
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    search: SearchService,
+    tmp_path: Path,
 ) -> KbLibrary:
     return KbLibrary(
         store=store,

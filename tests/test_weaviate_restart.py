@@ -13,10 +13,10 @@ from pathlib import Path
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.errors import SearchUnavailable
 from retrieval.indexer import ingest
-from retrieval.reaper import pid_alive
 from retrieval.search import SearchService
-from retrieval.store import Store
-from retrieval.weaviate_server import EmbeddedServer, async_client
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.reaper import pid_alive
+from retrieval.store.weaviate.server import EmbeddedServer, async_client
 
 
 async def test_a_killed_server_is_restarted_and_search_comes_back(
@@ -26,7 +26,9 @@ async def test_a_killed_server_is_restarted_and_search_comes_back(
     endpoint = await asyncio.to_thread(server.start)
     watchdog = asyncio.create_task(server.watch(interval_s=0.2))
     try:
-        async with Store.connect(async_client(endpoint, timeout_s=5), endpoint.url) as store:
+        async with WeaviateStore.connect(
+            async_client(endpoint, timeout_s=5), endpoint.url
+        ) as store:
             search = SearchService(store, embedder)
             notes = tmp_path / "standup.txt"
             notes.write_text("[00:00:05] Ana Ruiz: The grommet cache is flushed nightly.\n")

@@ -13,8 +13,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from retrieval.reaper import pid_alive
-from retrieval.weaviate_server import EmbeddedServer, endpoint_from_url, is_ready
+from retrieval.store.weaviate.reaper import pid_alive
+from retrieval.store.weaviate.server import EmbeddedServer, endpoint_from_url, is_ready
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,7 +28,7 @@ def test_second_process_reuses_the_server(tmp_path: Path) -> None:
             f"""
             import json
             from pathlib import Path
-            from retrieval.weaviate_server import EmbeddedServer
+            from retrieval.store.weaviate.server import EmbeddedServer
             s = EmbeddedServer(Path({str(tmp_path)!r}))
             e = s.start()
             state = json.loads((s.data_dir / "server.json").read_text())
@@ -60,7 +60,7 @@ def test_server_does_not_outlive_users_killed_with_sigkill(tmp_path: Path) -> No
         f"""
         import sys, time
         from pathlib import Path
-        from retrieval.weaviate_server import EmbeddedServer
+        from retrieval.store.weaviate.server import EmbeddedServer
         EmbeddedServer(Path({str(tmp_path)!r})).start()
         print("ready", flush=True)
         time.sleep(600)
@@ -117,7 +117,7 @@ def test_a_process_killed_while_its_server_starts_leaves_none(tmp_path: Path) ->
     """SIGKILL while waiting for a fresh server to become ready: the server is stopped."""
     script = (
         "from pathlib import Path\n"
-        "from retrieval.weaviate_server import EmbeddedServer\n"
+        "from retrieval.store.weaviate.server import EmbeddedServer\n"
         f"EmbeddedServer(Path({str(tmp_path)!r})).start()\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}

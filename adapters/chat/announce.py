@@ -9,7 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from bot.citations import at_second
+from bot.cite.citations import at_second
 from bot.config import Settings
 from retrieval.errors import ConfigError, InvalidInput, QuorumError
 from retrieval.indexer import FileResult

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from bot.citations import MARKER, parse_numbers
+from bot.cite.citations import MARKER, parse_numbers
 from bot.models import Answer, Citation
 
 RATED_KINDS = ("answer", "extractive", "nothing_found")

@@ -17,8 +17,7 @@ from rich.text import Text
 from adapters.chat.options import check_range, parse_date, parse_kind
 from bot.config import Settings, load_settings
 from retrieval.errors import InvalidInput, QuorumError
-from retrieval.models import LEVELS, Level, SearchFilters
-from retrieval.schema import check_kb
+from retrieval.models import LEVELS, Level, SearchFilters, check_kb
 
 app = typer.Typer(
     name="quorum",

@@ -41,10 +41,10 @@ from adapters.cli.app import (
 from adapters.cli.ingest_progress import IngestProgress
 from adapters.cli.terminal import failure_line, plain, summary_table
 from adapters.shapes import held_json, hit_json
+from bot.answer.understand import choice_note
 from bot.config import Settings
 from bot.holdings import Forgotten, Held
 from bot.models import Actor
-from bot.understand import choice_note
 from bot.wiring import holdings_of, open_holdings, open_retrieval, open_session_store
 from retrieval.errors import InvalidInput
 from retrieval.indexer import IngestReport, ingest

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from adapters.chat.view import link_markers
-from bot.citations import at_second
+from bot.cite.citations import at_second
 from bot.models import Answer, Citation
 from retrieval.links import format_timestamp
 from retrieval.models import Hit

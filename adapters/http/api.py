@@ -36,8 +36,7 @@ from bot.errors import InvalidInput, QuorumError, SearchUnavailable
 from bot.models import Event, PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.wiring import CoreServices
 from retrieval.errors import ConfigError
-from retrieval.models import SearchFilters
-from retrieval.schema import check_kb
+from retrieval.models import SearchFilters, check_kb
 from retrieval.search import MAX_K
 
 if TYPE_CHECKING:

@@ -101,7 +101,7 @@ class OpsServer:
     async def _readyz(self, request: web.Request) -> web.Response:
         parts = dict(self.readiness.parts)
         if self.services is not None:
-            parts["weaviate"] = parts["weaviate"] or await self._weaviate_problem()
+            parts["weaviate"] = parts["weaviate"] or await self._store_problem()
             parts["database"] = parts["database"] or await self._database_problem()
         ready = not self.readiness.stopping and all(p is None for p in parts.values())
         body = {
@@ -110,11 +110,11 @@ class OpsServer:
         }
         return web.json_response(body, status=200 if ready else 503)
 
-    async def _weaviate_problem(self) -> str | None:
+    async def _store_problem(self) -> str | None:
         assert self.services is not None
         try:
             async with asyncio.timeout(READY_CHECK_S):
-                up = await self.services.retrieval.store.client.is_ready()
+                up = await self.services.retrieval.store.ready()
         except Exception:
             up = False
         return None if up else "not reachable"

@@ -33,7 +33,8 @@ from anthropic.types import (
     ToolUseBlock,
 )
 
-from bot.citations import resolve
+from bot.answer.prompts import history_messages
+from bot.cite.citations import resolve
 from bot.config import Settings
 from bot.errors import LLMError
 from bot.llm import LLM, Usage, text_of
@@ -45,7 +46,6 @@ from bot.models import (
     Question,
     guarded_sink,
 )
-from bot.prompts import history_messages
 from bot.research.messages import as_input, assistant_content, result_block, trace_args
 from bot.research.prompts import (
     final_message,

@@ -35,8 +35,7 @@ from bot.research.schema import (
 from retrieval.archive import Archive
 from retrieval.links import format_timestamp
 from retrieval.models import Hit, SearchFilters, SourceInfo
-from retrieval.names import title_matches
-from retrieval.schema import speaker_keys
+from retrieval.names import speaker_keys, title_matches
 
 # --- the tools ----------------------------------------------------------------------------
 

@@ -14,43 +14,24 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from weaviate.classes.aggregate import GroupByAggregate
 from weaviate.classes.query import Filter
 from weaviate.collections.classes.data import DataObject
 
-from retrieval.collections import Collections, StoredSource
 from retrieval.errors import SearchUnavailable
-from retrieval.models import Document
-from retrieval.schema import (
+from retrieval.models import Document, check_kb
+from retrieval.store.base import Embedded, StoredSource, UpsertResult
+from retrieval.store.weaviate.collections import Collections
+from retrieval.store.weaviate.errors import translate_errors
+from retrieval.store.weaviate.schema import (
     VECTOR,
     as_datetime,
-    check_kb,
     segment_properties,
     segment_uuid,
     source_uuid,
 )
-from retrieval.weaviate_errors import translate_errors
-
-
-@dataclass(frozen=True)
-class UpsertResult:
-    """What an upsert did to one source."""
-
-    status: str  # "added" | "updated" | "skipped"
-    segments: int
-    removed: int = 0
-
-
-@dataclass(frozen=True)
-class Embedded:
-    """A document ready to write: one vector per window, one per unit of its other levels."""
-
-    doc: Document
-    vectors: Sequence[Sequence[float]]
-    level_vectors: Sequence[Sequence[float]] = ()
 
 
 def _source_object(item: Embedded, generation: int) -> DataObject[Any, Any]:

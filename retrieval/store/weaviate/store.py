@@ -1,9 +1,9 @@
 """Weaviate storage: one tenant per knowledge base, hybrid search with filters over each
-level, neighbours, transcripts and listings; writes come from ``retrieval.writes``, the
-collections and the schema from ``retrieval.collections`` and ``retrieval.schema``.
+level, neighbours, transcripts and listings; writes come from ``writes``, the collections
+and the schema from ``collections`` and ``schema`` (all in this package).
 
-Every read keeps only the units of a source's live generation (``retrieval.writes``), so a
-reader never sees half a source.
+Every read keeps only the units of a source's live generation (``writes``), so a reader
+never sees half a source.
 """
 
 from __future__ import annotations
@@ -18,20 +18,21 @@ from typing import Any
 import weaviate
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 
-from retrieval.collections import StoredSource as StoredSource  # re-exported for callers
 from retrieval.embed import cosine
 from retrieval.errors import SearchUnavailable
-from retrieval.filters import both, of_source
-from retrieval.filters import where as to_where
 from retrieval.models import Hit, Level, SearchFilters, SourceInfo
-from retrieval.names import title_matches as title_matches  # re-exported for callers
-from retrieval.schema import VECTOR, hit_from_object, hybrid_similarity, source_from_object
-from retrieval.schema import speaker_keys as speaker_keys  # re-exported for callers
 from retrieval.stems import has_stems, keyword_query, stemmed_query
-from retrieval.weaviate_errors import translate_errors as translate_errors  # re-exported
-from retrieval.writes import Embedded as Embedded  # re-exported for callers
-from retrieval.writes import UpsertResult as UpsertResult  # re-exported for callers
-from retrieval.writes import Writes
+from retrieval.store.base import StoreInfo
+from retrieval.store.weaviate.errors import translate_errors
+from retrieval.store.weaviate.filters import both, of_source
+from retrieval.store.weaviate.filters import where as to_where
+from retrieval.store.weaviate.schema import (
+    VECTOR,
+    hit_from_object,
+    hybrid_similarity,
+    source_from_object,
+)
+from retrieval.store.weaviate.writes import Writes
 
 # What keyword search reads: the text, where it sits, and what it is part of (title and
 # speakers: "what did the retro say about rollback" finds a window that never says "retro").
@@ -46,14 +47,14 @@ STEMS_SAMPLE = 100
 STEMS_RECHECK_S = 60.0
 
 
-class Store(Writes):
+class WeaviateStore(Writes):
     """Quorum's Weaviate store: connect, write (``Writes``), search and list."""
 
     @classmethod
     @contextlib.asynccontextmanager
     async def connect(
         cls, client: weaviate.WeaviateAsyncClient, url: str, replicas: int = 1
-    ) -> AsyncIterator[Store]:
+    ) -> AsyncIterator[WeaviateStore]:
         """Connect, make sure the schema exists (``replicas`` copies of each object), and
         close on exit."""
         try:
@@ -70,6 +71,19 @@ class Store(Writes):
         finally:
             with contextlib.suppress(Exception):
                 await client.close()
+
+    async def ready(self) -> bool:
+        """True when Weaviate says it is ready (False when it cannot be reached)."""
+        try:
+            return bool(await self.client.is_ready())
+        except Exception:  # readiness is a yes or no: any failure is a no
+            return False
+
+    async def server_info(self) -> StoreInfo:
+        """Weaviate's URL and the version it reports."""
+        with translate_errors(self.url):
+            meta = await self.client.get_meta()
+        return StoreInfo(self.url, str(meta.get("version", "?")))
 
     async def _keywords(self, kb: str, query: str) -> str:
         """What the keyword half asks of ``kb``: the stems of the query's words (and its words

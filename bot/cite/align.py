@@ -34,11 +34,11 @@ from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from bot.citations import MARKER, at_second, parse_numbers
-from bot.extractive import matches, terms
+from bot.cite.citations import MARKER, at_second, parse_numbers
+from bot.cite.sentences import Sentence, link_second, sentences_of
+from bot.cite.vectors import sentence_vectors
 from bot.models import Answer, Citation, NumberedSource
-from bot.passages import Sentence, link_second, sentences_of
-from bot.vectors import sentence_vectors
+from bot.words import matches, terms
 from retrieval.embed import Embedder
 from retrieval.models import Segment
 

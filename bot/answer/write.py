@@ -1,6 +1,6 @@
 """Who writes a quick answer from its numbered passages: Claude, streamed (alignment's
 texts encoded while it writes), or, without a key or when Claude fails or says nothing,
-the extractive quotes (``bot.extractive``), each sentence's meaning compared to the
+the extractive quotes (``bot.answer.extractive``), each sentence's meaning compared to the
 query with MiniLM.
 """
 
@@ -10,16 +10,17 @@ import logging
 import time
 from collections.abc import Sequence
 
-from bot import prompts
-from bot.align import texts_to_compare
+from bot.answer import prompts
+from bot.answer.extractive import NO_KEY, UNAVAILABLE, extractive
+from bot.answer.passages import Passage
+from bot.cite.align import texts_to_compare
+from bot.cite.vectors import SentenceVectors
 from bot.errors import LLMError
-from bot.extractive import NO_KEY, UNAVAILABLE, extractive, shared, terms
 from bot.llm import LLM, Usage
 from bot.models import AnswerKind, EventSink, NumberedSource, PartialAnswer
 from bot.models import ProgressEvent as Progress
-from bot.passages import Passage
 from bot.sessions import Exchange
-from bot.vectors import SentenceVectors
+from bot.words import shared, terms
 from retrieval.embed import cosine
 
 log = logging.getLogger("quorum.answer")

@@ -1,10 +1,11 @@
 """Quick mode: one question in, one cited answer out.
 
-check -> rewrite a follow-up into a standalone query -> search with the question's
-filters -> widen hits with their neighbours and merge -> numbered sources within the
-token budget -> Claude writes the answer citing ``[n]`` (streamed) -> citations checked
-and linked. Without an API key, or when Claude fails, the answer is extractive; with no
-hits it says what to try instead. All LLM calls of one question share one deadline.
+Rewrite a follow-up into a standalone query -> search with the question's filters ->
+widen hits with their neighbours and merge -> numbered sources within the token budget ->
+Claude writes the answer citing ``[n]`` (streamed) -> citations checked and linked. (The
+engine checked the question first: ``bot.answer.followup.precheck``.) Without an API key,
+or when Claude fails, the answer is extractive; with no hits it says what to try instead.
+All LLM calls of one question share one deadline.
 """
 
 from __future__ import annotations
@@ -16,21 +17,22 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any
 
-from bot import prompts
-from bot.citations import resolve
+from bot.answer import prompts
+from bot.answer.expand import RERANK_TOP, alternative_queries, claude_rerank, fuse, is_hard
+from bot.answer.extractive import nothing_found
+from bot.answer.followup import error_answer, heuristic_rewrite, looks_like_follow_up
+from bot.answer.passages import Passage, assemble, merge, widen
+from bot.answer.relevance import relevant
+from bot.answer.understand import choice_note, understand
+from bot.answer.write import Clock, Writer
+from bot.cite.citations import resolve
+from bot.cite.vectors import sentence_vectors
 from bot.config import Settings
 from bot.errors import LLMError
-from bot.expand import RERANK_TOP, alternative_queries, claude_rerank, fuse, is_hard
-from bot.extractive import nothing_found, relevant
-from bot.followup import error_answer, heuristic_rewrite, looks_like_follow_up, precheck
 from bot.llm import LLM, Usage
 from bot.models import Answer, EventSink, NumberedSource, Question, guarded_sink
 from bot.models import ProgressEvent as Progress
-from bot.passages import Passage, assemble, merge, widen
 from bot.sessions import Exchange
-from bot.understand import choice_note, understand
-from bot.vectors import SentenceVectors, sentence_vectors
-from bot.write import Clock, Writer
 from retrieval.archive import Archive
 from retrieval.embed import Embedder
 from retrieval.models import Hit, SearchFilters
@@ -46,13 +48,12 @@ __all__ = [
     "error_answer",
     "heuristic_rewrite",
     "looks_like_follow_up",
-    "precheck",
 ]
 
 log = logging.getLogger("quorum.answer")
 # A best window this close to the question in meaning (MiniLM cosine, from the stored
 # vectors: free) is relevant; under it, the top passages' sentences are compared one by
-# one (bot.extractive.relevant), which costs an encode. Of the 53 answerable questions
+# one (bot.answer.relevance.relevant), which costs an encode. Of the 53 answerable questions
 # of examples/eval.jsonl and bench/answer.py, 7 fall under it, as do both unanswerable.
 RELEVANT_WINDOW = 0.35
 
@@ -157,15 +158,6 @@ class QuickAnswerer:
         query = next((ln for ln in lines if ln), "")
         return query[:MAX_QUERY_CHARS] or heuristic_rewrite(question, history)
 
-    @property
-    def embedder(self) -> SentenceVectors | None:
-        """The sentence vectors the writer compares (shared with alignment)."""
-        return self.writer.embedder
-
-    @embedder.setter
-    def embedder(self, vectors: SentenceVectors | None) -> None:
-        self.writer.embedder = vectors
-
     async def answer(
         self,
         question: Question,
@@ -173,12 +165,10 @@ class QuickAnswerer:
         history: Sequence[Exchange] = (),
         on_event: EventSink | None = None,
     ) -> Outcome:
-        """Answer ``question`` from ``archive`` in the context of ``history``."""
+        """Answer ``question`` from ``archive`` in the context of ``history``. The question
+        passed the engine's ``precheck`` (not empty, not too long, not a greeting)."""
         clock = Clock(self.config.llm_timeout_s)
         emit = guarded_sink(on_event)
-        early = precheck(question, self.config.max_question_chars)
-        if early is not None:
-            return Outcome(early)
         usage = Usage()
         text = question.text.strip()
 
@@ -220,7 +210,7 @@ class QuickAnswerer:
     ) -> tuple[list[tuple[NumberedSource, Passage]], dict[str, float]] | None:
         """The hits widened, merged and numbered within the budget, best passage first,
         with each sentence's meaning when it was needed; None when no passage is close
-        enough to the query to be worth quoting (``bot.extractive.relevant``)."""
+        enough to the query to be worth quoting (``bot.answer.relevance.relevant``)."""
         t = time.perf_counter()
         windows = await widen(archive, hits, self.config.neighbours)
         t = clock.lap("expand", t)
@@ -251,9 +241,9 @@ class QuickAnswerer:
         """Hybrid search, and a note saying what it understood. When the question names a
         recording, a speaker or a date (and no typed option says otherwise), what that
         narrower search finds comes first and the plain search tops it up: a filter when
-        it finds enough, a boost when it finds little (``bot.understand``). With Claude,
+        it finds enough, a boost when it finds little (``bot.answer.understand``). With Claude,
         a hard question is also searched in other words and an optional rerank orders
-        the top (``bot.expand``). Also returns the speaker the question asks about."""
+        the top (``bot.answer.expand``). Also returns the speaker the question asks about."""
         k = self.config.search_k
         rerank = self.llm is not None and self.config.claude_rerank
         pool = max(k, RERANK_TOP) if rerank else k

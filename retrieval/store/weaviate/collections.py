@@ -1,12 +1,11 @@
 """Quorum's Weaviate collections and what they hold for a source: the schema (created or
 extended idempotently), one tenant per knowledge base, the per-tenant collections of each
 level, the stored record of a source, and the filter that keeps only live generations
-(``retrieval.writes`` explains generations)."""
+(``writes`` explains generations)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import weaviate
@@ -17,8 +16,10 @@ from weaviate.collections.classes.filters import _Filters
 from weaviate.exceptions import UnexpectedStatusCodeError
 
 from retrieval.errors import ConfigError
-from retrieval.models import Level
-from retrieval.schema import (
+from retrieval.models import Level, check_kb
+from retrieval.store.base import StoredSource
+from retrieval.store.weaviate.errors import _already_exists, translate_errors
+from retrieval.store.weaviate.schema import (
     SEGMENT_PROPERTIES,
     SEGMENTS,
     SOURCE_PROPERTIES,
@@ -26,20 +27,10 @@ from retrieval.schema import (
     UNIT_PROPERTIES,
     UNITS,
     VECTOR,
-    check_kb,
     consistency,
     replication,
     source_uuid,
 )
-from retrieval.weaviate_errors import _already_exists, translate_errors
-
-
-@dataclass(frozen=True)
-class StoredSource:
-    """What the store remembers of an indexed file: its content hash and path."""
-
-    content_hash: str
-    path: str
 
 
 class Collections:

@@ -8,48 +8,30 @@
 3. Budget: passages are taken best first until the token budget (chars / 4) is spent.
 4. Order: grouped by recording (oldest recording first), in time order within one.
 
-Every sentence keeps the second it is said (from the windows' marks), so a passage's
-time range starts at its first sentence, the sources Claude reads are timed per turn,
-and a citation can later be resolved to the one sentence it relies on
-(``bot.align``).
+Every sentence keeps the second it is said (``bot.cite.sentences``, from the windows'
+marks), so a passage's time range starts at its first sentence, the sources Claude reads
+are timed per turn, and a citation can later be resolved to the one sentence it relies
+on (``bot.cite.align``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
-import re
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from bot.citations import number_sources
+from bot.cite.citations import number_sources
+from bot.cite.sentences import Sentence, merge_sentences, render, render_marked, sentences_of
 from bot.errors import InvalidInput
 from bot.models import NumberedSource
 from retrieval.archive import Archive
-from retrieval.chunking import split_sentences
 from retrieval.links import format_timestamp, segment_link
-from retrieval.models import Hit, Mark, Segment, Source
+from retrieval.models import Hit, Segment, Source
 
 CHARS_PER_TOKEN = 4
 MAX_CLUSTER = 30  # hits of one source further apart than this are fetched separately
 _HEADER_CHARS = 120  # "[n] 12:14-13:20 · speakers" and the recording header, roughly
-
-
-@dataclass(frozen=True)
-class Sentence:
-    """One sentence of a passage, who said it, and (for recordings) when.
-
-    ``start_s`` is when the sentence begins: exact where it begins a cue or turn, else
-    estimated inside that one cue by its share of the cue's characters. ``cue_s`` and
-    ``cue_end_s`` are the cue's own bounds: a link never starts before ``cue_s``."""
-
-    speaker: str | None
-    text: str
-    start_s: float | None = None
-    cue_s: float | None = None
-    cue_end_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -113,20 +95,6 @@ class Passage:
         )
 
 
-LEAD_IN_S = 1.5  # a link starts a little before the sentence, never before its cue
-EXACT_S = 0.5  # a sentence this close to its cue's start is where the cue starts
-
-
-def link_second(sentence: Sentence) -> float | None:
-    """Where a link to ``sentence`` opens: its start, led in by ``LEAD_IN_S`` when the
-    start is inside a cue, never before the cue; whole seconds (links carry whole ones)."""
-    if sentence.start_s is None:
-        return None
-    cue = sentence.cue_s if sentence.cue_s is not None else sentence.start_s
-    at = cue if sentence.start_s - cue < EXACT_S else max(cue, sentence.start_s - LEAD_IN_S)
-    return float(math.floor(at))
-
-
 def _prefix(sentences: Sequence[Sentence], text: str) -> tuple[Sentence, ...]:
     """The leading sentences whose words all made it into ``text`` (a budget cut)."""
     kept: list[Sentence] = []
@@ -138,105 +106,6 @@ def _prefix(sentences: Sequence[Sentence], text: str) -> tuple[Sentence, ...]:
         kept.append(s)
         cursor = at + len(s.text)
     return tuple(kept)
-
-
-def _mark_at(seg: Segment, offset: int) -> tuple[Mark, int] | None:
-    """The mark (cue) holding character ``offset`` of ``seg.text``, and where the next
-    cue begins."""
-    marks = seg.marks
-    if not marks:
-        return None
-    i = max(0, bisect_right([m.at for m in marks], offset) - 1)
-    nxt = marks[i + 1].at if i + 1 < len(marks) else len(seg.text)
-    return marks[i], nxt
-
-
-def _timing(seg: Segment, offset: int) -> tuple[float | None, float | None, float | None]:
-    """When the character at ``offset`` is said: (second, its cue's start, its cue's end).
-
-    With marks, exact at a cue's start and interpolated inside one cue; without (data
-    ingested before marks existed), estimated over the whole window."""
-    found = _mark_at(seg, offset)
-    if found is not None:
-        mark, nxt = found
-        share = min(1.0, max(0.0, (offset - mark.at) / max(1, nxt - mark.at)))
-        return mark.start_s + (mark.end_s - mark.start_s) * share, mark.start_s, mark.end_s
-    if seg.start_s is None or seg.end_s is None or not seg.text:
-        return None, None, None
-    share = offset / len(seg.text)
-    return seg.start_s + (seg.end_s - seg.start_s) * share, seg.start_s, seg.end_s
-
-
-def sentences_of(seg: Segment) -> list[Sentence]:
-    """A window's sentences with their speakers (``Name: `` labels are read and removed)
-    and, for recordings, their seconds."""
-    known = sorted(seg.speakers, key=len, reverse=True)
-    current = seg.speakers[0] if len(seg.speakers) == 1 else None
-    out: list[Sentence] = []
-    pos = 0
-    for raw in seg.text.split("\n"):
-        offset, line = pos, raw
-        pos += len(raw) + 1
-        offset += len(line) - len(line.lstrip())
-        line = line.strip()
-        if not line:
-            continue
-        for name in known:
-            if line.startswith(f"{name}:"):
-                rest = line[len(name) + 1 :]
-                offset += len(name) + 1 + len(rest) - len(rest.lstrip())
-                current, line = name, rest.strip()
-                break
-        cursor = 0
-        for s in split_sentences(line):
-            at = line.find(s, cursor)
-            at = cursor if at < 0 else at
-            cursor = at + len(s)
-            start, cue, cue_end = _timing(seg, offset + at)
-            out.append(Sentence(current, s, start, cue, cue_end))
-    return out
-
-
-def _norm(text: str) -> str:
-    return re.sub(r"\W+", " ", text).strip().casefold()
-
-
-def merge_sentences(acc: list[Sentence], nxt: Sequence[Sentence]) -> None:
-    """Append ``nxt`` to ``acc`` without the sentences they share (the chunk overlap)."""
-    a = [_norm(s.text) for s in acc[-40:]]
-    b = [_norm(s.text) for s in nxt]
-    for k in range(min(len(a), len(b)), 0, -1):
-        if a[-k:] == b[:k]:
-            acc.extend(nxt[k:])
-            return
-    acc.extend(nxt)
-
-
-def render(sentences: Sequence[Sentence]) -> str:
-    """Sentences as text: one line per speaker turn, labelled when several people speak."""
-    return render_marked(sentences)[0]
-
-
-def render_marked(sentences: Sequence[Sentence]) -> tuple[str, tuple[Mark, ...]]:
-    """``render``'s text, and a mark where each cue (or a cue's first kept sentence) begins,
-    so ``sentences_of`` on the result gives every sentence its second back."""
-    labelled = len({s.speaker for s in sentences}) > 1
-    text = ""
-    marks: list[Mark] = []
-    prev: Sentence | None = None
-    for s in sentences:
-        if prev is None or s.speaker != prev.speaker:
-            text += ("\n" if text else "") + (f"{s.speaker}: " if labelled and s.speaker else "")
-            new_cue = True
-        else:
-            text += " "
-            new_cue = (s.cue_s, s.cue_end_s) != (prev.cue_s, prev.cue_end_s)
-        if new_cue and s.start_s is not None:
-            end = s.cue_end_s if s.cue_end_s is not None else s.start_s
-            marks.append(Mark(len(text), s.start_s, max(s.start_s, end)))
-        text += s.text
-        prev = s
-    return text, tuple(marks)
 
 
 TURN_STAMP_S = 30.0  # a long turn gets a fresh time stamp this often

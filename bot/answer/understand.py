@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 
-from bot.dates import DateRange, named_dates
-from bot.extractive import STOPWORDS
+from bot.answer.dates import DateRange, named_dates
+from bot.words import STOPWORDS
 from retrieval.models import SearchFilters, Source
 from retrieval.names import SourceChoice
 

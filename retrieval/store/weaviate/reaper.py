@@ -8,7 +8,7 @@ second, under the data dir's ``server.lock``, whether any process listed in
 ``server.json`` is alive; when none is, it stops the server and removes ``server.json``,
 so the next Quorum process starts afresh. It exits when its server does.
 
-Also holds the process helpers ``weaviate_server`` shares with it.
+Also holds the process helpers ``server`` shares with it.
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from bot import prompts
-from bot.extractive import STOPWORDS
+from bot.answer import prompts
 from bot.models import Answer, Mode, Question
 from bot.sessions import Exchange
+from bot.words import STOPWORDS
 
 _HELP = re.compile(
     r"^\s*(?:(?:hi|hello|hey|hiya|yo|howdy|good (?:morning|afternoon|evening)|thanks|thank you)"

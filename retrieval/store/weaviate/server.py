@@ -20,7 +20,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -38,7 +37,15 @@ from platformdirs import user_cache_dir
 from weaviate.classes.init import AdditionalConfig, Auth, Timeout
 
 from retrieval.errors import ConfigError, SearchUnavailable
-from retrieval.reaper import is_our_server, locked, pid_alive, read_state, start_reaper, terminate
+from retrieval.links import redact_url
+from retrieval.store.weaviate.reaper import (
+    is_our_server,
+    locked,
+    pid_alive,
+    read_state,
+    start_reaper,
+    terminate,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +68,6 @@ class Endpoint:
     def url(self) -> str:
         """The HTTP base URL, for messages and health checks."""
         return f"{'https' if self.secure else 'http'}://{self.host}:{self.port}"
-
-
-def redact_url(url: str) -> str:
-    """The URL with any ``user:password@`` replaced by ``***@``, for messages and logs."""
-    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/@]*@", lambda m: (m[1] or "") + "***@", url)
 
 
 def endpoint_from_url(

@@ -8,7 +8,8 @@ from weaviate.classes.query import Filter
 from weaviate.collections.classes.filters import _Filters
 
 from retrieval.models import SearchFilters
-from retrieval.schema import as_datetime, speaker_keys
+from retrieval.names import speaker_keys
+from retrieval.store.weaviate.schema import as_datetime
 
 
 def where(filters: SearchFilters | None) -> _Filters | None:

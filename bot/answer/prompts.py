@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from anthropic.types import MessageParam
 
+from bot.answer.passages import timed_text
 from bot.models import NumberedSource
-from bot.passages import timed_text
 from bot.sessions import Exchange
 from retrieval.links import format_timestamp
 from retrieval.models import Segment

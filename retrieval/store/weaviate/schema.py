@@ -9,7 +9,6 @@ segment's position), so re-ingesting a file overwrites its objects.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 from uuid import NAMESPACE_URL, uuid5
@@ -24,16 +23,15 @@ from weaviate.classes.config import (
 )
 from weaviate.collections.classes.config import _ReplicationConfigCreate
 
-from retrieval.errors import InvalidInput
 from retrieval.levels import context
 from retrieval.links import segment_link
 from retrieval.models import LEVELS, Hit, Mark, Segment, Source, SourceInfo
+from retrieval.names import speaker_keys
 
 SOURCES = "QuorumSource"
 SEGMENTS = "QuorumSegment"
 UNITS = "QuorumUnit"  # the other levels (turns, topics, summaries): ``retrieval.levels``
 VECTOR = "default"
-KB_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")  # whole name: fullmatch, so no "kb\n"
 _NS = uuid5(NAMESPACE_URL, "https://quorum.invalid/segments")
 
 
@@ -59,16 +57,6 @@ def consistency(replicas: int) -> ConsistencyLevel | None:
     return ConsistencyLevel.QUORUM if replicas > 1 else None
 
 
-def check_kb(kb: str) -> str:
-    """Validate a knowledge-base name (it becomes a Weaviate tenant)."""
-    if not KB_PATTERN.fullmatch(kb):
-        raise InvalidInput(
-            "Knowledge base names use letters, digits, '-' and '_' (at most 64): "
-            f"{kb!r} is not one."
-        )
-    return kb
-
-
 def segment_uuid(source_id: str, position: int, generation: int = 0, level: str = "window") -> str:
     """Deterministic id of a segment (or a unit of another level) of one generation (a
     write) of its source."""
@@ -79,17 +67,6 @@ def segment_uuid(source_id: str, position: int, generation: int = 0, level: str 
 def source_uuid(source_id: str) -> str:
     """Deterministic id of a source."""
     return str(uuid5(_NS, source_id))
-
-
-def speaker_keys(names: Sequence[str]) -> list[str]:
-    """Lower-cased full names and their parts, so ``speaker:john`` finds "John Park"."""
-    keys: list[str] = []
-    for name in names:
-        low = " ".join(name.lower().split())
-        for key in (low, *low.split()):
-            if key and key not in keys:
-                keys.append(key)
-    return keys
 
 
 def as_datetime(d: date) -> datetime:

@@ -1,0 +1,211 @@
+"""The ``Store`` contract, run on each store: Weaviate (the real server) and the in-memory
+one. What a caller of the protocol relies on: a source replaced whole, listings newest
+first, hybrid search by words and by meaning within filters, ordered reads of each
+level, deletes, an unknown knowledge base empty and a bad name refused."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import replace
+from datetime import date
+
+import pytest
+
+from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.errors import InvalidInput, SearchUnavailable
+from retrieval.models import Document, Hit, Level, SearchFilters, Segment, Source
+from retrieval.store import Embedded, Store, StoredSource, UpsertResult
+from retrieval.store.memory import MemoryStore
+
+STANDUP = Source(
+    "standup",
+    "Platform standup",
+    "video",
+    url="https://www.youtube.com/watch?v=s1",
+    recorded_at=date(2024, 3, 4),
+    speakers=("Priya Raman", "Marcus Lee"),
+    content_hash="h1",
+    path="/in/standup.vtt",
+)
+NOTES = Source("notes", "Billing notes", "document", recorded_at=date(2024, 1, 2))
+TEXTS = [
+    "Priya: the Postgres failover drill is on Thursday.",
+    "Marcus: the pager woke me twice, refresh tokens were rejected with invalid_grant.",
+    "Priya: the cache warmup takes eleven minutes after a deploy.",
+]
+
+
+def standup(texts: list[str], content_hash: str = "h1") -> Document:
+    segs = tuple(
+        Segment(
+            "standup",
+            n,
+            text,
+            start_s=60.0 * n,
+            end_s=60.0 * n + 50,
+            speakers=("Priya Raman",) if text.startswith("Priya") else ("Marcus Lee",),
+        )
+        for n, text in enumerate(texts)
+    )
+    summary = Segment("standup", 0, "Topics: failover drill, pager, cache warmup", level="summary")
+    source = replace(STANDUP, content_hash=content_hash)
+    return Document(source, segs, (summary,))
+
+
+NOTES_DOC = Document(
+    NOTES, (Segment("notes", 0, "The invoice tripled: pricing per seat.", page=2),)
+)
+
+
+@pytest.fixture(params=["weaviate", "memory"])
+def any_store(request: pytest.FixtureRequest) -> Store:
+    """Each store in turn (the Weaviate one is the session's)."""
+    if request.param == "memory":
+        return MemoryStore()
+    weaviate: Store = request.getfixturevalue("store")
+    return weaviate
+
+
+async def write(
+    store: Store, embedder: SentenceTransformerEmbedder, kb: str, *docs: Document
+) -> list[UpsertResult]:
+    items = [
+        Embedded(
+            doc,
+            await embedder.embed_documents([s.text for s in doc.segments]),
+            await embedder.embed_documents([s.text for s in doc.levels]),
+        )
+        for doc in docs
+    ]
+    results = await store.upsert_many(kb, items)
+    return [r for r in results if isinstance(r, UpsertResult)]
+
+
+async def test_a_source_is_replaced_whole(
+    any_store: Store, embedder: SentenceTransformerEmbedder, kb: str
+) -> None:
+    first = await write(any_store, embedder, kb, standup(TEXTS))
+    again = await write(any_store, embedder, kb, standup(TEXTS[:2], "h2"))
+
+    assert [(r.status, r.segments) for r in first] == [("added", 3)]
+    assert [(r.status, r.segments, r.removed) for r in again] == [("updated", 2, 4)]
+    [info] = await any_store.list_sources(kb)
+    assert (info.source.title, info.source.speakers, info.segments) == (
+        "Platform standup",
+        ("Priya Raman", "Marcus Lee"),
+        2,
+    )
+    stored = await any_store.stored_sources(kb, ["standup", "missing"])
+    assert {k: (v.content_hash, v.path) for k, v in stored.items()} == {
+        "standup": ("h2", "/in/standup.vtt")
+    }
+    read = await any_store.fetch_ordered(kb, "standup")
+    assert [h.segment.text for h in read] == TEXTS[:2]
+    assert await any_store.count(kb) == 2 and await any_store.clean_orphans(kb, 0) == 0
+
+
+async def test_hybrid_search_finds_words_and_meaning_within_filters(
+    any_store: Store, embedder: SentenceTransformerEmbedder, kb: str
+) -> None:
+    await write(any_store, embedder, kb, NOTES_DOC, standup(TEXTS))
+    assert [i.source.id for i in await any_store.list_sources(kb)] == ["standup", "notes"]
+
+    async def ask(
+        query: str, filters: SearchFilters | None = None, level: Level = "window"
+    ) -> list[Hit]:
+        vector = await embedder.embed_query(query)
+        return await any_store.hybrid(kb, query, vector, filters, 3, 0.5, level)
+
+    rare = await ask("invalid_grant")
+    assert rare[0].segment.text == TEXTS[1]
+    assert rare[0].link == "https://www.youtube.com/watch?v=s1&t=60s"
+    meaning = await ask("how long does the cache take to warm up after shipping")
+    assert meaning[0].segment.position == 2 and meaning[0].similarity is not None
+    assert await any_store.get(kb, meaning[0].id) == replace(meaning[0], score=0.0, similarity=None)
+    by_priya = await ask("pager tokens", SearchFilters(speaker="priya"))
+    assert {h.segment.speakers for h in by_priya} == {("Priya Raman",)}
+    before = await ask("invoice pricing", SearchFilters(before=date(2024, 2, 1)))
+    assert [h.source.id for h in before] == ["notes"]
+    summary = await ask("what was discussed", level="summary")
+    assert [h.segment.text for h in summary] == ["Topics: failover drill, pager, cache warmup"]
+    with pytest.raises(ValueError):
+        await ask("x", SearchFilters(source="standup"))
+
+
+async def test_ordered_reads_narrow_by_position_and_time(
+    any_store: Store, embedder: SentenceTransformerEmbedder, kb: str
+) -> None:
+    await write(any_store, embedder, kb, standup(TEXTS))
+
+    at = await any_store.fetch_ordered(kb, "standup", positions=(1, 2))
+    spans = await any_store.fetch_ordered(kb, "standup", start_s=100.0, end_s=125.0)
+    page = await any_store.fetch_ordered(kb, "standup", offset=1, limit=1)
+    summary = await any_store.fetch_ordered(kb, "standup", level="summary")
+
+    assert [h.segment.position for h in at] == [1, 2]
+    assert [h.segment.position for h in spans] == [1, 2]  # 60-110 and 120-170 overlap it
+    assert [h.segment.position for h in page] == [1]
+    assert [h.segment.level for h in summary] == ["summary"]
+
+
+async def test_a_deleted_source_is_gone_and_others_stay(
+    any_store: Store, embedder: SentenceTransformerEmbedder, kb: str
+) -> None:
+    await write(any_store, embedder, kb, NOTES_DOC, standup(TEXTS))
+
+    assert await any_store.delete_source(kb, "standup") == 3
+    assert [i.source.id for i in await any_store.list_sources(kb)] == ["notes"]
+    assert await any_store.fetch_ordered(kb, "standup") == []
+    assert await any_store.stored_sources(kb, ["standup"]) == {}
+    vector = await embedder.embed_query("pager")
+    hits = await any_store.hybrid(kb, "pager", vector, None, 5, 0.5)
+    assert {h.source.id for h in hits} == {"notes"}
+
+
+async def test_an_unknown_knowledge_base_is_empty_and_a_bad_name_refused(
+    any_store: Store,
+) -> None:
+    unknown = f"t{uuid.uuid4().hex[:12]}"
+    assert await any_store.list_sources(unknown) == []
+    assert await any_store.fetch_ordered(unknown, "standup") == []
+    assert await any_store.hybrid(unknown, "x", [0.0] * 384, None, 3, 0.5) == []
+    with pytest.raises(InvalidInput):
+        await any_store.list_sources("no spaces allowed")
+    assert await any_store.ready()
+    info = await any_store.server_info()
+    assert info.url and info.version
+
+
+async def test_a_store_that_is_down_says_so() -> None:
+    down = MemoryStore(down=True)
+    assert not await down.ready()
+    with pytest.raises(SearchUnavailable):
+        await down.list_sources("kb")
+
+
+async def test_a_reader_during_a_write_sees_the_old_source_and_a_dead_write_leaves_orphans(
+    embedder: SentenceTransformerEmbedder, kb: str
+) -> None:
+    """Generations in memory, as ``tests/test_crash_consistency.py`` shows them in Weaviate:
+    between a write's units and its flip a reader still sees the old source whole; a write
+    that dies there leaves only invisible orphans, which ``clean_orphans`` removes."""
+    store = MemoryStore()
+    await write(store, embedder, kb, standup(TEXTS))
+    doc = standup(TEXTS[:2], "h2")
+    item = Embedded(doc, await embedder.embed_documents(TEXTS[:2]), [[0.0] * 384])
+
+    writing = asyncio.create_task(store.upsert_many(kb, [item]))
+    await asyncio.sleep(0)  # the write has put its units and not yet flipped
+    assert [h.segment.text for h in await store.fetch_ordered(kb, "standup")] == TEXTS
+    assert await store.count(kb) == 5  # its two windows are there, not live
+    writing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await writing
+
+    assert [i.segments for i in await store.list_sources(kb)] == [3]
+    assert await store.stored_sources(kb, ["standup"]) == {
+        "standup": StoredSource("h1", "/in/standup.vtt")
+    }
+    assert await store.clean_orphans(kb, min_age_s=0) == 3  # two windows, one summary
+    assert await store.count(kb) == 3
