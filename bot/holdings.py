@@ -67,9 +67,9 @@ class Held:
 
     def json(self) -> dict[str, Any]:
         """The fields ``quorum sources --json`` and the API add to a source."""
-        added_at = None
-        if self.added is not None:
-            added_at = datetime.fromtimestamp(self.added.at, UTC).isoformat(timespec="seconds")
+        # The audit trail's date, else (added before it existed) when the index wrote it.
+        at = self.added.at if self.added is not None else self.info.indexed_at
+        added_at = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds") if at else None
         return {
             "size_bytes": self.size_bytes,
             "kept_bytes": self.kept_bytes,
