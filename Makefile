@@ -1,6 +1,10 @@
 # Quorum. `make install` is idempotent and cached (see scripts/install.sh);
-# `make test` installs, then runs ruff, mypy and pytest; `make demo` opens the sample chat.
-.PHONY: install test lint demo bench clean
+# `make test` installs, then runs ruff, mypy, pytest and the runtime check;
+# `make runtime-check` runs Quorum from the torch-free runtime dependency set alone
+# (what the image's runtime stage holds; see scripts/runtime_check.sh);
+# `make locks` regenerates requirements.lock and requirements-runtime.lock from pyproject.toml;
+# `make demo` opens the sample chat.
+.PHONY: install test lint runtime-check locks demo bench clean
 
 install:
 	@bash scripts/install.sh
@@ -12,6 +16,13 @@ lint: install
 
 test: lint
 	.venv/bin/python -m pytest
+	@bash scripts/runtime_check.sh
+
+runtime-check: install
+	@bash scripts/runtime_check.sh
+
+locks:
+	@bash scripts/lock.sh
 
 demo: install
 	.venv/bin/quorum demo
@@ -31,4 +42,4 @@ bench: install
 	.venv/bin/python bench/cluster.py
 
 clean:
-	rm -rf .venv .mypy_cache .ruff_cache .pytest_cache
+	rm -rf .venv .venv-runtime .mypy_cache .ruff_cache .pytest_cache

@@ -1,8 +1,9 @@
 """``quorum doctor``: is this Quorum ready to run for a team? One row per check (settings,
-what it would serve, Claude, Weaviate, the model, the database, disk, the HTTP port, Slack,
-Discord), each failure with the fix, exit 1 when anything fails.
+what it would serve, Claude, Weaviate, the model, the database, disk, the HTTP port, then
+one row per configured chat platform, from its own ``doctor`` module), each failure with
+the fix, exit 1 when anything fails.
 
-It lives with the adapters because it asks Slack and Discord through their SDKs; every
+It lives with the adapters because the platforms' rows ask them through their SDKs; every
 network check has a deadline, so a dead host costs seconds, not a hang.
 """
 
@@ -13,24 +14,16 @@ import shutil
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import anthropic
-import discord
 import typer
-import yaml
-from discord import app_commands
 from rich.markup import escape
 from rich.table import Table
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters import platform
 from adapters.cli.app import out
-from adapters.discord.client import bot_token, configure_api
-from adapters.discord.commands import add_commands
 from adapters.http.api import parse_tokens
-from adapters.serve import configured
 from bot.config import Settings, load_settings
 from bot.holdings import data_sizes
 from bot.sessions import MIGRATIONS
@@ -40,7 +33,6 @@ from retrieval.errors import QuorumError
 from retrieval.links import redact_url
 
 Status = Literal["ok", "warn", "FAIL"]
-MANIFEST = Path(__file__).resolve().parent.parent / "manifest.yml"
 CHECK_TIMEOUT_S = 30.0  # Weaviate may start from cold
 MIN_FREE_BYTES = 1 << 30
 LOW_FREE_BYTES = 5 << 30
@@ -60,37 +52,24 @@ def _ok(name: str, detail: str) -> Check:
     return Check(name, "ok", detail)
 
 
-def bot_scopes(manifest: Path | None = None) -> set[str] | None:
-    """The bot scopes ``manifest.yml`` asks Slack for (the repo's, else the working
-    directory's, as in the Docker image); None when there is none."""
-    for path in (manifest,) if manifest else (MANIFEST, Path.cwd() / "manifest.yml"):
-        if path.is_file():
-            data = yaml.safe_load(path.read_text())
-            return set(data["oauth_config"]["scopes"]["bot"])
-    return None
-
-
 def check_front_ends(settings: Settings) -> Check:
-    """Something to serve: Slack, Discord or the JSON API."""
+    """Something to serve: a chat platform or the JSON API."""
     try:
         tokens = parse_tokens(settings.api_tokens)
     except QuorumError as exc:
         return Check("serves", "FAIL", str(exc), "Fix QUORUM_API_TOKENS (token1:kb1,token2:kb2).")
-    served = configured(settings) + (["the JSON API"] if tokens else [])
+    chats = platform.platforms()
+    served = [p.name for p in chats if p.is_configured(settings)]
+    served += ["the JSON API"] if tokens else []
     if not served:
         return Check(
             "serves",
             "FAIL",
-            "Nothing to serve: no Slack, Discord or API token is set.",
-            "Set SLACK_BOT_TOKEN with SLACK_APP_TOKEN (Socket Mode) or SLACK_SIGNING_SECRET "
-            "(HTTP events), and/or DISCORD_TOKEN, and/or QUORUM_API_TOKENS=token:kb.",
-        )
-    if "slack" in served and not (settings.slack_app_token or settings.slack_signing_secret):
-        return Check(
-            "serves",
-            "FAIL",
-            "SLACK_BOT_TOKEN is set, but Slack has no way to reach Quorum.",
-            "Set SLACK_APP_TOKEN (xapp-, Socket Mode) or SLACK_SIGNING_SECRET (HTTP events).",
+            f"Nothing to serve: no chat platform ({', '.join(p.name for p in chats)}) "
+            "or API token is set.",
+            "Set "
+            + ", and/or ".join([p.needs for p in chats] + ["QUORUM_API_TOKENS=token:kb"])
+            + ".",
         )
     return _ok("serves", ", ".join(served))
 
@@ -241,102 +220,6 @@ def check_port(settings: Settings) -> Check:
     return _ok("http port", f"{settings.http_host}:{settings.http_port} is free")
 
 
-async def check_slack(settings: Settings) -> Check | None:
-    """``auth.test`` with the bot token, its scopes against manifest.yml, and the app token."""
-    if settings.slack_bot_token is None:
-        return None
-    url = settings.slack_api_url
-    base = url if url.endswith("/") else url + "/"
-    client = AsyncWebClient(
-        token=settings.slack_bot_token.get_secret_value(), base_url=base, timeout=15
-    )
-    try:
-        auth = await client.auth_test()
-    except SlackApiError as exc:
-        error = exc.response.get("error")
-        return Check(
-            "slack",
-            "FAIL",
-            f"Slack rejected SLACK_BOT_TOKEN ({error}).",
-            "Copy the Bot User OAuth Token (xoxb-) from the app's OAuth & Permissions page.",
-        )
-    except Exception as exc:
-        return Check(
-            "slack", "FAIL", f"Cannot reach Slack ({type(exc).__name__}).", "Check the network."
-        )
-    granted = {s.strip() for s in auth.headers.get("x-oauth-scopes", "").split(",") if s.strip()}
-    wanted = bot_scopes()
-    if wanted is None:
-        return Check(
-            "slack",
-            "warn",
-            f"{auth.get('team')} as {auth.get('user')}; no manifest.yml to compare scopes with.",
-            "Run doctor from the repository (or a folder holding manifest.yml).",
-        )
-    missing = sorted(wanted - granted)
-    if missing:
-        return Check(
-            "slack",
-            "FAIL",
-            f"The bot token lacks scopes: {', '.join(missing)}.",
-            "Update the app from manifest.yml, then reinstall it to the workspace.",
-        )
-    if settings.slack_app_token is not None:
-        app = AsyncWebClient(base_url=base, timeout=15)
-        try:
-            await app.apps_connections_open(app_token=settings.slack_app_token.get_secret_value())
-        except SlackApiError as exc:
-            return Check(
-                "slack",
-                "FAIL",
-                f"Slack rejected SLACK_APP_TOKEN ({exc.response.get('error')}).",
-                "Create an app-level token (xapp-) with connections:write; enable Socket Mode.",
-            )
-    return _ok("slack", f"{auth.get('team')} as {auth.get('user')}, scopes match manifest.yml")
-
-
-async def check_discord(settings: Settings) -> Check | None:
-    """The token, the Message Content intent, and /ask and /research registered."""
-    if settings.discord_token is None:
-        return None
-    configure_api(settings)
-    client = discord.Client(intents=discord.Intents(guilds=True))  # REST only
-    tree: app_commands.CommandTree[discord.Client] = app_commands.CommandTree(client)
-    add_commands(tree)
-    wanted = {c.name for c in tree.get_commands()}
-    async with client:
-        try:
-            await client.login(bot_token(settings))
-        except discord.LoginFailure:
-            return Check(
-                "discord",
-                "FAIL",
-                "Discord rejected DISCORD_TOKEN.",
-                "Reset the token in the Developer Portal (Bot > Reset Token) and set it.",
-            )
-        info = await client.application_info()
-        flags = info.flags
-        if not (flags.gateway_message_content or flags.gateway_message_content_limited):
-            return Check(
-                "discord",
-                "FAIL",
-                "The Message Content intent is off.",
-                "Developer Portal > Bot > Privileged Gateway Intents: turn on Message Content.",
-            )
-        guild = discord.Object(settings.discord_guild_id) if settings.discord_guild_id else None
-        synced = {c.name for c in await tree.fetch_commands(guild=guild)}
-    missing = sorted(wanted - synced)
-    if missing:
-        command = "quorum discord sync" + (" --global" if guild is None else "")
-        return Check(
-            "discord",
-            "FAIL",
-            f"Slash commands not registered: {', '.join('/' + m for m in missing)}.",
-            f"Run `{command}`.",
-        )
-    return _ok("discord", f"logged in as {client.user}, intents and commands in place")
-
-
 async def _bounded(name: str, check: Awaitable[Check | None]) -> Check | None:
     try:
         async with asyncio.timeout(CHECK_TIMEOUT_S):
@@ -352,9 +235,8 @@ async def run_checks(settings: Settings) -> list[Check]:
         ("claude", check_claude),
         ("weaviate", check_store),
         ("database", check_database),
-        ("slack", check_slack),
-        ("discord", check_discord),
     ]
+    slow += [(p.name, p.check) for p in platform.platforms()]
     checks += [check_model(settings), check_disk(settings), check_data(settings)]
     checks.append(check_port(settings))
     checks += [await _bounded(name, fn(settings)) for name, fn in slow]
@@ -375,10 +257,12 @@ def report(checks: list[Check]) -> Table:
 
 
 def doctor() -> None:
-    """Check settings, Weaviate, the model, the database, Claude, Slack, Discord, disk, and
-    say what the data dir holds."""
+    """Check settings, Weaviate, the model, the database, Claude, each chat platform, disk,
+    and say what the data dir holds."""
     try:
         settings = load_settings()
+        for chat in platform.platforms():
+            chat.own(settings)  # a bad platform variable fails here, named
     except QuorumError as exc:
         checks = [
             Check("settings", "FAIL", str(exc), "Fix that variable in the environment or .env.")

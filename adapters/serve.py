@@ -9,35 +9,34 @@ from typing import Annotated
 
 import typer
 
-from adapters import discord, slack
+from adapters import platform as registry
 from adapters.cli.app import fail, run
 from adapters.lifecycle import Runner, serve_until_stopped
-from adapters.platform import Platform
 from bot.config import Settings
 from retrieval.errors import ConfigError
-
-PLATFORMS: tuple[Platform, ...] = (slack.PLATFORM, discord.PLATFORM)
-NAMES = ", ".join(p.name for p in PLATFORMS)
 
 
 def configured(settings: Settings) -> list[str]:
     """Platforms whose credentials are set."""
-    return [p.name for p in PLATFORMS if p.configured(settings)]
+    return [p.name for p in registry.configured(settings)]
 
 
 def serve(
-    platform: Annotated[str, typer.Argument(help=f"{NAMES} or all (the configured ones).")] = "all",
+    platform: Annotated[
+        str, typer.Argument(help="A chat platform's name, or all (the configured ones).")
+    ] = "all",
 ) -> None:
     """Run the bot on the configured chat platforms, and the HTTP API."""
-    by_name = {p.name: p for p in PLATFORMS}
+    by_name = registry.by_name()
+    names = ", ".join(by_name)
     if platform != "all" and platform not in by_name:
-        raise fail(f"Unknown platform {platform!r}: use {NAMES} or all.")
+        raise fail(f"Unknown platform {platform!r}: use {names} or all.")
 
     async def go(settings: Settings) -> None:
-        if platform != "all" and not by_name[platform].configured(settings):
+        if platform != "all" and not by_name[platform].is_configured(settings):
             raise ConfigError(f"Set {by_name[platform].needs} to serve {platform}.")
-        wanted = [by_name[platform]] if platform != "all" else PLATFORMS
-        runners: dict[str, Runner] = {p.name: p.run for p in wanted if p.configured(settings)}
+        wanted = [by_name[platform]] if platform != "all" else list(by_name.values())
+        runners: dict[str, Runner] = {p.name: p.run for p in wanted if p.is_configured(settings)}
         await serve_until_stopped(settings, runners)
 
     run(go)

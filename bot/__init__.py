@@ -1,1 +1,1 @@
-"""The conversation engine: sessions, answers, deep research. Knows nothing of Slack or Discord."""
+"""The conversation engine: sessions, answers, deep research. Knows nothing of chat platforms."""

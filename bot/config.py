@@ -1,21 +1,48 @@
 """Quorum's settings: one typed object, loaded once from ``QUORUM_*`` environment
-variables and ``.env`` (secrets from their usual names: ``ANTHROPIC_API_KEY``,
-``SLACK_BOT_TOKEN``, ...). A bad value fails at start naming its variable.
+variables and ``.env`` (secrets from their usual names: ``ANTHROPIC_API_KEY``, ...).
+A bad value fails at start naming its variable.
+
+A chat platform's own settings are a ``PlatformSettings`` model defined in its folder
+(``adapters/<name>/settings.py``); ``Settings.platform`` loads one generically, from the
+same environment and ``.env``, so the core lists no platform here.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from platformdirs import user_data_dir
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, BeforeValidator, Field, PrivateAttr, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from retrieval.errors import ConfigError
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_FAST_MODEL = "claude-haiku-5-5"
+
+
+def _split_csv(value: object) -> object:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, int):
+        return [value]
+    return value
+
+
+# A list read from one comma-separated variable: ``a,b,c``.
+CsvStrs = Annotated[list[str], NoDecode, BeforeValidator(_split_csv)]
+CsvInts = Annotated[list[int], NoDecode, BeforeValidator(_split_csv)]
+
+
+class PlatformSettings(BaseSettings):
+    """A chat platform's own settings, defined in its folder with its own ``env_prefix``
+    (``QUORUM_<NAME>_``); loaded by ``Settings.platform``, never by the platform itself."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+
+
+P = TypeVar("P", bound=PlatformSettings)
 
 
 class Settings(BaseSettings):
@@ -145,52 +172,6 @@ class Settings(BaseSettings):
     research_token_budget: int = Field(60000, ge=1000, description="Input+output tokens at most.")
     research_time_budget_s: float = Field(120.0, gt=0, description="Wall-clock budget.")
 
-    # --- Slack
-    slack_bot_token: SecretStr | None = Field(
-        None, validation_alias=AliasChoices("SLACK_BOT_TOKEN", "QUORUM_SLACK_BOT_TOKEN")
-    )
-    slack_app_token: SecretStr | None = Field(
-        None,
-        validation_alias=AliasChoices("SLACK_APP_TOKEN", "QUORUM_SLACK_APP_TOKEN"),
-        description="xapp- token: Socket Mode. Without it, HTTP events.",
-    )
-    slack_signing_secret: SecretStr | None = Field(
-        None, validation_alias=AliasChoices("SLACK_SIGNING_SECRET", "QUORUM_SLACK_SIGNING_SECRET")
-    )
-    slack_api_url: str = Field("https://slack.com/api/", description="Slack Web API base URL.")
-    slack_port: int = Field(3000, ge=1, le=65535, description="HTTP events port.")
-    slack_channels: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="Allowed channel ids (empty: every channel)."
-    )
-    slack_kb: str | None = Field(
-        None, description="Knowledge base for every Slack workspace (default: the team id)."
-    )
-    slack_admins: Annotated[list[str], NoDecode] = Field(
-        default_factory=list,
-        description="User ids who may add files in chat and /forget sources (empty: nobody).",
-    )
-
-    # --- Discord
-    discord_token: SecretStr | None = Field(
-        None, validation_alias=AliasChoices("DISCORD_TOKEN", "QUORUM_DISCORD_TOKEN")
-    )
-    discord_api_url: str | None = Field(None, description="Discord REST API base URL.")
-    discord_guild_id: int | None = Field(None, description="Guild to sync commands to (fast).")
-    discord_guilds: Annotated[list[int], NoDecode] = Field(
-        default_factory=list, description="Allowed guild ids (empty: every guild)."
-    )
-    discord_channels: Annotated[list[int], NoDecode] = Field(
-        default_factory=list, description="Allowed channel ids (empty: every channel)."
-    )
-    discord_kb: str | None = Field(
-        None, description="Knowledge base for every Discord guild (default: the guild id)."
-    )
-    discord_admin_role: str | None = Field(
-        None,
-        description="Role (id or name) whose members may add and forget sources; members "
-        "with the Manage Server permission always may.",
-    )
-
     # --- running (quorum serve)
     http_host: str = Field("0.0.0.0", description="Address of the ops and API HTTP server.")
     http_port: int = Field(
@@ -205,8 +186,8 @@ class Settings(BaseSettings):
 
     post_summaries: str | None = Field(
         None,
-        description="Post each newly ingested recording's summary here: slack:CHANNEL or "
-        "discord:CHANNEL_ID, comma-separated for several.",
+        description="Post each newly ingested recording's summary here: PLATFORM:CHANNEL "
+        "(a chat platform's name and one of its channels), comma-separated for several.",
     )
 
     # --- chat uploads
@@ -214,36 +195,59 @@ class Settings(BaseSettings):
         200, ge=1, description="Largest file accepted from a chat upload, in megabytes."
     )
 
-    @field_validator(
-        "slack_channels", "slack_admins", "discord_guilds", "discord_channels", mode="before"
-    )
-    @classmethod
-    def _split_csv(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [v.strip() for v in value.split(",") if v.strip()]
-        if isinstance(value, int):
-            return [value]
-        return value
+    # load_settings' overrides no field here takes: a platform's, under its prefix
+    _overrides: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _platforms: dict[type[PlatformSettings], PlatformSettings] = PrivateAttr(default_factory=dict)
 
     @property
     def sessions_path(self) -> Path:
         """The SQLite session store."""
         return self.data_dir / "sessions.sqlite3"
 
+    def platform(self, kind: type[P]) -> P:
+        """A platform's settings, loaded once: the environment and ``.env`` under its
+        prefix, and ``load_settings``' overrides named with it (``<name>_kb=`` is ``kb``
+        of the model whose prefix is ``QUORUM_<NAME>_``). A bad value: a ConfigError."""
+        if kind not in self._platforms:
+            prefix = _prefix(kind).removeprefix("QUORUM_").lower()
+            mine = {
+                k.removeprefix(prefix): v
+                for k, v in self._overrides.items()
+                if k.startswith(prefix)
+            }
+            self._platforms[kind] = _validated(kind, mine)
+        return cast(P, self._platforms[kind])
 
-def _var_name(loc: tuple[int | str, ...]) -> str:
+
+def _prefix(model: type[BaseSettings]) -> str:
+    return str(model.model_config.get("env_prefix") or "")
+
+
+def _var_name(model: type[BaseSettings], loc: tuple[int | str, ...]) -> str:
     field = str(loc[0]) if loc else "?"
-    info = Settings.model_fields.get(field)
+    info = model.model_fields.get(field)
     alias = info.validation_alias if info else None
     if isinstance(alias, AliasChoices):
         return str(alias.choices[0])
-    return f"QUORUM_{field.upper()}"
+    return f"{_prefix(model)}{field.upper()}"
+
+
+M = TypeVar("M", bound=BaseSettings)
+
+
+def _validated(model: type[M], values: dict[str, Any]) -> M:
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"{_var_name(model, first['loc'])}: {first['msg']}.") from exc
 
 
 def load_settings(**overrides: object) -> Settings:
-    """Load settings, turning validation errors into one ConfigError naming the variable."""
-    try:
-        return Settings(**overrides)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(f"{_var_name(first['loc'])}: {first['msg']}.") from exc
+    """Load settings, turning validation errors into one ConfigError naming the variable.
+    Overrides that name no field of ``Settings`` are kept for ``Settings.platform``."""
+    settings = _validated(
+        Settings, {k: v for k, v in overrides.items() if k in Settings.model_fields}
+    )
+    settings._overrides = {k: v for k, v in overrides.items() if k not in Settings.model_fields}
+    return settings

@@ -1,8 +1,8 @@
 """What ``/metrics`` shows: Prometheus counters and histograms about questions, answers,
 Claude and errors, kept in one registry per running core (no module-level state).
 
-``MeteredCore`` wraps the engine behind the ``Core`` protocol, so every front end (Slack,
-Discord, the JSON API) is counted the same way without knowing about metrics:
+``MeteredCore`` wraps the engine behind the ``Core`` protocol, so every front end (each chat
+platform, the JSON API) is counted the same way without knowing about metrics:
 
     adapter --Question--> MeteredCore --> Engine
                               |

@@ -19,10 +19,10 @@ AnswerKind = Literal["answer", "extractive", "help", "nothing_found", "error"]
 class ThreadKey:
     """Identifies one conversation: a thread on a platform."""
 
-    platform: str  # "slack" | "discord" | "console"
-    workspace: str  # Slack team id, Discord guild id, "local"
+    platform: str  # a chat platform's registered name, or "console"
+    workspace: str  # the platform's team or guild id, "local"
     channel: str
-    thread: str  # Slack thread_ts, Discord thread id, a console session id
+    thread: str  # the platform's thread id, a console session id
 
     def __str__(self) -> str:
         return f"{self.platform}:{self.workspace}:{self.channel}:{self.thread}"

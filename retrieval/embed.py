@@ -10,12 +10,15 @@ ONNX Runtime on the export ``make install`` made of the packaged model
 (``retrieval/onnx_encoder.py``; the default, as it starts without importing torch) and
 sentence-transformers on torch (``QUORUM_EMBED_BACKEND=torch``, a model folder of one's
 own, or whenever the export is missing or will not load; a log line then says why).
+The runtime dependency set (``requirements-runtime.lock``, the container) has no torch:
+there, whatever would need it stops with one sentence saying so instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 import os
 import threading
@@ -55,6 +58,14 @@ class Embedder(Protocol):
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     """Cosine similarity of two of our vectors (they are L2-normalised: a dot product)."""
     return float(sum(x * y for x, y in zip(a, b, strict=False)))
+
+
+NO_TORCH = "this runtime has no torch (`make install`'s full dependency set has it)"
+
+
+def torch_installed() -> bool:
+    """Whether sentence-transformers (and so torch) is installed, without importing it."""
+    return importlib.util.find_spec("sentence_transformers") is not None
 
 
 def packaged_model_path() -> Path:
@@ -144,7 +155,13 @@ def load_encoder(
                 reason = str(exc)
                 if not export.is_file():
                     reason += " (`make install` makes it)"
+        if not torch_installed():
+            raise ConfigError(f"Cannot embed on ONNX Runtime: {reason}; and {NO_TORCH}.")
         log.warning("Embedding with torch, which starts slower: %s.", reason)
+    elif not torch_installed():
+        raise ConfigError(
+            f"QUORUM_EMBED_BACKEND=torch, but {NO_TORCH}; unset it to embed with ONNX Runtime."
+        )
     return TorchEncoder(load_model(path))
 
 

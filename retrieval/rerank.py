@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from retrieval.embed import NO_TORCH, torch_installed
 from retrieval.errors import ConfigError
 from retrieval.models import Hit
 
@@ -29,6 +30,8 @@ def load_cross_encoder(path: Path) -> CrossEncoder:
             f"QUORUM_RERANK_MODEL_PATH points at {path}, which holds no cross-encoder model "
             "(no config.json)."
         )
+    if not torch_installed():
+        raise ConfigError(f"QUORUM_RERANK_MODEL_PATH runs a cross-encoder on torch: {NO_TORCH}.")
     os.environ["HF_HUB_OFFLINE"] = "1"
     from sentence_transformers import CrossEncoder
 

@@ -214,3 +214,26 @@ def test_each_store_offers_every_method_of_the_protocol(implementation: str) -> 
         if have is None or shape != [(p.name, p.kind, p.default) for p in have.parameters.values()]:
             differ.append(f"{name}: {have} is not {want}")
     assert differ == []
+
+
+def test_platforms_are_named_only_in_their_folders_and_the_registry() -> None:
+    """A chat platform lives in ``adapters/<name>/`` plus its line in
+    ``adapters/platform.py``: nothing else in the three packages names one (in code,
+    settings or docstrings), so adding one touches nothing else."""
+    import re
+
+    from adapters.platform import platforms
+
+    names = [p.name for p in platforms()]
+    named = re.compile(rf"(?<![a-z])({'|'.join(names)})(?![a-z])", re.IGNORECASE)
+    homes = [REPO / "adapters" / name for name in names]
+    found = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+        for package in ("adapters", "bot", "retrieval")
+        for path in sorted((REPO / package).rglob("*.py"))
+        if path != REPO / "adapters" / "platform.py"
+        and not any(home in path.parents for home in homes)
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if named.search(line)
+    ]
+    assert names and found == []

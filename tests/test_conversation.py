@@ -20,7 +20,7 @@ from adapters.chat.conversation import (
     Conversation,
     Incoming,
 )
-from bot.models import Answer, Event, PartialAnswer, ProgressEvent, ThreadKey
+from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, ThreadKey
 from retrieval.errors import InvalidInput
 from retrieval.models import SearchFilters
 from tests.fakes import FakeCore, Script, answer
@@ -145,3 +145,63 @@ async def test_feedback_is_stored_and_thanked_or_said_to_have_failed(core: FakeC
     core.record_feedback = broken  # type: ignore[method-assign]
     await chat(core).feedback(8, "U1", -1, lambda: say(THANKS), say)
     assert said == [THANKS, FEEDBACK_FAILED]
+
+
+@dataclass
+class FakeSurface:
+    """A platform's side of one message: records each step the conversation asked for."""
+
+    allow: bool = True
+    steps: list[str] = field(default_factory=list)
+    reply_: FakeReply = field(default_factory=FakeReply)
+
+    async def allowed(self, m: Incoming) -> bool:
+        self.steps.append("allowed?")
+        return self.allow
+
+    async def refuse(self, m: Incoming) -> None:
+        self.steps.append("refuse")
+
+    async def add_files(self, m: Incoming) -> None:
+        self.steps.append("files")
+
+    async def tell(self, m: Incoming, text: str) -> None:
+        self.steps.append(f"tell: {text}")
+
+    async def fail(self, m: Incoming, text: str) -> None:
+        self.steps.append(f"fail: {text}")
+
+    async def reply(self, question: Question) -> tuple[Question, FakeReply]:
+        self.steps.append("reply")
+        return question, self.reply_
+
+
+async def test_every_platform_takes_a_message_in_one_order(core: FakeCore) -> None:
+    c = chat(core)
+    ignored = FakeSurface()
+    assert await c.receive(msg(), ignored) is None and ignored.steps == []  # not for us
+
+    refused = FakeSurface(allow=False)
+    await c.receive(msg(mentioned=True), refused)
+    await c.receive(msg(mentioned=True), refused)  # redelivered: claimed before refusing
+    assert refused.steps == ["allowed?", "refuse"] and core.questions == []
+
+    files = FakeSurface()
+    await c.receive(Incoming(THREAD, "m2", "U1", "", mentioned=True, files=True), files)
+    assert files.steps == ["allowed?", "files"] and core.questions == []
+
+    bad = FakeSurface()
+    await c.receive(Incoming(THREAD, "m3", "U1", "x after:someday", direct=True), bad)
+    assert bad.steps[-1].startswith("tell: after:someday is not a date")
+
+    asked = FakeSurface()
+    answered = await c.receive(
+        Incoming(THREAD, "m4", "U1", "who chose Cognito?", direct=True), asked
+    )
+    assert asked.steps == ["allowed?", "reply"] and answered is not None
+    assert asked.reply_.shown[0] == PLACEHOLDER["quick"] and len(core.questions) == 1
+
+    core.broken_store = True  # the claim itself fails: the apology, in the conversation
+    broken = FakeSurface()
+    await c.receive(Incoming(THREAD, "m5", "U1", "again?", direct=True), broken)
+    assert broken.steps == [f"fail: {APOLOGY}"]

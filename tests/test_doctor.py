@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from adapters.cli.main import app
 from adapters.discord.cli import sync_commands
-from adapters.doctor import Check, bot_scopes, check_data, run_checks
+from adapters.doctor import Check, check_data, run_checks
+from adapters.slack.doctor import bot_scopes, check_slack
 from bot.config import Settings, load_settings
 from retrieval.store.weaviate.server import Endpoint
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
@@ -143,3 +144,11 @@ def test_doctor_says_what_the_data_dir_holds_by_kind(tmp_path: Path) -> None:
     check = check_data(load_settings(data_dir=data))
     assert check.status == "ok"
     assert check.detail == "index 0 B, transcripts 2.0 KB, uploads 10 B, sessions 5 B, other 0 B"
+
+
+async def test_a_slack_token_without_a_way_in_is_slacks_failure() -> None:
+    settings = load_settings(slack_bot_token="xoxb-1")
+    check = await check_slack(settings)
+    assert check is not None and check.status == "FAIL"
+    assert check.detail == "SLACK_BOT_TOKEN is set, but Slack has no way to reach Quorum."
+    assert "SLACK_SIGNING_SECRET" in check.fix

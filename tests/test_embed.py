@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from retrieval.embed import SentenceTransformerEmbedder, TorchEncoder, cosine, load_encoder
+from retrieval.errors import ConfigError
 from retrieval.indexer import ingest
+from retrieval.rerank import load_cross_encoder
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
 
@@ -132,3 +134,39 @@ async def test_quorum_search_runs_without_torch_and_says_why_when_it_must(
     assert "Cognito" in fallback.stdout
     said = [ln for ln in fallback.stderr.splitlines() if not ln.startswith("import time:")]
     assert len(said) == 1 and str(bad) in said[0] and "torch" in said[0], said
+
+
+@pytest.fixture
+def no_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process as the runtime dependency set sees it: sentence-transformers (and so
+    torch) cannot be imported. `make runtime-check` proves the same in a real runtime."""
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+
+
+@pytest.mark.usefixtures("no_torch")
+def test_without_torch_the_onnx_backend_still_embeds(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    assert embedder.backend == "onnx", "run `make install` to make the ONNX export"
+    encoder = load_encoder()
+    assert cosine(encoder.encode(["ok"])[0], embedder.encode(["ok"])[0]) >= 0.9999
+
+
+@pytest.mark.usefixtures("no_torch")
+def test_asking_for_torch_where_it_is_missing_says_so_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as asked:
+        load_encoder(backend="torch")
+    said = str(asked.value)
+    assert "QUORUM_EMBED_BACKEND=torch" in said and "no torch" in said and "\n" not in said
+
+    with pytest.raises(ConfigError) as missing:
+        load_encoder(onnx_path=tmp_path / "absent.onnx")
+    said = str(missing.value)
+    assert str(tmp_path / "absent.onnx") in said and "no torch" in said and "\n" not in said
+
+    model = tmp_path / "cross-encoder"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    with pytest.raises(ConfigError) as rerank:
+        load_cross_encoder(model)
+    assert "QUORUM_RERANK_MODEL_PATH" in str(rerank.value) and "no torch" in str(rerank.value)

@@ -1,92 +1,47 @@
-"""A third chat platform, written the way docs/architecture.md says to add one: a
-translator of its events into ``Incoming``, a ``Reply``, a renderer through
-``adapters.chat.view``, and a ``Platform`` entry. It gets every rule (who is answered,
-exactly once, typed options, live progress, apologies, linked citations, feedback)
-without writing any of them."""
+"""A third chat platform, "rooms", defined only in ``tests/rooms/`` (its settings, its
+adapter, its doctor row, its poster) plus one entry in ``adapters.platform.REGISTRY``:
+``quorum serve`` runs it on the real core, ``quorum doctor`` checks it, ingest announces
+to it, and it gets every rule of the conversation (who is answered, exactly once, the
+allow-list, typed options, live progress, apologies, linked citations) without writing
+any of them."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+import shutil
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
-from adapters import serve
-from adapters.chat.conversation import APOLOGY, Conversation, Incoming
-from adapters.chat.live import LiveEdits
-from adapters.chat.view import link_markers, source_lines, wants_feedback
-from adapters.platform import Platform
+from adapters import platform
+from adapters.chat.announce import announce, targets
+from adapters.chat.conversation import APOLOGY, NOT_ALLOWED
+from adapters.cli.main import app
+from adapters.doctor import run_checks
 from bot.config import load_settings
-from bot.models import Answer, Event, ThreadKey
+from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.errors import ConfigError
+from retrieval.indexer import ingest
+from retrieval.search import SearchService
+from retrieval.store import Store
+from retrieval.store.weaviate.server import Endpoint
 from tests.fakes import FakeCore, Script
+from tests.rooms import adapter
+from tests.rooms.adapter import VALID_TOKEN, RoomAdapter, Rooms
+from tests.rooms.settings import RoomsSettings
+
+RETRO = Path(__file__).resolve().parent.parent / "examples/recordings/2024-02-27-cutover-retro.txt"
 
 
-@dataclass
-class Room:
-    """The third platform's whole API: messages posted and edited in rooms."""
-
-    posted: list[dict[str, Any]] = field(default_factory=list)
-
-    async def post(self, room: str, text: str) -> int:
-        self.posted.append({"room": room, "text": text, "edits": []})
-        return len(self.posted) - 1
-
-    async def edit(self, message: int, text: str) -> None:
-        self.posted[message]["edits"].append(text)
-
-
-def render(a: Answer) -> str:
-    body = link_markers(
-        a.text, {c.n: c for c in a.citations}, lambda n, c: f"<{c.link}|{n}>", " ".join
-    )
-    lines = [f"{s.n}. {s.label}" for s in source_lines(a)]
-    buttons = ["[+1] [-1]"] if wants_feedback(a) else []
-    return "\n".join([body, *lines, *buttons])
-
-
-class RoomReply:
-    def __init__(self, api: Room, room: str) -> None:
-        self.api, self.room, self.message = api, room, -1
-        self.live: LiveEdits[str] | None = None
-
-    async def start(self, placeholder: str) -> None:
-        self.message = await self.api.post(self.room, placeholder)
-        self.live = LiveEdits(lambda t: self.api.edit(self.message, t), lambda e: e.text, 0.01)
-
-    async def on_event(self, event: Event) -> None:
-        assert self.live is not None
-        await self.live.on_event(event)
-
-    async def finish(self, a: Answer) -> None:
-        assert self.live is not None
-        await self.live.close()
-        await self.api.edit(self.message, render(a))
-
-    async def fail(self, text: str) -> None:
-        await self.api.edit(self.message, text)
-
-
-class RoomAdapter:
-    """The whole adapter: events in, replies out."""
-
-    def __init__(self, core: FakeCore, api: Room) -> None:
-        self.api = api
-        self.chat = Conversation(core, "rooms", lambda workspace: workspace)
-
-    async def on_event(self, event: dict[str, Any]) -> None:
-        msg = Incoming(
-            key=ThreadKey("rooms", "acme", event["room"], event["room"]),
-            message_id=event["id"],
-            user=event["user"],
-            text=event["text"].replace("@quorum", "").strip(),
-            mentioned="@quorum" in event["text"],
-            follow_up=True,  # a room is one conversation
-        )
-        if not await self.chat.is_for_us(msg) or not await self.chat.claim(msg.message_id):
-            return
-        await self.chat.answer(self.chat.question(msg), RoomReply(self.api, event["room"]))
+@pytest.fixture
+def rooms(monkeypatch: pytest.MonkeyPatch) -> Iterator[Rooms]:
+    """The rooms platform registered (its one line) and its servers fresh."""
+    monkeypatch.setattr(platform, "REGISTRY", (*platform.REGISTRY, "tests.rooms"))
+    api = Rooms()
+    monkeypatch.setattr(adapter, "API", api)
+    yield api
 
 
 @pytest.fixture
@@ -96,18 +51,18 @@ async def core(tmp_path: Path) -> AsyncIterator[FakeCore]:
     await fake.close()
 
 
+def event(room: str, id: str, text: str, user: str = "u1") -> dict[str, Any]:
+    return {"room": room, "id": id, "user": user, "text": text}
+
+
 async def test_a_third_platform_gets_every_rule_for_free(core: FakeCore) -> None:
-    api = Room()
-    rooms = RoomAdapter(core, api)
-    ask = {
-        "room": "r1",
-        "id": "e1",
-        "user": "u1",
-        "text": "@quorum who chose Cognito? speaker:John",
-    }
-    await rooms.on_event(ask)
-    await rooms.on_event(ask)  # redelivered: answered once
-    await rooms.on_event({"room": "r2", "id": "e2", "user": "u1", "text": "lunch?"})  # not for us
+    api = Rooms()
+    own = RoomsSettings.model_validate({"rooms": ["r1", "r2"]})
+    chat = RoomAdapter(core, api, own)
+    ask = event("r1", "e1", "@quorum who chose Cognito? speaker:John")
+    await chat.on_event(ask)
+    await chat.on_event(ask)  # redelivered: answered once
+    await chat.on_event(event("r2", "e2", "lunch?"))  # not for us
     (posted,) = api.posted
     assert posted["text"] == "Searching the archive…"
     assert posted["edits"][-1].startswith("We chose Cognito over Auth0 for cost <https://")
@@ -117,15 +72,85 @@ async def test_a_third_platform_gets_every_rule_for_free(core: FakeCore) -> None
         and core.questions[0].text == "who chose Cognito?"
     )
 
-    await rooms.on_event({"room": "r1", "id": "e3", "user": "u2", "text": "and when?"})  # follow-up
+    await chat.on_event(event("r1", "e3", "and when?", user="u2"))  # follow-up
     assert len(api.posted) == 2
 
     core.enqueue(Script(error=RuntimeError("boom")))
-    await rooms.on_event({"room": "r1", "id": "e4", "user": "u2", "text": "@quorum again?"})
-    assert api.posted[-1]["edits"][-1] == APOLOGY
+    await chat.on_event(event("r1", "e4", "@quorum again?", user="u2"))
+    assert api.last(-1) == APOLOGY
+
+    asked = len(core.questions)
+    await chat.on_event(event("r1", "e5", "@quorum x after:someday"))  # a bad option: told
+    assert "is not a date" in api.last(-1) and len(core.questions) == asked
+
+    # Claimed before the allow-list (the same order on every platform): a refused message
+    # redelivered is refused once, and never reaches the core.
+    outside = event("r9", "e6", "@quorum who chose Cognito?")
+    await chat.on_event(outside)
+    await chat.on_event(outside)
+    assert [p["text"] for p in api.posted if p["room"] == "r9"] == [NOT_ALLOWED]
+    assert len(core.questions) == asked
 
 
-def test_registering_it_is_one_entry(monkeypatch: pytest.MonkeyPatch) -> None:
-    rooms = Platform("rooms", lambda s: True, "ROOMS_TOKEN", "tests.test_third_platform:run")
-    monkeypatch.setattr(serve, "PLATFORMS", (*serve.PLATFORMS, rooms))
-    assert serve.configured(load_settings()) == ["rooms"]
+def test_quorum_serve_runs_it_on_the_real_core(
+    rooms: Rooms, weaviate_env: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = CliRunner()
+    said = " ".join(runner.invoke(app, ["serve", "rooms"]).stderr.split())
+    assert "Set ROOMS_TOKEN to serve rooms." in said  # not configured: named
+    assert "rooms" in runner.invoke(app, ["serve", "teams"]).stderr  # the names it knows
+    monkeypatch.setenv("QUORUM_ROOMS_POLL_S", "-1")  # its settings load like the core's
+    bad = runner.invoke(app, ["serve"])
+    assert bad.exit_code == 1 and "Traceback" not in bad.output
+    assert "QUORUM_ROOMS_POLL_S: Input should be greater than 0." in " ".join(bad.stderr.split())
+    monkeypatch.delenv("QUORUM_ROOMS_POLL_S")
+
+    monkeypatch.setenv("ROOMS_TOKEN", VALID_TOKEN)
+    monkeypatch.setenv("QUORUM_HTTP_PORT", "0")
+    ask = event("lobby", "m1", "@quorum who chose Cognito?")
+    rooms.inbox += [ask, ask, event("hall", "m2", "lunch?")]  # the last: not for us
+    result = runner.invoke(app, ["serve", "rooms"])  # returns once its inbox is empty
+    assert result.exit_code == 0, result.output
+    (answer,) = rooms.posted  # answered once, through the real session store's claims
+    assert answer["text"] == "Searching the archive…"
+    assert answer["edits"] and rooms.last(0) not in (APOLOGY, answer["text"])
+
+
+async def test_quorum_doctor_checks_it(
+    rooms: Rooms, weaviate_env: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checks = {c.name: c for c in await run_checks(load_settings())}
+    assert "rooms" not in checks and "ROOMS_TOKEN" in checks["serves"].fix
+
+    monkeypatch.setenv("ROOMS_TOKEN", "stale")
+    checks = {c.name: c for c in await run_checks(load_settings())}
+    assert checks["serves"].detail == "rooms"
+    assert checks["rooms"].status == "FAIL" and "ROOMS_TOKEN" in checks["rooms"].detail
+    assert checks["rooms"].fix == "Copy the token from the rooms admin page."
+
+    monkeypatch.setenv("QUORUM_ROOMS_POLL_S", "soon")
+    result = CliRunner().invoke(app, ["doctor"], env={"COLUMNS": "200"})
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and "QUORUM_ROOMS_POLL_S: Input should be a valid number" in said
+
+
+async def test_ingest_announces_to_it(
+    rooms: Rooms,
+    store: Store,
+    embedder: SentenceTransformerEmbedder,
+    kb: str,
+    tmp_path: Path,
+) -> None:
+    assert targets("rooms:lobby")[0].platform == "rooms"
+    with pytest.raises(ConfigError, match="rooms:ROOM"):
+        targets("teams:general")
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for path in (RETRO, RETRO.with_suffix(".meta.json")):
+        shutil.copy(path, folder / path.name)
+    report = await ingest(store, embedder, kb, [folder])
+    settings = load_settings(rooms_token=VALID_TOKEN, post_summaries="rooms:lobby")
+    archive = SearchService(store, embedder).archive(kb)
+    assert await announce(settings, archive, report.results) == []
+    (posted,) = rooms.posted
+    assert posted["room"] == "lobby" and "New recording: Cut-over retro" in posted["text"]

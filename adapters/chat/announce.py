@@ -1,7 +1,7 @@
 """``QUORUM_POST_SUMMARIES``: when ``quorum ingest`` adds or changes a recording, its
 summary goes to the team's channel, each line linked to its moment, so people hear about
-a new recording where they already are. Where to post is ``slack:CHANNEL`` or
-``discord:CHANNEL_ID`` (several, comma-separated); how to post is each platform's."""
+a new recording where they already are. Where to post is ``PLATFORM:CHANNEL`` (several,
+comma-separated), for any registered platform; how to post is each platform's."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from adapters.platform import platforms
 from bot.cite.citations import at_second
 from bot.config import Settings
 from retrieval.errors import ConfigError, InvalidInput, QuorumError
@@ -33,16 +34,18 @@ class Target:
 
 
 def targets(value: str | None) -> list[Target]:
-    """``slack:C123,discord:456`` as targets; a ConfigError names a malformed one."""
+    """``name:C123,other:456`` as targets; a ConfigError names a malformed one."""
+    channels = {p.name: p.channel for p in platforms()}
     found: list[Target] = []
     for raw in (value or "").split(","):
         if not raw.strip():
             continue
         platform, _, channel = raw.strip().partition(":")
-        if platform not in ("slack", "discord") or not channel.strip():
+        if platform not in channels or not channel.strip():
+            forms = " or ".join(f"{name}:{form}" for name, form in channels.items())
             raise ConfigError(
-                f"QUORUM_POST_SUMMARIES: {raw.strip()!r} is not slack:CHANNEL or "
-                "discord:CHANNEL_ID (comma-separated for several)."
+                f"QUORUM_POST_SUMMARIES: {raw.strip()!r} is not {forms} "
+                "(comma-separated for several)."
             )
         found.append(Target(platform, channel.strip()))
     return found
@@ -65,13 +68,16 @@ async def announce(
     settings: Settings,
     archive: KbArchive,
     results: Sequence[FileResult],
-    posters: Mapping[str, Poster],
+    posters: Mapping[str, Poster] | None = None,
 ) -> list[str]:
-    """Post the summary of every recording ``results`` added or changed to each target;
-    returns one line per failure (a post that fails never fails the ingest)."""
+    """Post the summary of every recording ``results`` added or changed to each target,
+    through its platform's poster (``posters`` stands in for them in tests); returns one
+    line per failure (a post that fails never fails the ingest)."""
     where = targets(settings.post_summaries)
     if not where:
         return []
+    if posters is None:
+        posters = {p.name: p.post for p in platforms()}
     failures: list[str] = []
     changed = [r for r in results if r.status in ("added", "updated") and r.source_id]
     for result in changed:

@@ -1,8 +1,10 @@
 """The conversation every chat platform has with Quorum, written once: whether a message
 is for Quorum, claiming it exactly once, the allow-list, typed options, the question,
 the live reply and the apology policy. A platform adapter only translates its events
-into an ``Incoming`` and implements ``Surface`` (how to refuse, how to reply); it never
-decides any of this itself. Free of SDK imports (``tests/test_architecture.py``)."""
+into an ``Incoming`` and implements ``Surface`` (how to refuse, how to reply), then hands
+both to ``Conversation.receive``, which takes the steps in the one order every platform
+shares; it never decides any of this itself. Free of SDK imports
+(``tests/test_architecture.py``)."""
 
 from __future__ import annotations
 
@@ -55,6 +57,7 @@ class Incoming:
     mentioned: bool = False
     follow_up: bool = False
     addressed_elsewhere: bool = False
+    files: bool = False  # it carries files (added to the archive when sent to Quorum)
 
 
 class Reply(Protocol):
@@ -71,6 +74,36 @@ class Reply(Protocol):
         ...
 
 
+class Surface(Protocol):
+    """What a platform does at each step of one message it received (the order of the
+    steps is ``Conversation.receive``'s). None of these decides anything."""
+
+    async def allowed(self, msg: Incoming) -> bool:
+        """The platform's allow-list admits where ``msg`` was posted."""
+        ...
+
+    async def refuse(self, msg: Incoming) -> None:
+        """``msg`` is not allowed where it was posted: say so privately, or nothing."""
+        ...
+
+    async def add_files(self, msg: Incoming) -> None:
+        """Files sent to Quorum: check who may, add them, report each one."""
+        ...
+
+    async def tell(self, msg: Incoming, text: str) -> None:
+        """One sentence to the asker alone where possible (a bad option); must not raise."""
+        ...
+
+    async def fail(self, msg: Incoming, text: str) -> None:
+        """One sentence in the conversation in place of an answer; must not raise."""
+        ...
+
+    async def reply(self, question: Question) -> tuple[Question, Reply]:
+        """Where the answer goes: the ``Reply``, and the question moved to the thread it
+        will be in (a platform may start one)."""
+        ...
+
+
 class Conversation:
     """The rules of talking to Quorum on any platform, over one core."""
 
@@ -84,6 +117,35 @@ class Conversation:
         if not msg.follow_up or msg.addressed_elsewhere:
             return False
         return await self.core.is_active_thread(msg.key)
+
+    async def receive(self, msg: Incoming, surface: Surface) -> Answer | None:
+        """A message a platform received, in the one order every platform shares: is it for
+        Quorum → claim it once → the allow-list → files, or the question → the answer. A
+        bad option is told to the asker; any other failure before the answer is the
+        apology. Returns the answer, or None when there was none."""
+        if not await self.is_for_us(msg):
+            return None
+        try:
+            if not await self.claim(msg.message_id):
+                return None
+            if not await surface.allowed(msg):
+                await surface.refuse(msg)
+                return None
+            if msg.files and (msg.direct or msg.mentioned):
+                await surface.add_files(msg)
+                return None
+            question, reply = await surface.reply(self.question(msg))
+        except InvalidInput as exc:
+            await surface.tell(msg, str(exc))
+            return None
+        except Exception:
+            # logged as the platform's own (quorum.<name>): where an operator looks
+            logging.getLogger(f"quorum.{self.platform}").exception(
+                "could not take message %s (%s)", msg.message_id, msg.key
+            )
+            await surface.fail(msg, APOLOGY)
+            return None
+        return await self.answer(question, reply)
 
     async def claim(self, event_id: str) -> bool:
         """True once per event id, across retries, replicas and restarts."""
@@ -171,5 +233,6 @@ __all__ = [
     "Incoming",
     "InvalidInput",
     "Reply",
+    "Surface",
     "usage",
 ]

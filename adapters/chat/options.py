@@ -1,8 +1,8 @@
-"""Search options written inside a chat question, shared by the Slack and Discord adapters.
+"""Search options written inside a chat question, shared by every chat platform.
 
 ``who decided on Cognito? speaker:John after:2024-01-01 source:"Auth deep dive"`` ->
 ``("who decided on Cognito?", SearchFilters(speaker="John", after=..., source=...))``.
-Values may be quoted with straight or curly quotes (Slack and phones curl them).
+Values may be quoted with straight or curly quotes (chat apps and phones curl them).
 """
 
 from __future__ import annotations

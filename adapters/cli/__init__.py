@@ -2,14 +2,14 @@
 ``commands`` the archive commands (ingest, search, summary, sources, remove), ``ask`` ask and
 eval, ``transcript`` a recording's transcript, ``privacy`` audit and retention,
 ``terminal`` how answers look in a terminal; ``main`` adds the platform commands (serve,
-chat, demo, doctor, discord)."""
+chat, demo, doctor, and each chat platform's)."""
 
 from __future__ import annotations
 
 import sys
 
-# These need neither a chat SDK nor Claude's: run alone, they skip importing discord.py,
-# Slack's and Anthropic's SDKs, seconds that a one-shot `quorum search` should not pay.
+# These need neither a chat SDK nor Claude's: run alone, they skip importing the chat
+# platforms' and Anthropic's SDKs, seconds that a one-shot `quorum search` should not pay.
 ARCHIVE_COMMANDS = frozenset(
     {"ingest", "search", "summary", "sources", "remove", "transcript", "audit", "retention"}
 )

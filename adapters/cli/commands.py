@@ -1,9 +1,9 @@
 """The ``quorum`` archive commands: ingest, search, summary, sources, remove.
 
 The typer app and the options they share are in ``app``; ``ask`` holds ask and eval, and
-``main`` adds the platform commands (serve, chat, demo, discord), so the arrows keep
-pointing ``adapters -> bot``. Every command turns a QuorumError into one red sentence and
-a non-zero exit.
+``main`` adds the platform commands (serve, chat, demo, and each chat platform's), so the
+arrows keep pointing ``adapters -> bot``. Every command turns a QuorumError into one red
+sentence and a non-zero exit.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from adapters.chat.announce import Poster, announce, targets
+from adapters.chat.announce import announce, targets
 from adapters.cli.app import (
     AfterOpt,
     BeforeOpt,
@@ -68,21 +68,6 @@ def _report_table(report: IngestReport, elapsed: float) -> Table:
     return table
 
 
-async def _post_slack(settings: Settings, channel: str, text: str) -> None:
-    from adapters.slack.post import post_to_slack  # the SDK loads only when posting
-
-    await post_to_slack(settings, channel, text)
-
-
-async def _post_discord(settings: Settings, channel: str, text: str) -> None:
-    from adapters.discord.post import post_to_discord
-
-    await post_to_discord(settings, channel, text)
-
-
-POSTERS: dict[str, Poster] = {"slack": _post_slack, "discord": _post_discord}
-
-
 def cli_actor() -> Actor:
     """This terminal's user, for the audit trail."""
     try:
@@ -126,7 +111,7 @@ def ingest_cmd(
             r.search.forget_sources(name)
             await holdings_of(settings, r, sessions).note_ingest(name, report.results, cli_actor())
             elapsed = time.perf_counter() - t0
-            posted = await announce(settings, r.search.archive(name), report.results, POSTERS)
+            posted = await announce(settings, r.search.archive(name), report.results)
         out.print(_report_table(report, elapsed))
         for f in report.failed:
             err.print(failure_line(f.path, f.reason), highlight=False)

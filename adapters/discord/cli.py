@@ -13,6 +13,7 @@ from discord import app_commands
 from adapters.cli.app import fail, run
 from adapters.discord.client import REJECTED, bot_token, configure_api
 from adapters.discord.commands import add_commands
+from adapters.discord.settings import discord_settings
 from bot.config import Settings
 from retrieval.errors import ConfigError
 
@@ -27,7 +28,7 @@ def discord_group() -> None:
 async def sync_commands(settings: Settings, *, globally: bool) -> tuple[list[str], str]:
     """Register /ask and /research with Discord: on one guild (instant) or globally."""
     token = bot_token(settings)
-    if not globally and settings.discord_guild_id is None:
+    if not globally and discord_settings(settings).guild_id is None:
         raise ConfigError(
             "Set QUORUM_DISCORD_GUILD_ID to sync to your server (instant), "
             "or pass --global to sync everywhere."
@@ -44,7 +45,7 @@ async def sync_commands(settings: Settings, *, globally: bool) -> tuple[list[str
         if globally:
             synced = await tree.sync()
             return [c.name for c in synced], "every server (global commands)"
-        guild = discord.Object(settings.discord_guild_id or 0)
+        guild = discord.Object(discord_settings(settings).guild_id or 0)
         tree.copy_global_to(guild=guild)
         synced = await tree.sync(guild=guild)
         return [c.name for c in synced], f"guild {guild.id}"

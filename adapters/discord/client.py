@@ -24,7 +24,7 @@ import yarl
 from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
-from adapters.chat.conversation import APOLOGY, Conversation, Incoming
+from adapters.chat.conversation import Conversation, Incoming
 from adapters.chat.uploads import NOT_ADMIN, Uploads
 from adapters.discord.channels import conversation, home_channel_id, is_thread
 from adapters.discord.commands import add_commands, slash_filters
@@ -34,11 +34,12 @@ from adapters.discord.render import (
     SORRY,
     thread_name,
 )
-from adapters.discord.ui import DiscordReply, FeedbackButton
+from adapters.discord.settings import discord_settings
+from adapters.discord.ui import DiscordReply, FeedbackButton, PostedMessage, reply_quietly
 from adapters.discord.uploads import ForgetButton, MessageReply, as_upload, is_admin
 from bot.config import Settings
 from bot.models import Actor, Core, Mode, Question, ThreadKey
-from retrieval.errors import ConfigError, InvalidInput, QuorumError
+from retrieval.errors import ConfigError, QuorumError
 
 log = logging.getLogger("quorum.discord")
 
@@ -63,19 +64,21 @@ def intents() -> discord.Intents:
 
 
 def configure_api(settings: Settings) -> None:
-    """Point discord.py's REST routes at ``settings.discord_api_url`` (e.g. an emulator)."""
-    if settings.discord_api_url:
-        discord.http.Route.BASE = settings.discord_api_url.rstrip("/")
+    """Point discord.py's REST routes at QUORUM_DISCORD_API_URL (e.g. an emulator)."""
+    api_url = discord_settings(settings).api_url
+    if api_url:
+        discord.http.Route.BASE = api_url.rstrip("/")
 
 
 def bot_token(settings: Settings) -> str:
     """The bot token, or a ConfigError saying where to get one."""
-    if settings.discord_token is None or not settings.discord_token.get_secret_value().strip():
+    token = discord_settings(settings).token
+    if token is None or not token.get_secret_value().strip():
         raise ConfigError(
             "DISCORD_TOKEN is not set: copy the bot token from the Discord Developer Portal "
             "(Applications > your app > Bot > Reset Token); see docs/discord.md."
         )
-    return settings.discord_token.get_secret_value().strip()
+    return token.get_secret_value().strip()
 
 
 # --- the client
@@ -107,6 +110,7 @@ class QuorumClient(discord.Client):
         super().__init__(intents=intents(), allowed_mentions=discord.AllowedMentions.none())
         self.core = core
         self.settings = settings
+        self.own = discord_settings(settings)
         self.chat = Conversation(core, "discord", self._kb_of_workspace)
         self.uploads = Uploads(core.library, settings.upload_max_mb)
         self.tree = QuorumTree(self)
@@ -117,7 +121,7 @@ class QuorumClient(discord.Client):
     async def setup_hook(self) -> None:
         """Make feedback buttons on old answers clickable again (no command sync here)."""
         self.add_dynamic_items(FeedbackButton, ForgetButton)
-        if self.settings.discord_api_url:
+        if self.own.api_url:
             # discord.py's Client dials a fixed gateway; behind another API base, ask it
             # which gateway to use (Discord's documented GET /gateway/bot).
             _, url, _ = await self.http.get_bot_gateway()
@@ -128,23 +132,23 @@ class QuorumClient(discord.Client):
     def kb_for(self, guild_id: int | None) -> str:
         """The knowledge base a guild (or a DM) asks."""
         if guild_id is None:
-            return self.settings.discord_kb or self.settings.default_kb
-        return self.settings.discord_kb or str(guild_id)
+            return self.own.kb or self.settings.default_kb
+        return self.own.kb or str(guild_id)
 
     def _kb_of_workspace(self, workspace: str) -> str:
         return self.kb_for(int(workspace) if workspace.isdigit() else None)
 
     async def allowed(self, guild_id: int | None, channel: object, user_id: int) -> bool:
         """The guild and channel allow-lists; in DMs, membership of an allowed guild."""
-        s = self.settings
+        s = self.own
         if guild_id is None:
-            return not s.discord_guilds or await self._member_of_allowed(user_id)
-        if s.discord_guilds and guild_id not in s.discord_guilds:
+            return not s.guilds or await self._member_of_allowed(user_id)
+        if s.guilds and guild_id not in s.guilds:
             return False
-        return not s.discord_channels or home_channel_id(channel) in s.discord_channels
+        return not s.channels or home_channel_id(channel) in s.channels
 
     async def _member_of_allowed(self, user_id: int) -> bool:
-        for guild_id in self.settings.discord_guilds:
+        for guild_id in self.own.guilds:
             try:
                 await self.http.get_member(guild_id, user_id)
                 return True
@@ -231,40 +235,33 @@ class QuorumClient(discord.Client):
             mentioned=mentioned,
             follow_up=is_thread(channel),
             addressed_elsewhere=not mentioned and message.content.lstrip().startswith("<@"),
+            files=bool(message.attachments),
         )
-        if not await self.chat.is_for_us(msg):
-            return
-        if not await self.allowed(guild_id, channel, message.author.id):
-            log.info("ignoring message %s: channel %s is not allowed", message.id, channel.id)
-            return
-        if not await self.chat.claim(msg.message_id):
-            return
-        if message.attachments and (msg.direct or msg.mentioned):
-            await self.add_attachments(message)
-            return
+        task = asyncio.current_task()
         try:
-            question = self.chat.question(msg)
-        except InvalidInput as exc:
-            await _reply_quietly(message, str(exc))
-            return
-        try:
-            await self._answer_message(message, question)
-        except Exception:
-            log.exception("answering message %s failed", message.id)
-            await _reply_quietly(message, APOLOGY)
+            await self.chat.receive(msg, PostedMessage(self, message))
+        finally:
+            if task is not None:
+                self.answering.discard(task)
 
     async def add_attachments(self, message: discord.Message) -> None:
         """Files shared with a mention: an admin's are ingested, each reported in a reply."""
-        if not is_admin(message.author, self.settings.discord_admin_role):
-            await _reply_quietly(message, NOT_ADMIN)
+        if not is_admin(message.author, self.own.admin_role):
+            await reply_quietly(message, NOT_ADMIN)
             return
         kb = self.kb_for(message.guild.id if message.guild else None)
         for attachment in message.attachments:
             by = Actor("discord", str(message.author.id))
             await self.uploads.add(kb, as_upload(attachment), MessageReply(message.reply), by)
 
-    async def _answer_message(self, message: discord.Message, question: Question) -> None:
-        """Start a thread on the question where one can be started, then answer in it."""
+    async def reply_to(
+        self, message: discord.Message, question: Question
+    ) -> tuple[Question, DiscordReply]:
+        """Start a thread on the question where one can be started, and the placeholder in
+        it; the answer is known to ``drain`` from here on."""
+        task = asyncio.current_task()
+        if task is not None:
+            self.answering.add(task)
         channel = message.channel
         note: str | None = None
         target: discord.abc.Messageable = channel
@@ -296,7 +293,7 @@ class QuorumClient(discord.Client):
                 return await target.send(content, embeds=embeds)
             return await target.send(content, embeds=embeds, view=view)
 
-        await self._answer(question, DiscordReply(placeholder, more, note))
+        return question, DiscordReply(placeholder, more, note)
 
     def mentioned_in(self, message: discord.Message) -> bool:
         """The bot itself, or its managed role, is mentioned (not @everyone)."""
@@ -338,15 +335,8 @@ class QuorumClient(discord.Client):
         await asyncio.gather(*pending, return_exceptions=True)
 
 
-async def _reply_quietly(message: discord.Message, text: str) -> None:
-    try:
-        await message.reply(text)
-    except discord.HTTPException:
-        pass
-
-
 def build_discord_client(core: Core, settings: Settings) -> QuorumClient:
-    """A ready-to-start client (REST routes pointed at ``settings.discord_api_url``)."""
+    """A ready-to-start client (REST routes pointed at QUORUM_DISCORD_API_URL)."""
     configure_api(settings)
     return QuorumClient(core, settings)
 
@@ -372,10 +362,10 @@ async def run_discord(
     except discord.LoginFailure as exc:
         raise ConfigError(REJECTED) from exc
     except (aiohttp.ClientError, OSError, discord.GatewayNotFound) as exc:
-        where = settings.discord_api_url or "discord.com"
+        api_url = discord_settings(settings).api_url
         raise ConfigError(
-            f"Discord at {where} is not reachable ({type(exc).__name__}): check the network"
-            + (", or QUORUM_DISCORD_API_URL." if settings.discord_api_url else ".")
+            f"Discord at {api_url or 'discord.com'} is not reachable ({type(exc).__name__}): "
+            "check the network" + (", or QUORUM_DISCORD_API_URL." if api_url else ".")
         ) from exc
     except discord.PrivilegedIntentsRequired as exc:
         raise ConfigError(

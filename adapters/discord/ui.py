@@ -1,21 +1,24 @@
-"""Discord message plumbing: the persistent feedback buttons, posting a rendered answer, and
+"""Discord message plumbing: the persistent feedback buttons, posting a rendered answer,
 ``DiscordReply`` (one answer over its placeholder, progress through the shared
-``adapters.chat.live``)."""
+``adapters.chat.live``), and ``PostedMessage``, a message at the conversation's steps."""
 
 from __future__ import annotations
 
 import logging
 import re
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import discord
 
-from adapters.chat.conversation import THANKS, Conversation
+from adapters.chat.conversation import THANKS, Conversation, Incoming
 from adapters.chat.live import LiveEdits
 from adapters.chat.view import wants_feedback
 from adapters.discord.render import SORRY, Part, progress_text, render_answer
-from bot.models import Answer, Event
+from bot.models import Answer, Event, Question
+
+if TYPE_CHECKING:
+    from adapters.discord.client import QuorumClient
 
 log = logging.getLogger("quorum.discord")
 
@@ -133,3 +136,42 @@ class DiscordReply:
         """One sentence over the placeholder; never raises."""
         await self.live.close()
         await deliver([Part(text)], self.placeholder, self.more, None)
+
+
+# --- a message at the conversation's steps
+
+
+class PostedMessage:
+    """One Discord message at the conversation's steps (``Surface``): a message outside
+    the allow-lists is only logged; notes and apologies are replies to it."""
+
+    def __init__(self, client: QuorumClient, message: discord.Message) -> None:
+        self.client, self.message = client, message
+        self.guild_id = message.guild.id if message.guild else None
+
+    async def allowed(self, msg: Incoming) -> bool:
+        m = self.message
+        return await self.client.allowed(self.guild_id, m.channel, m.author.id)
+
+    async def refuse(self, msg: Incoming) -> None:
+        log.info("ignoring message %s: channel %s is not allowed", msg.message_id, msg.key.channel)
+
+    async def add_files(self, msg: Incoming) -> None:
+        await self.client.add_attachments(self.message)
+
+    async def tell(self, msg: Incoming, text: str) -> None:
+        await reply_quietly(self.message, text)
+
+    async def fail(self, msg: Incoming, text: str) -> None:
+        await reply_quietly(self.message, text)
+
+    async def reply(self, question: Question) -> tuple[Question, DiscordReply]:
+        return await self.client.reply_to(self.message, question)
+
+
+async def reply_quietly(message: discord.Message, text: str) -> None:
+    """Reply with one line; a reply that cannot be posted is dropped."""
+    try:
+        await message.reply(text)
+    except discord.HTTPException:
+        pass

@@ -112,7 +112,7 @@ class ForgetButton(
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
         """An admin's click removes the source; the answer replaces the question."""
         client = interaction.client
-        if not is_admin(interaction.user, client.settings.discord_admin_role):
+        if not is_admin(interaction.user, client.own.admin_role):
             await interaction.response.send_message(NOT_ADMIN, ephemeral=True)
             return
         await interaction.response.defer()
@@ -142,7 +142,7 @@ async def on_sources(interaction: discord.Interaction[Any]) -> None:
 async def on_forget(interaction: discord.Interaction[Any], source: str) -> None:
     """``/forget SOURCE``: admins get a Remove button under the question; others a no."""
     client = interaction.client
-    if not is_admin(interaction.user, client.settings.discord_admin_role):
+    if not is_admin(interaction.user, client.own.admin_role):
         await interaction.response.send_message(NOT_ADMIN, ephemeral=True)
         return
     uploads: Uploads = client.uploads
@@ -157,7 +157,7 @@ async def on_forget(interaction: discord.Interaction[Any], source: str) -> None:
 async def on_ingest(interaction: discord.Interaction[Any], file: discord.Attachment) -> None:
     """``/ingest FILE``: an admin's file added, progress and result in the channel."""
     client = interaction.client
-    if not is_admin(interaction.user, client.settings.discord_admin_role):
+    if not is_admin(interaction.user, client.own.admin_role):
         await interaction.response.send_message(NOT_ADMIN, ephemeral=True)
         return
     await interaction.response.defer(thinking=True)

@@ -45,9 +45,10 @@ from adapters.slack.render import (
     plain_text,
 )
 from adapters.slack.reply import SHUTDOWN_GRACE_S, Background, SlackReply
+from adapters.slack.settings import slack_settings
 from adapters.slack.uploads import ACTION_FORGET, ACTION_KEEP, SlackSources, uploads_in
 from bot.config import Settings
-from bot.models import Actor, Core, Mode, ThreadKey
+from bot.models import Actor, Core, Mode, Question, ThreadKey
 from retrieval.errors import ConfigError, InvalidInput
 
 log = logging.getLogger("quorum.slack")
@@ -70,16 +71,17 @@ class SlackAdapter:
         self.update_interval_s = UPDATE_INTERVAL_S
         self.chat = Conversation(core, PLATFORM, self.kb)
         self.uploads = Uploads(core.library, settings.upload_max_mb)
-        self.sources = SlackSources(self.uploads, settings.slack_admins, self.kb)
+        self.own = slack_settings(settings)
+        self.sources = SlackSources(self.uploads, self.own.admins, self.kb)
 
     def allowed(self, channel: str) -> bool:
         """Channels on the allow-list (every channel when it is empty); DMs always."""
-        allow = self.settings.slack_channels
+        allow = self.own.channels
         return not allow or channel in allow or channel.startswith("D")
 
     def kb(self, team_id: str) -> str:
         """The knowledge base a workspace asks."""
-        return self.settings.slack_kb or team_id
+        return self.own.kb or team_id
 
     async def on_message(
         self, event: dict[str, Any], team_id: str, bot_user_id: str | None
@@ -103,34 +105,16 @@ class SlackAdapter:
             or bool(bot_user_id and re.search(rf"<@{re.escape(bot_user_id)}[|>]", raw)),
             follow_up=reply_to not in (None, ts),
             addressed_elsewhere=raw.startswith("<@"),
+            files=bool(event.get("files")),
         )
-        if not await self.chat.is_for_us(msg):
-            return
-        try:
-            if not await self.chat.claim(msg.message_id):
-                return
-            if not self.allowed(channel):
-                await self._ephemeral(channel, user, NOT_ALLOWED, reply_to)
-                return
-            if event.get("files") and (msg.direct or msg.mentioned):
-                await self.add_files(msg, event, reply_to)
-                return
-            question = self.chat.question(msg)
-        except InvalidInput as exc:
-            await self._ephemeral(channel, user, str(exc), reply_to)
-            return
-        except Exception:
-            log.exception("could not take the question (channel %s, ts %s)", channel, ts)
-            await self.reply(msg.key).fail(APOLOGY)
-            return
-        await self.chat.answer(question, self.reply(msg.key))
+        await self.chat.receive(msg, _Posted(self, event))
 
     async def add_files(self, msg: Incoming, event: dict[str, Any], reply_to: Any) -> None:
         """Files shared with Quorum: an admin's are ingested, each reported in the thread."""
         if not self.sources.may_manage(msg.user):
             await self._ephemeral(msg.key.channel, msg.user, NOT_ADMIN, reply_to)
             return
-        token = self.settings.slack_bot_token
+        token = self.own.bot_token
         for upload in uploads_in(event, token.get_secret_value() if token else ""):
             by = Actor("slack", msg.user)
             await self.uploads.add(self.kb(msg.key.workspace), upload, self.reply(msg.key), by)
@@ -206,6 +190,33 @@ class SlackAdapter:
             log.warning("ephemeral note failed in %s: %s", channel, exc.response.get("error"))
 
 
+class _Posted:
+    """One Slack message at the conversation's steps (``Surface``): notes to its author
+    are ephemeral, in its thread; the answer and an apology are in the thread."""
+
+    def __init__(self, adapter: SlackAdapter, event: dict[str, Any]) -> None:
+        self.adapter, self.event = adapter, event
+        self.reply_to = event.get("thread_ts")
+
+    async def allowed(self, msg: Incoming) -> bool:
+        return self.adapter.allowed(msg.key.channel)
+
+    async def refuse(self, msg: Incoming) -> None:
+        await self.tell(msg, NOT_ALLOWED)
+
+    async def add_files(self, msg: Incoming) -> None:
+        await self.adapter.add_files(msg, self.event, self.reply_to)
+
+    async def tell(self, msg: Incoming, text: str) -> None:
+        await self.adapter._ephemeral(msg.key.channel, msg.user, text, self.reply_to)
+
+    async def fail(self, msg: Incoming, text: str) -> None:
+        await self.adapter.reply(msg.key).fail(text)
+
+    async def reply(self, question: Question) -> tuple[Question, SlackReply]:
+        return question, self.adapter.reply(question.thread)
+
+
 class _DropTokenUnused(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return "`token` will be unused" not in record.getMessage()
@@ -220,15 +231,16 @@ def _api_url(url: str) -> str:
 
 def web_client(settings: Settings, session: aiohttp.ClientSession | None) -> AsyncWebClient:
     """The Web API client with the bot token, or a ConfigError saying what to set."""
-    if settings.slack_bot_token is None:
+    own = slack_settings(settings)
+    if own.bot_token is None:
         raise ConfigError("SLACK_BOT_TOKEN is not set: copy the xoxb- token from the app's page.")
-    if settings.slack_app_token is None and settings.slack_signing_secret is None:
+    if own.app_token is None and own.signing_secret is None:
         raise ConfigError(
             "Set SLACK_APP_TOKEN (xapp-, Socket Mode) or SLACK_SIGNING_SECRET (HTTP events)."
         )
     client = AsyncWebClient(
-        token=settings.slack_bot_token.get_secret_value(),
-        base_url=_api_url(settings.slack_api_url),
+        token=own.bot_token.get_secret_value(),
+        base_url=_api_url(own.api_url),
         session=session,
     )
     # Slack answers 429 with Retry-After when a workspace posts fast; wait and retry.
@@ -249,7 +261,7 @@ def build_slack_app(
     holds the work started after each ack (pass one to await it); ``session`` is shared
     by every Web API call (kept-alive connections; without it, one session per call)."""
     client = web_client(settings, session)
-    secret = settings.slack_signing_secret
+    secret = slack_settings(settings).signing_secret
     # Bolt reads SLACK_BOT_TOKEN itself and warns that the client we pass wins over it.
     logging.getLogger("slack_bolt.AsyncApp").addFilter(_NO_TOKEN_NOTICE)
     app = AsyncApp(
@@ -331,14 +343,15 @@ async def run_slack(
     core: Core, settings: Settings, on_ready: Callable[[], None] | None = None
 ) -> None:
     """Run Quorum on Slack until cancelled: Socket Mode when SLACK_APP_TOKEN is set,
-    else HTTP events on ``settings.slack_port`` at /slack/events. On cancel it stops
+    else HTTP events on QUORUM_SLACK_PORT at /slack/events. On cancel it stops
     taking events, then gives answers in flight half of QUORUM_SHUTDOWN_S."""
     background = Background()
     session = aiohttp.ClientSession()
     try:
         app = build_slack_app(core, settings, background=background, session=session)
-        if settings.slack_app_token is not None:
-            handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value())
+        own = slack_settings(settings)
+        if own.app_token is not None:
+            handler = AsyncSocketModeHandler(app, own.app_token.get_secret_value())
             await handler.connect_async()  # type: ignore[no-untyped-call]
             log.warning("Quorum is connected to Slack (Socket Mode)")
             if on_ready is not None:
@@ -348,8 +361,8 @@ async def run_slack(
             finally:
                 await handler.close_async()  # type: ignore[no-untyped-call]
         else:
-            runner = await start_http(app, settings.slack_port)
-            log.warning("Quorum is listening for Slack events on port %d", settings.slack_port)
+            runner = await start_http(app, own.port)
+            log.warning("Quorum is listening for Slack events on port %d", own.port)
             if on_ready is not None:
                 on_ready()
             try:

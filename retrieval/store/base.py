@@ -83,6 +83,10 @@ class Store(Protocol):
         ...
 
     # --- what is stored
+    async def knowledge_bases(self) -> list[str]:
+        """Every knowledge base the store holds, by name."""
+        ...
+
     async def stored_sources(self, kb: str, source_ids: Sequence[str]) -> dict[str, StoredSource]:
         """The stored record of each of ``source_ids`` that is indexed, by id."""
         ...

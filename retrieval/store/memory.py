@@ -150,6 +150,12 @@ class MemoryStore:
         return self._drop(units, orphan)
 
     # --- what is stored
+    async def knowledge_bases(self) -> list[str]:
+        """Every knowledge base written to, by name."""
+        if self.down:
+            raise SearchUnavailable("The in-memory store is down.")
+        return sorted(set(self._units) | set(self._records))
+
     async def stored_sources(self, kb: str, source_ids: Sequence[str]) -> dict[str, StoredSource]:
         """The content hash and path of each of ``source_ids`` that is indexed."""
         _, records = self._kb(kb)
