@@ -100,11 +100,6 @@ class Store(Protocol):
         """How many windows ``kb`` holds."""
         ...
 
-    async def knowledge_bases(self) -> list[str]:
-        """Every knowledge base's name (forgetting looks for other sources of the same
-        audio in all of them)."""
-        ...
-
     # --- reads (search, the archive, research)
     async def hybrid(
         self,

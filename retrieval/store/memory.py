@@ -172,12 +172,6 @@ class MemoryStore:
         infos.sort(key=lambda i: (-(i.source.recorded_at or date.min).toordinal(), i.source.title))
         return infos
 
-    async def knowledge_bases(self) -> list[str]:
-        """Every knowledge base's name."""
-        if self.down:
-            raise SearchUnavailable("The in-memory store is down.")
-        return sorted(self._records)
-
     async def count(self, kb: str) -> int:
         """How many windows ``kb`` holds (live or not, as Weaviate counts them)."""
         units, _ = self._kb(kb)
