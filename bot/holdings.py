@@ -147,13 +147,16 @@ class Holdings:
         except (OSError, ValueError):
             return False
 
-    def _digests(self, source: Source, kept: dict[str, list[Path]]) -> set[str]:
-        """The content hashes of the audio ``source`` was transcribed from."""
+    def _digests(
+        self, source: Source, kept: dict[str, list[Path]], hash_file: bool = True
+    ) -> set[str]:
+        """The content hashes of the audio ``source`` was transcribed from (its file read
+        only when the kept transcripts' names do not tell, and ``hash_file``)."""
         # With no sidecar a recording's content hash is the hash of its audio's hash, so
         # the kept transcripts' names find it even after the file is gone.
         by_hash = {hashlib.sha256(d.encode()).hexdigest(): d for d in kept}
         digests = {by_hash[source.content_hash]} if source.content_hash in by_hash else set()
-        path = Path(source.path) if source.path else None
+        path = Path(source.path) if source.path and hash_file else None
         if not digests and path and path.suffix.lower() in MEDIA_SUFFIXES and path.is_file():
             try:
                 digests.add(file_digest(path))
@@ -223,18 +226,27 @@ class Holdings:
         infos = await self.store.list_sources(kb)
         added = await self.sessions.added(kb)
         kept = await asyncio.to_thread(self.transcriber.kept)
+        # Files are hashed only while some kept transcript is not matched by a source's
+        # content hash (a recording with a sidecar): listing never reads every video.
+        named = {hashlib.sha256(d.encode()).hexdigest() for d in kept}
+        unmatched = len(kept) > len(named & {i.source.content_hash for i in infos})
         return [
-            await asyncio.to_thread(self._held, info, kept, added.get(info.source.id))
+            await asyncio.to_thread(self._held, info, kept, added.get(info.source.id), unmatched)
             for info in infos
         ]
 
     def _held(
-        self, info: SourceInfo, kept: dict[str, list[Path]], added: AuditEntry | None
+        self,
+        info: SourceInfo,
+        kept: dict[str, list[Path]],
+        added: AuditEntry | None,
+        hash_file: bool,
     ) -> Held:
         source = info.source
         path = Path(source.path) if source.path else None
         size = path.stat().st_size if path and path.is_file() else None
-        transcripts = [f for d in self._digests(source, kept) for f in kept.get(d, [])]
+        digests = self._digests(source, kept, hash_file)
+        transcripts = [f for d in digests for f in kept.get(d, [])]
         upload = self.is_upload(source.path) and size is not None
         kept_bytes = sum(_size(f) for f in transcripts) + ((size or 0) if upload else 0)
         return Held(info, size, kept_bytes, upload, bool(transcripts), added)
