@@ -1,7 +1,8 @@
 """``quorum doctor``: is this Quorum ready to run for a team? One row per check (settings,
-what it would serve, Claude, Weaviate, the model, the database, disk, the HTTP port, then
-one row per configured chat platform, from its own ``doctor`` module), each failure with
-the fix, exit 1 when anything fails.
+what it would serve, the language model (Claude or your own server, and whether it takes
+tools), Weaviate, the embedding model, the database, disk, the HTTP port, then one row per
+configured chat platform, from its own ``doctor`` module), each failure with the fix, exit 1
+when anything fails.
 
 It lives with the adapters because the platforms' rows ask them through their SDKs; every
 network check has a deadline, so a dead host costs seconds, not a hang.
@@ -15,8 +16,8 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import urlsplit
 
-import anthropic
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -25,17 +26,20 @@ from adapters import platform
 from adapters.cli.app import out
 from adapters.http.api import parse_tokens
 from bot.config import Settings, load_settings
+from bot.errors import LLMError
 from bot.holdings import data_sizes
+from bot.llm import NoTools, Tool
+from bot.llm import from_settings as llm_from_settings
 from bot.sessions import MIGRATIONS
 from bot.wiring import open_retrieval, open_session_store
 from retrieval.embed import packaged_model_path
 from retrieval.errors import QuorumError
-from retrieval.links import redact_url
 
 Status = Literal["ok", "warn", "FAIL"]
 CHECK_TIMEOUT_S = 30.0  # Weaviate may start from cold
 MIN_FREE_BYTES = 1 << 30
 LOW_FREE_BYTES = 5 << 30
+PING_TOOL = Tool("ping", "Answer a ping.", {"type": "object", "properties": {}})
 
 
 @dataclass(frozen=True)
@@ -74,49 +78,57 @@ def check_front_ends(settings: Settings) -> Check:
     return _ok("serves", ", ".join(served))
 
 
-async def check_claude(settings: Settings) -> Check:
-    """The key and the model, with one request of one output token."""
-    if settings.anthropic_api_key is None or not settings.anthropic_api_key.get_secret_value():
+async def check_llm(settings: Settings) -> Check:
+    """The configured model (Claude or an OpenAI-compatible server) with one request of one
+    output token that offers a tool, which also tells whether the model accepts tools."""
+    which = settings.llm_backend
+    if which is None:
         return Check(
-            "claude",
+            "llm",
             "warn",
-            "No ANTHROPIC_API_KEY: answers quote passages instead of being written.",
-            "Set ANTHROPIC_API_KEY (console.anthropic.com > API keys).",
+            "No model: answers quote passages instead of being written.",
+            "Set ANTHROPIC_API_KEY, or QUORUM_OPENAI_BASE_URL and QUORUM_MODEL for your own "
+            "server (Ollama, vLLM, llama.cpp).",
         )
-    client = anthropic.AsyncAnthropic(
-        api_key=settings.anthropic_api_key.get_secret_value(),
-        base_url=settings.anthropic_base_url,
-        timeout=15.0,
-        max_retries=0,
-    )
+    llm = llm_from_settings(settings)
+    assert llm is not None
+    llm.timeout_s, llm.max_retries = 15.0, 0
+    key_var = "ANTHROPIC_API_KEY" if which == "claude" else "QUORUM_OPENAI_API_KEY"
+    url_var = "ANTHROPIC_BASE_URL" if which == "claude" else "QUORUM_OPENAI_BASE_URL"
+    tools = "accepts tools"
     try:
-        reply = await client.messages.create(
-            model=settings.model, max_tokens=1, messages=[{"role": "user", "content": "ping"}]
-        )
-    except anthropic.AuthenticationError:
-        return Check(
-            "claude", "FAIL", "Claude rejected ANTHROPIC_API_KEY.", "Create a new key and set it."
-        )
-    except anthropic.NotFoundError:
-        return Check(
-            "claude",
-            "FAIL",
-            f"Claude does not know the model {settings.model!r}.",
-            "Set QUORUM_MODEL to a current model name.",
-        )
-    except anthropic.APIStatusError as exc:
-        return Check("claude", "warn", f"Claude answered {exc.status_code}.", "Try again shortly.")
-    except anthropic.APIConnectionError:
-        where = settings.anthropic_base_url or "api.anthropic.com"
-        return Check(
-            "claude",
-            "FAIL",
-            f"Cannot reach {redact_url(where)}.",
-            "Check the network (or ANTHROPIC_BASE_URL).",
-        )
+        try:
+            done = await llm.create(
+                system="Reply with one word.",
+                messages=[{"role": "user", "content": "ping"}],
+                tools=[PING_TOOL],
+                max_tokens=1,
+            )
+        except NoTools:
+            tools = "does NOT accept tools: deep research is off, quick answers work"
+            done = await llm.complete(
+                system="Reply with one word.",
+                messages=[{"role": "user", "content": "ping"}],
+                max_tokens=1,
+            )
+    except LLMError as exc:
+        if exc.status in (401, 403):
+            return Check("llm", "FAIL", f"{which} rejected {key_var}.", "Set a valid key.")
+        if exc.status == 404:
+            return Check(
+                "llm",
+                "FAIL",
+                f"{which} does not know the model {settings.model!r}.",
+                "Set QUORUM_MODEL to a model the server serves.",
+            )
+        if exc.status is None and "connection" in str(exc):
+            return Check(
+                "llm", "FAIL", f"Cannot reach {which}.", f"Check the network (or {url_var})."
+            )
+        return Check("llm", "warn", f"{which}: {exc}", "Try again shortly.")
     finally:
-        await client.close()
-    return _ok("claude", f"key accepted, {reply.model} answers")
+        await llm.aclose()
+    return _ok("llm", f"{which}: {done.model} answers and {tools}")
 
 
 async def check_store(settings: Settings) -> Check:
@@ -228,17 +240,36 @@ async def _bounded(name: str, check: Awaitable[Check | None]) -> Check | None:
         return Check(name, "FAIL", f"No answer within {CHECK_TIMEOUT_S:g} s.", "Check the network.")
 
 
+def check_pages(settings: Settings) -> Check:
+    """Page links reach people: QUORUM_PUBLIC_URL is set when chat platforms are."""
+    host = (urlsplit(settings.page_url).hostname or "").lower()
+    local = host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
+    chat = [p.name for p in platform.platforms() if p.is_configured(settings)]
+    if local and chat:
+        return Check(
+            "pages",
+            "warn",
+            f"Links in answers point at {settings.page_url}, which only this machine can open "
+            f"({', '.join(chat)} users cannot).",
+            "Set QUORUM_PUBLIC_URL to the address people reach this server at "
+            "(https://quorum.example.com).",
+        )
+    days = f"{settings.link_ttl_days:g}"
+    return _ok("pages", f"links open at {settings.page_url}/v/..., valid {days} days")
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order an operator fixes things."""
     checks: list[Check | None] = [check_front_ends(settings)]
     slow: list[tuple[str, Callable[[Settings], Awaitable[Check | None]]]] = [
-        ("claude", check_claude),
+        ("llm", check_llm),
         ("weaviate", check_store),
         ("database", check_database),
     ]
     slow += [(p.name, p.check) for p in platform.platforms()]
     checks += [check_model(settings), check_disk(settings), check_data(settings)]
     checks.append(check_port(settings))
+    checks.append(check_pages(settings))
     checks += [await _bounded(name, fn(settings)) for name, fn in slow]
     return [c for c in checks if c is not None]
 
@@ -257,8 +288,8 @@ def report(checks: list[Check]) -> Table:
 
 
 def doctor() -> None:
-    """Check settings, Weaviate, the model, the database, Claude, each chat platform, disk,
-    and say what the data dir holds."""
+    """Check settings, Weaviate, the models, the database, each chat platform, disk, and
+    say what the data dir holds."""
     try:
         settings = load_settings()
         for chat in platform.platforms():

@@ -27,6 +27,7 @@ def hit_json(hit: Hit) -> dict[str, Any]:
         "lesson": hit.segment.lesson,
         "level": hit.segment.level,
         "link": hit.link,
+        "view": hit.source.view,
         "source": {
             "id": s.id,
             "title": s.title,

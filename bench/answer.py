@@ -41,7 +41,7 @@ from bench.common import percentile, temp_store
 from bot.answer.answer import AnswerConfig
 from bot.cite.vectors import SentenceVectors
 from bot.engine import Engine
-from bot.llm import ClaudeLLM
+from bot.llm import claude_model
 from bot.models import Question, ThreadKey
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
@@ -115,7 +115,7 @@ async def run(rounds: int, writing_s: float, cold: bool) -> None:
                 f"ingested {len(report.results)} files, {report.segments} segments "
                 f"in {time.perf_counter() - t0:.1f} s"
             )
-            llm = ClaudeLLM(
+            llm = claude_model(
                 api_key=emu.api_key, base_url=emu.url, model="claude-answer", fast_model=FAST
             )
 

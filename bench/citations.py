@@ -62,7 +62,7 @@ from bench.citation_gold import (
 from bench.common import KeptIndex, percentile, temp_store
 from bot.answer.answer import AnswerConfig
 from bot.engine import Engine
-from bot.llm import ClaudeLLM
+from bot.llm import claude_model
 from bot.models import Question, ThreadKey
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
@@ -230,7 +230,7 @@ async def run(
                 if "b" in paths:
                     script = Script()
                     async with AnthropicEmulator(default=script) as emu:
-                        llm = ClaudeLLM(
+                        llm = claude_model(
                             api_key=emu.api_key,
                             base_url=emu.url,
                             model="claude-answer",

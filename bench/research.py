@@ -3,7 +3,7 @@
 A fresh embedded Weaviate server in a temp dir holds the sample archive (``examples/``);
 the Anthropic emulator runs in-process with instant replies, scripted for five tool-using
 turns (seven tool calls, two turns with parallel calls) and a final answer; the real SDK
-talks to it through ``ClaudeLLM``. Each run is timed turn by turn (``ResearchResult.turns``):
+talks to it through ``Model``. Each run is timed turn by turn (``ResearchResult.turns``):
 
 - step: the turn's wall time (Claude's reply, the tool calls, numbering and rendering)
 - archive: time inside Archive calls (the union of their intervals: parallel calls overlap)
@@ -12,7 +12,7 @@ talks to it through ``ClaudeLLM``. Each run is timed turn by turn (``ResearchRes
   client, measured separately (what any client would pay for this emulator)
 - own = step - archive - Claude call: validation, progress, numbering, rendering, the
   message list, the trace
-- own + client = step - archive - HTTP round trip: as above plus the SDK and ClaudeLLM
+- own + client = step - archive - HTTP round trip: as above plus the SDK and Model
 
 Target: own p95 < 50 ms per step. Run: ``.venv/bin/python bench/research.py [--runs 20]``.
 """
@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.common import percentile, temp_store
-from bot.llm import ClaudeLLM
+from bot.llm import claude_model
 from bot.models import Event, Question, ThreadKey
 from bot.research.loop import Researcher, ResearchResult
 from retrieval.embed import SentenceTransformerEmbedder
@@ -133,7 +133,7 @@ async def main(runs: int, warmup: int) -> None:
             archive = SearchService(store, embedder).archive(KB)
             emu = AnthropicEmulator()
             await emu.start()
-            llm = ClaudeLLM(
+            llm = claude_model(
                 api_key=API_KEY, base_url=emu.url, model="claude-sonnet-5-5", fast_model="x"
             )
             try:
@@ -204,7 +204,7 @@ async def measure(
     verdict = "[green]PASS[/]" if p95 < TARGET_P95_MS else "[red]FAIL[/]"
     console.print(
         f"Quorum's own time per step p95 {p95:.2f} ms (target < {TARGET_P95_MS:g} ms): {verdict}; "
-        f"with the SDK and ClaudeLLM p95 {percentile(rows['own_client'], 95):.2f} ms"
+        f"with the SDK and Model p95 {percentile(rows['own_client'], 95):.2f} ms"
     )
 
 

@@ -124,7 +124,7 @@ async def engine_core(data_dir: Path, claude_url: str, kb: str) -> AsyncIterator
     """The real Engine on a fresh embedded Weaviate holding the sample archive."""
     from bench.common import temp_store
     from bot.engine import Engine
-    from bot.llm import ClaudeLLM
+    from bot.llm import from_settings as llm_from_settings
     from bot.sessions import SessionStore
     from retrieval.embed import SentenceTransformerEmbedder
     from retrieval.search import SearchService
@@ -139,7 +139,7 @@ async def engine_core(data_dir: Path, claude_url: str, kb: str) -> AsyncIterator
         SessionStore.open(settings.sessions_path) as sessions,
     ):
         await load_sample(store, embedder, kb)
-        llm = ClaudeLLM.from_settings(settings)
+        llm = llm_from_settings(settings)
         engine = Engine.from_settings(
             settings,
             archives=SearchService(store, embedder).archive,

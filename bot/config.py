@@ -11,9 +11,18 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, cast
+from urllib.parse import urlsplit
 
 from platformdirs import user_data_dir
-from pydantic import AliasChoices, BeforeValidator, Field, PrivateAttr, SecretStr, ValidationError
+from pydantic import (
+    AliasChoices,
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from retrieval.errors import ConfigError
@@ -137,7 +146,21 @@ class Settings(BaseSettings):
     chunk_chars: int = Field(1200, ge=200, description="Length of a document window.")
     chunk_overlap_chars: int = Field(150, ge=0, description="Overlap of document windows.")
 
-    # --- answers (Claude)
+    # --- answers (the model: Claude, or any OpenAI-compatible server)
+    llm: Literal["claude", "openai", "none"] | None = Field(
+        None,
+        description="Which model writes answers: claude, openai (an OpenAI-compatible server: "
+        "Ollama, vLLM, llama.cpp, LM Studio) or none (extractive). Unset: claude when "
+        "ANTHROPIC_API_KEY is set, openai when QUORUM_OPENAI_BASE_URL is.",
+    )
+    openai_base_url: str | None = Field(
+        None,
+        description="Chat Completions base URL of an OpenAI-compatible server, such as "
+        "http://localhost:11434/v1 (Ollama) or http://localhost:8000/v1 (vLLM).",
+    )
+    openai_api_key: SecretStr | None = Field(
+        None, description="The server's API key, if it wants one (local servers do not)."
+    )
     anthropic_api_key: SecretStr | None = Field(
         None,
         validation_alias=AliasChoices("ANTHROPIC_API_KEY", "QUORUM_ANTHROPIC_API_KEY"),
@@ -148,15 +171,25 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "QUORUM_ANTHROPIC_BASE_URL"),
         description="Messages API base URL (an emulator in tests).",
     )
-    model: str = Field(DEFAULT_MODEL, description="Claude model that writes answers.")
-    fast_model: str = Field(DEFAULT_FAST_MODEL, description="Cheaper model for query rewriting.")
+    model: str = Field(
+        DEFAULT_MODEL,
+        description="Model that writes answers (with QUORUM_LLM=openai: the name the server "
+        "serves, such as qwen2.5:7b-instruct; required).",
+    )
+    fast_model: str = Field(
+        DEFAULT_FAST_MODEL,
+        description="Cheaper model for rewriting, expansion, rerank and summaries (with "
+        "QUORUM_LLM=openai: defaults to QUORUM_MODEL).",
+    )
     expand_queries: bool = Field(
         False, description="With a key: the fast model rephrases hard questions (results fused)."
     )
     claude_rerank: bool = Field(
         False, description="With a key: the fast model reorders the top 20 hits (costs a call)."
     )
-    llm_timeout_s: float = Field(60.0, gt=0, description="Timeout of one Claude request.")
+    llm_timeout_s: float = Field(
+        60.0, gt=0, description="Deadline of one model request, retries included."
+    )
     llm_max_retries: int = Field(2, ge=0, le=10, description="Retries on 429/5xx/overloaded.")
     answer_max_tokens: int = Field(1200, ge=64, description="Longest answer, in tokens.")
     context_token_budget: int = Field(6000, ge=500, description="Tokens of sources per answer.")
@@ -180,6 +213,26 @@ class Settings(BaseSettings):
     shutdown_s: float = Field(
         20.0, gt=0, description="SIGTERM/SIGINT: seconds to finish answers and exit."
     )
+    public_url: str | None = Field(
+        None,
+        description="Where people reach this server's pages (the address in every link to a "
+        "recording or document page). Unset: http://localhost:<QUORUM_HTTP_PORT>.",
+    )
+    link_secret: SecretStr | None = Field(
+        None,
+        description="Signs page links (at least 16 characters; set the same on every "
+        "replica). Unset: a random secret kept in QUORUM_DATA_DIR/link-secret. Changing it "
+        "revokes every link.",
+    )
+    link_ttl_days: float = Field(
+        30.0, gt=0, le=3650, description="How many days a page link works after its answer."
+    )
+    keep_media: bool = Field(
+        False,
+        description="Keep a copy of each recording `quorum ingest` reads in QUORUM_DATA_DIR/"
+        "media, so its page plays after the original file moves. Unset: served from where it "
+        "was ingested while it is there.",
+    )
     api_tokens: SecretStr | None = Field(
         None, description="JSON API bearer tokens, token:kb pairs: tok1:kb1,tok2:kb2."
     )
@@ -198,6 +251,47 @@ class Settings(BaseSettings):
     # load_settings' overrides no field here takes: a platform's, under its prefix
     _overrides: dict[str, Any] = PrivateAttr(default_factory=dict)
     _platforms: dict[type[PlatformSettings], PlatformSettings] = PrivateAttr(default_factory=dict)
+
+    @property
+    def llm_backend(self) -> Literal["claude", "openai"] | None:
+        """The model backend in use (None: extractive answers); see ``check_llm``."""
+        if self.llm == "none":
+            return None
+        if self.llm is not None:
+            return self.llm
+        if self.anthropic_api_key is not None and self.anthropic_api_key.get_secret_value():
+            return "claude"
+        return "openai" if self.openai_base_url else None
+
+    @property
+    def openai_fast_model(self) -> str:
+        """The fast model on an OpenAI-compatible server: QUORUM_FAST_MODEL, or the answer
+        model when it is unset."""
+        return self.fast_model if "fast_model" in self.model_fields_set else self.model
+
+    @field_validator("link_secret")
+    @classmethod
+    def _long_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("must be at least 16 characters long")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+    @property
+    def page_url(self) -> str:
+        """The public address of the pages: QUORUM_PUBLIC_URL or localhost's port."""
+        return (self.public_url or f"http://localhost:{self.http_port}").rstrip("/")
+
+    @property
+    def media_dir(self) -> Path:
+        """Recordings kept for their pages (``QUORUM_KEEP_MEDIA``, the demo's audio)."""
+        return self.data_dir / "media"
 
     @property
     def sessions_path(self) -> Path:
@@ -243,6 +337,39 @@ def _validated(model: type[M], values: dict[str, Any]) -> M:
         raise ConfigError(f"{_var_name(model, first['loc'])}: {first['msg']}.") from exc
 
 
+def check_llm(settings: Settings) -> None:
+    """A model setting that cannot work stops start-up with one line naming the variable."""
+    has_key = settings.anthropic_api_key is not None and bool(
+        settings.anthropic_api_key.get_secret_value()
+    )
+    base = settings.openai_base_url
+    if settings.llm is None and has_key and base:
+        raise ConfigError(
+            "QUORUM_LLM: both ANTHROPIC_API_KEY and QUORUM_OPENAI_BASE_URL are set; "
+            "set QUORUM_LLM=claude or QUORUM_LLM=openai."
+        )
+    if settings.llm == "claude" and not has_key:
+        raise ConfigError("ANTHROPIC_API_KEY: QUORUM_LLM=claude needs a Claude API key.")
+    if settings.llm_backend != "openai":
+        return
+    if not base:
+        raise ConfigError(
+            "QUORUM_OPENAI_BASE_URL: QUORUM_LLM=openai needs the server's URL, such as "
+            "http://localhost:11434/v1 (Ollama)."
+        )
+    parts = urlsplit(base)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            "QUORUM_OPENAI_BASE_URL must look like http://host:11434/v1 (got a URL without "
+            "http(s) and a host)."
+        )
+    if "model" not in settings.model_fields_set:
+        raise ConfigError(
+            "QUORUM_MODEL: name the model the server serves (such as qwen2.5:7b-instruct on "
+            "Ollama); the default is a Claude model."
+        )
+
+
 def load_settings(**overrides: object) -> Settings:
     """Load settings, turning validation errors into one ConfigError naming the variable.
     Overrides that name no field of ``Settings`` are kept for ``Settings.platform``."""
@@ -250,4 +377,5 @@ def load_settings(**overrides: object) -> Settings:
         Settings, {k: v for k, v in overrides.items() if k in Settings.model_fields}
     )
     settings._overrides = {k: v for k, v in overrides.items() if k not in Settings.model_fields}
+    check_llm(settings)
     return settings

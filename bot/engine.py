@@ -16,8 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from anthropic.types import MessageParam
-
 from bot.answer import prompts
 from bot.answer.answer import AnswerConfig, Outcome, QuickAnswerer
 from bot.answer.followup import error_answer, precheck
@@ -26,7 +24,7 @@ from bot.cite.citations import citation_json, resolve, source_json
 from bot.cite.vectors import sentence_vectors
 from bot.config import Settings
 from bot.errors import InvalidInput, LLMError, QuorumError, SearchUnavailable
-from bot.llm import LLM
+from bot.llm import LLM, Message
 from bot.models import Answer, EventSink, Library, Question, ThreadKey, guarded_sink
 from bot.research.loop import Researcher
 from bot.router import ResearchRouter
@@ -199,7 +197,7 @@ class Engine:
         support; None when Claude fails or returns nothing."""
         assert self.llm is not None
         history = await self._history(question.thread)
-        messages: list[MessageParam] = [
+        messages: list[Message] = [
             *prompts.answer_messages(question.text, history, answer.sources),
             {"role": "assistant", "content": answer.text},
             {"role": "user", "content": prompts.revision_request(untraced)},

@@ -5,11 +5,12 @@
      ├── InvalidInput       a bad argument or question (says what is wrong)
      ├── IngestError        a file could not be read (names the file and why)
      ├── SearchUnavailable  Weaviate cannot be reached or failed (names the URL)
-     └── LLMError           Claude failed after retries, timed out, or refused the request
+     └── LLMError           the model failed after retries, timed out, or refused the request
 
 The first five live in ``retrieval.errors`` (retrieval never imports ``bot``) and are
 re-exported here so the core and the adapters import one module. Vendor exceptions are
-translated at their seam (``anthropic`` errors in ``bot.llm``), ``raise ... from exc``.
+translated at their seam (the model SDKs' errors in ``bot/llm/claude.py`` and
+``bot/llm/openai_compat.py``), ``raise ... from exc``.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ __all__ = [
 
 
 class LLMError(QuorumError):
-    """Claude could not answer: overloaded, rate-limited, failing, timed out or refused.
+    """The model could not answer: overloaded, rate-limited, failing, timed out or refused.
 
     ``retryable`` is True for trouble that passes (429, 5xx, 529, timeouts, connection
-    errors) and False for a request Claude rejects (400, 401, 403, 404).
+    errors) and False for a request the model's server rejects (400, 401, 403, 404).
     """
 
     def __init__(self, message: str, *, status: int | None = None, retryable: bool = True) -> None:

@@ -25,6 +25,7 @@ from bot.sessions import Actor, AuditEntry, Sessions
 from bot.sessions.records import AuditAction
 from retrieval.indexer import FileResult
 from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
+from retrieval.kept_media import kept_copies
 from retrieval.models import Source, SourceInfo
 from retrieval.search import SearchService
 from retrieval.service import DATA_PARTS, TRANSCRIPTS
@@ -211,6 +212,8 @@ class Holdings:
         doomed = [] if shared else [f for d in digests for f in kept.get(d, [])]
         if self.is_upload(source.path):
             doomed.append(Path(source.path))
+        # A recording's page copy (QUORUM_KEEP_MEDIA, the demo's voices) goes with it.
+        doomed += await asyncio.to_thread(kept_copies, self.data_dir / "media", kb, source_id)
         files = await asyncio.to_thread(unlink, doomed)
         answers = await self.sessions.scrub_answers(source_id)
         for hook in self.hooks:

@@ -1,5 +1,5 @@
 """What ``/metrics`` shows: Prometheus counters and histograms about questions, answers,
-Claude and errors, kept in one registry per running core (no module-level state).
+the model and errors, kept in one registry per running core (no module-level state).
 
 ``MeteredCore`` wraps the engine behind the ``Core`` protocol, so every front end (each chat
 platform, the JSON API) is counted the same way without knowing about metrics:
@@ -9,7 +9,8 @@ platform, the JSON API) is counted the same way without knowing about metrics:
                               +--> questions{platform,mode,outcome}, answer_seconds{stage},
                                    dedupe hits, errors{kind}, in flight, active sessions
 
-Claude's tokens and retries are read from the ``ClaudeLLM`` at scrape time.
+The model's tokens, retries and errors (per backend: claude, openai) are read from the
+``Model`` at scrape time.
 """
 
 from __future__ import annotations
@@ -31,14 +32,14 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from bot.engine import BROKEN, SEARCH_DOWN
-from bot.llm import ClaudeLLM
+from bot.llm import Model
 from bot.models import Actor, Added, Answer, Core, EventSink, Heard, Library, Question, ThreadKey
 from retrieval.models import SourceInfo
 
 ACTIVE_WINDOW_S = 15 * 60.0  # a session is active while it had a question this recently
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
 # Timing keys of an Answer (ms) per stage; deep research reports its archive time.
-STAGES = {"search": ("search", "archive"), "claude": ("llm",), "total": ("total",)}
+STAGES = {"search": ("search", "archive"), "llm": ("llm",), "total": ("total",)}
 
 
 def error_kind(answer: Answer) -> str:
@@ -50,31 +51,41 @@ def error_kind(answer: Answer) -> str:
     return "invalid_input"
 
 
-class _ClaudeCollector(Collector):
-    """Claude's cumulative tokens and retries, read from the client when scraped."""
+class _ModelCollector(Collector):
+    """The model's cumulative tokens, retries and errors, read when scraped."""
 
-    def __init__(self, llm: ClaudeLLM) -> None:
+    def __init__(self, llm: Model) -> None:
         self.llm = llm
 
     def collect(self) -> Iterator[CounterMetricFamily]:
+        backend = self.llm.name
         tokens = CounterMetricFamily(
-            "quorum_claude_tokens", "Claude tokens spent, by kind.", labels=["kind"]
+            "quorum_llm_tokens",
+            "Model tokens spent, by backend and kind.",
+            labels=["backend", "kind"],
         )
         u = self.llm.usage
-        tokens.add_metric(["input"], u.input_tokens)
-        tokens.add_metric(["output"], u.output_tokens)
-        tokens.add_metric(["cache_read"], u.cache_read_input_tokens)
-        tokens.add_metric(["cache_write"], u.cache_creation_input_tokens)
+        tokens.add_metric([backend, "input"], u.input_tokens)
+        tokens.add_metric([backend, "output"], u.output_tokens)
+        tokens.add_metric([backend, "cache_read"], u.cache_read_input_tokens)
+        tokens.add_metric([backend, "cache_write"], u.cache_creation_input_tokens)
         yield tokens
-        yield CounterMetricFamily(
-            "quorum_claude_retries", "Claude requests sent again.", value=self.llm.retries
+        retries = CounterMetricFamily(
+            "quorum_llm_retries", "Model requests sent again, by backend.", labels=["backend"]
         )
+        retries.add_metric([backend], self.llm.retries)
+        yield retries
+        errors = CounterMetricFamily(
+            "quorum_llm_errors", "Model calls that failed for good, by backend.", labels=["backend"]
+        )
+        errors.add_metric([backend], self.llm.errors)
+        yield errors
 
 
 class Metrics:
     """Every metric a running Quorum exposes, in its own registry."""
 
-    def __init__(self, llm: ClaudeLLM | None = None) -> None:
+    def __init__(self, llm: Model | None = None) -> None:
         self.registry = r = CollectorRegistry()
         self.questions = Counter(
             "quorum_questions",
@@ -84,7 +95,7 @@ class Metrics:
         )
         self.latency = Histogram(
             "quorum_answer_seconds",
-            "Answer latency by stage: search, claude, total.",
+            "Answer latency by stage: search, llm (the model), total.",
             ["stage"],
             buckets=LATENCY_BUCKETS,
             registry=r,
@@ -108,9 +119,9 @@ class Metrics:
             f"Threads with a question in the last {ACTIVE_WINDOW_S / 60:.0f} minutes.",
             registry=r,
         ).set_function(self._active_sessions)
-        self.claude = llm is not None
+        self.backend = None if llm is None else llm.name
         if llm is not None:
-            r.register(_ClaudeCollector(llm))
+            r.register(_ModelCollector(llm))
 
     def _active_sessions(self) -> float:
         cutoff = time.monotonic() - ACTIVE_WINDOW_S
@@ -128,8 +139,8 @@ class Metrics:
                 self.latency.labels(stage).observe(ms / 1000)
         if answer.kind == "error":
             self.errors.labels(error_kind(answer)).inc()
-        elif answer.kind == "extractive" and self.claude:
-            self.errors.labels("claude").inc()  # Claude failed: the answer fell back
+        elif answer.kind == "extractive" and self.backend is not None:
+            self.errors.labels(self.backend).inc()  # the model failed: the answer fell back
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""

@@ -31,7 +31,7 @@ class ThreadKey:
 @dataclass(frozen=True)
 class Actor:
     """Who added or removed a source, and from where (the audit trail): ``via`` is
-    ``cli``, ``api``, ``retention`` or a chat platform's name; ``who`` the user id, the
+    ``cli``, a chat platform's name, ``api`` or ``retention``; ``who`` the user id, the
     API token's name or the login."""
 
     via: str

@@ -1,4 +1,4 @@
-"""Which mode answers a question: quick (one search, one answer) or deep (Claude researches
+"""Which mode answers a question: quick (one search, one answer) or deep (the model researches
 the archive with tools first); and ``ResearchRouter``, the engine's research hook, which
 routes, runs deep research, and falls back to a quick answer.
 
@@ -9,10 +9,12 @@ routes, runs deep research, and falls back to a quick answer.
 - Auto sends hard questions deep with a cheap heuristic: comparisons, "why", how something
   changed over time, questions that span many recordings, or that name several dates or
   sources. It returns a short reason, fit for the query log (never the question itself).
-- Deep research needs Claude: without an API key an explicit request for it gets a quick
-  answer and ``NEEDS_API_KEY`` as the answer's note; auto silently stays quick. When
-  Claude fails before the research found anything, the quick answer (itself extractive
-  if Claude stays down) comes back with ``DEEP_FAILED`` as its note.
+- Deep research needs a model: without one an explicit request for it gets a quick
+  answer and ``NEEDS_API_KEY`` as the answer's note; auto silently stays quick. A model or
+  server that cannot call tools (found on the first try, or by ``quorum doctor``) gets the
+  same treatment with ``NO_TOOLS``. When the model fails before the research found
+  anything, the quick answer (itself extractive if the model stays down) comes back with
+  ``DEEP_FAILED`` as its note.
 """
 
 from __future__ import annotations
@@ -26,19 +28,27 @@ from typing import Literal, Protocol
 from bot.answer.answer import AnswerConfig, Outcome, QuickAnswerer, SearchRecord
 from bot.config import Settings
 from bot.errors import LLMError
-from bot.llm import LLM
+from bot.llm import LLM, NoTools
 from bot.models import EventSink, Mode, Question
-from bot.research.loop import NEEDS_API_KEY, Researcher, ResearchResult
+from bot.research.loop import NEEDS_API_KEY, NO_TOOLS, Researcher, ResearchResult
 from bot.research.schema import SearchArgs, TimelineArgs, ToolError, parse_args
 from bot.sessions import Exchange
 from retrieval.archive import Archive
 from retrieval.embed import Embedder
 from retrieval.models import SearchFilters
 
-__all__ = ["DEEP_FAILED", "NEEDS_API_KEY", "ResearchRouter", "Route", "looks_deep", "route"]
+__all__ = [
+    "DEEP_FAILED",
+    "NEEDS_API_KEY",
+    "NO_TOOLS",
+    "ResearchRouter",
+    "Route",
+    "looks_deep",
+    "route",
+]
 
 log = logging.getLogger("quorum.router")
-DEEP_FAILED = "Deep research could not finish (Claude did not answer); here is a quick answer."
+DEEP_FAILED = "Deep research could not finish (the model did not answer); here is a quick answer."
 
 _SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (reason, re.compile(pattern, re.IGNORECASE))
@@ -124,7 +134,7 @@ def route(
     titles: Sequence[str] = (),
 ) -> Route:
     """The mode for a question: ``requested`` is ``Question.mode``, ``default`` the
-    ``research_mode`` setting, ``has_llm`` whether a Claude client exists, ``titles`` the
+    ``research_mode`` setting, ``has_llm`` whether a model is configured, ``titles`` the
     knowledge base's source titles (optional, for "names several sources")."""
     if requested == "deep":
         if has_llm:
@@ -231,9 +241,15 @@ class ResearchRouter:
         chosen = await self.route(question, archive)
         log.info("mode=%s reason=%s", chosen.mode, chosen.reason)
         if chosen.mode == "deep" and self.researcher is not None:
+            asked = NO_TOOLS if question.mode == "deep" else None
+            if self.researcher.llm.tools_supported is False:
+                return await self._quick(question, archive, history, on_event, asked)
             pairs = [(ex.question, ex.answer) for ex in history]
             try:
                 result = await self.researcher.run(question, archive, pairs, on_event)
+            except NoTools as exc:
+                log.warning("deep research is off: %s", exc)
+                return await self._quick(question, archive, history, on_event, NO_TOOLS)
             except LLMError as exc:
                 log.warning("deep research failed, answering quickly: %s", exc)
                 return await self._quick(question, archive, history, on_event, DEEP_FAILED)

@@ -1,6 +1,6 @@
-"""Summaries written by Claude's fast model at ingest, and reading a stored summary back.
+"""Summaries written by the fast model at ingest, and reading a stored summary back.
 
-With an API key, ``ClaudeSummarizer`` is handed to ``retrieval.indexer.ingest``: it sends
+With a model configured, ``ClaudeSummarizer`` is handed to ``retrieval.indexer.ingest``: it sends
 a source's topics (each line with its second) to the fast model and asks for topics,
 decisions and action items as JSON, each with the second it is about. A second outside
 the source, a broken reply or a failed call leaves the extractive summary in place
@@ -16,7 +16,7 @@ import re
 from collections.abc import AsyncIterator, Sequence
 
 from bot.config import Settings
-from bot.llm import LLM, ClaudeLLM
+from bot.llm import LLM, Model, from_settings
 from retrieval.links import format_timestamp
 from retrieval.models import Segment, Source
 from retrieval.summary import Line, Section
@@ -82,7 +82,8 @@ def parse(reply: str, start_s: float | None, end_s: float | None) -> list[Line]:
 
 
 class ClaudeSummarizer:
-    """Summary lines from Claude's fast model (``retrieval.summary.Summarizer``)."""
+    """Summary lines from the model's fast model, Claude's or a server's
+    (``retrieval.summary.Summarizer``)."""
 
     def __init__(self, llm: LLM, timeout_s: float = 60.0) -> None:
         self.llm = llm
@@ -112,8 +113,9 @@ class ClaudeSummarizer:
 
 @contextlib.asynccontextmanager
 async def claude_summarizer(settings: Settings) -> AsyncIterator[ClaudeSummarizer | None]:
-    """Claude's summarizer for an ingest when a key is set (closed after), else None."""
-    llm = ClaudeLLM.from_settings(settings)
+    """The model's summarizer for an ingest when one is configured (closed after), else
+    None."""
+    llm: Model | None = from_settings(settings)
     if llm is None:
         yield None
         return

@@ -22,7 +22,7 @@ from retrieval.service import Retrieval, RetrievalConfig
 
 if TYPE_CHECKING:
     from bot.engine import Engine, ResearchHook
-    from bot.llm import ClaudeLLM
+    from bot.llm import Model
 
 __all__ = [
     "CoreServices",
@@ -56,6 +56,9 @@ def retrieval_config(settings: Settings) -> RetrievalConfig:
         rerank_model_path=s.rerank_model_path,
         hybrid_alpha=s.hybrid_alpha,
         whisper_model=s.whisper_model,
+        public_url=s.page_url,
+        link_secret=s.link_secret.get_secret_value() if s.link_secret else None,
+        link_ttl_days=s.link_ttl_days,
         chunking=ChunkConfig(
             max_seconds=s.chunk_seconds,
             overlap_seconds=s.chunk_overlap_seconds,
@@ -112,7 +115,7 @@ class CoreServices:
     settings: Settings
     retrieval: Retrieval
     sessions: Sessions
-    llm: ClaudeLLM | None
+    llm: Model | None
     engine: Engine
     holdings: Holdings
 
@@ -132,14 +135,14 @@ async def open_core(
     from bot.cite.vectors import SentenceVectors
     from bot.engine import Engine
     from bot.library import KbLibrary
-    from bot.llm import ClaudeLLM
+    from bot.llm import from_settings as model_from_settings
     from bot.router import ResearchRouter
 
     async with contextlib.AsyncExitStack() as stack:
         if retrieval is None:
             retrieval = await stack.enter_async_context(open_retrieval(settings, warm=True))
         sessions = await stack.enter_async_context(open_session_store(settings))
-        llm = ClaudeLLM.from_settings(settings)
+        llm = model_from_settings(settings)
         if llm is not None:
             stack.push_async_callback(llm.aclose)
         vectors = SentenceVectors(retrieval.embedder)  # shared: quick answers warm it

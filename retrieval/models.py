@@ -30,6 +30,9 @@ class Source:
     path: str = ""
     content_hash: str = ""
     description: str | None = None
+    # Quorum's own page of this source, signed for the knowledge base it was read from
+    # (``retrieval.share``); set by the search service, never stored.
+    view: str | None = None
 
 
 @dataclass(frozen=True)

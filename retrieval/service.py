@@ -15,6 +15,7 @@ from retrieval.chunking import ChunkConfig
 from retrieval.embed import EmbedBackend, LazyEmbedder
 from retrieval.rerank import CrossEncoderReranker
 from retrieval.search import SearchService
+from retrieval.share import LinkSigner, load_secret
 from retrieval.store import Store
 from retrieval.store.weaviate.open import DATA_DIR_NAMES, open_weaviate
 from retrieval.transcribe import Transcriber
@@ -47,6 +48,11 @@ class RetrievalConfig:
     hybrid_alpha: float = 0.5
     chunking: ChunkConfig = field(default_factory=ChunkConfig)
     whisper_model: str | None = None  # a model folder or name; None: the packaged tiny.en
+    # Quorum's own pages (``retrieval.share``): where they are reached, the link secret
+    # (None: one made in ``data_dir``), and how long a link lasts. No public URL: no links.
+    public_url: str | None = None
+    link_secret: str | None = None
+    link_ttl_days: float = 30.0
 
     def transcriber(self) -> Transcriber:
         """The Whisper transcriber for audio and video (its model loads on first use),
@@ -83,6 +89,7 @@ async def open_retrieval(
             config.embed_backend,
             config.embed_onnx_path,
         )
+        stack.push_async_callback(asyncio.to_thread, embedder.finish_loading)  # runs last
         if warm:
             embedder.warm()
         store = await stack.enter_async_context(open_weaviate(config))
@@ -91,5 +98,11 @@ async def open_retrieval(
             reranker = await asyncio.to_thread(
                 CrossEncoderReranker.from_path, config.rerank_model_path
             )
-        search = SearchService(store, embedder, alpha=config.hybrid_alpha, reranker=reranker)
+        signer = None
+        if config.public_url:
+            secret = await asyncio.to_thread(load_secret, config.data_dir, config.link_secret)
+            signer = LinkSigner(secret, config.public_url, config.link_ttl_days)
+        search = SearchService(
+            store, embedder, alpha=config.hybrid_alpha, reranker=reranker, signer=signer
+        )
         yield Retrieval(config, store, embedder, search, config.transcriber())

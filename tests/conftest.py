@@ -15,14 +15,20 @@ import pytest_asyncio
 
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
+from retrieval.share import LinkSigner
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client, find_binary
+from tests.backends import BACKENDS, Served
+from tests.emulators.anthropic import AnthropicEmulator
+from tests.emulators.openai import OpenAIEmulator
 from tests.postgres_server import Postgres, running_postgres
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 SHARED_EVAL = REPO.parent / "shared" / "eval"
-_PREFIXES = ("QUORUM_", "ANTHROPIC_", "SLACK_", "DISCORD_")
+_PREFIXES = ("QUORUM_", "ANTHROPIC_", "OPENAI_", "SLACK_", "DISCORD_")
+PAGES = "http://quorum.test"  # where the tests' search services say Quorum's pages are
+SIGNER = LinkSigner(b"a test secret, not a real one", PAGES)
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +74,7 @@ def kb() -> str:
 @pytest.fixture
 def search(store: WeaviateStore, embedder: SentenceTransformerEmbedder) -> SearchService:
     """A search service over the session store."""
-    return SearchService(store, embedder)
+    return SearchService(store, embedder, signer=SIGNER)
 
 
 @pytest.fixture
@@ -91,3 +97,13 @@ def postgres() -> Iterator[Postgres]:
 async def postgres_url(postgres: Postgres) -> str:
     """The URL of a fresh, empty database on the session's PostgreSQL server."""
     return await postgres.create_database()
+
+
+@pytest_asyncio.fixture(params=BACKENDS)
+async def served(request: pytest.FixtureRequest) -> AsyncIterator[Served]:
+    """One model backend (Claude's API or an OpenAI-compatible server) on its emulator:
+    a test that takes it runs once per backend."""
+    kind = request.param
+    emu = AnthropicEmulator() if kind == "claude" else OpenAIEmulator()
+    async with emu:
+        yield Served(kind, emu)

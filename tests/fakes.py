@@ -1,5 +1,5 @@
 """The tests' hand-written fakes, in one place: ``FakeCore`` (the core the adapters call),
-``FakeLLM`` (Claude: text replies and tool-use steps, every call kept in ``history``) and
+``FakeLLM`` (the model: text replies and tool-use steps, every call kept in ``history``) and
 ``FakeArchive`` (an in-memory archive that can be down or slow). Real parts (Weaviate,
 SQLite, the emulators) are used wherever a test is about them; these stand in only
 where a test is about something else."""
@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
-from anthropic.types import Message
 
 from bot.errors import LLMError, SearchUnavailable
-from bot.llm import Completion, TextSink, Usage
+from bot.llm import Completion, Text, TextSink, ToolCall, Usage
 from bot.models import Answer, Citation, Event, EventSink, Library, Question, ThreadKey
 from retrieval.links import segment_link
 from retrieval.models import Hit, SearchFilters, Segment, Source, SourceInfo
@@ -192,12 +191,12 @@ class Call:
         return content if isinstance(content, str) else str(content)
 
 
-Scripted = str | Message | Exception | Callable[[Call], "str | Message"]
+Scripted = str | Completion | Exception | Callable[[Call], "str | Completion"]
 
 
 class FakeLLM:
     """Implements ``bot.llm.LLM`` by playing enqueued replies in call order: a text, a
-    tool-use step (a ``Message``, see ``message``/``use``/``text``), an exception to
+    tool-use step (a ``Completion``, see ``message``/``use``/``text``), an exception to
     raise, or ``fn(call)`` returning either. Every call is kept in ``history``."""
 
     def __init__(
@@ -205,6 +204,7 @@ class FakeLLM:
     ) -> None:
         self.model = model
         self.fast_model = fast_model
+        self.tools_supported: bool | None = None
         self.replies: deque[Scripted] = deque(replies)
         self.history: list[Call] = []
 
@@ -212,7 +212,7 @@ class FakeLLM:
         """Script the next replies."""
         self.replies.extend(replies)
 
-    def _next(self, call: Call) -> str | Message:
+    def _next(self, call: Call) -> str | Completion:
         self.history.append(call)
         if not self.replies:
             raise AssertionError(f"FakeLLM: no reply enqueued for a {call.kind} call")
@@ -223,11 +223,7 @@ class FakeLLM:
 
     def _text(self, call: Call) -> str:
         reply = self._next(call)
-        return (
-            reply
-            if isinstance(reply, str)
-            else "".join(b.text for b in reply.content if b.type == "text")
-        )
+        return reply if isinstance(reply, str) else reply.text
 
     def _call(self, kind: str, model: str | None, **kw: Any) -> Call:
         messages = copy.deepcopy(list(kw.pop("messages")))  # as sent, before later edits
@@ -292,7 +288,7 @@ class FakeLLM:
         max_tokens: int,
         model: str | None = None,
         timeout_s: float | None = None,
-    ) -> Message:
+    ) -> Completion:
         call = self._call(
             "create",
             model,
@@ -307,31 +303,24 @@ class FakeLLM:
 
 
 def overloaded() -> LLMError:
-    """What ClaudeLLM raises when Claude stays overloaded."""
+    """What the model raises when Claude stays overloaded."""
     return LLMError("Claude failed with overloaded_error (HTTP 529) after 3 attempts.", status=529)
 
 
-def message(*blocks: dict[str, Any], tokens: int = 10) -> Message:
-    stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
-    return Message.model_validate(
-        {
-            "id": "msg_fake",
-            "type": "message",
-            "role": "assistant",
-            "model": "fake",
-            "content": list(blocks),
-            "stop_reason": stop,
-            "usage": {"input_tokens": tokens, "output_tokens": tokens},
-        }
-    )
+def message(*blocks: Text | ToolCall, tokens: int = 10) -> Completion:
+    """A model turn: its text and tool calls."""
+    calls = tuple(b for b in blocks if isinstance(b, ToolCall))
+    stop = "tool_use" if calls else "end_turn"
+    words = "".join(b.text for b in blocks if isinstance(b, Text))
+    return Completion(words, "fake", stop, Usage(tokens, tokens), 1, calls)
 
 
-def use(name: str, **args: Any) -> dict[str, Any]:
-    return {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:10]}", "name": name, "input": args}
+def use(name: str, **args: Any) -> ToolCall:
+    return ToolCall(f"toolu_{uuid.uuid4().hex[:10]}", name, args)
 
 
-def text(t: str) -> dict[str, Any]:
-    return {"type": "text", "text": t}
+def text(t: str) -> Text:
+    return Text(t)
 
 
 # --- the archive ----------------------------------------------------------------------------

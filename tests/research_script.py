@@ -1,4 +1,4 @@
-"""A deep research run scripted on the Claude emulator, for the adapters' end-to-end tests:
+"""A deep research run scripted on a model emulator (either API), for the end-to-end tests:
 a search of the kickoff, a read of the deep dive around 12:14, then an answer citing one
 passage of each step. Every turn answers after ``TURN_DELAY_S``, longer than the adapters'
 one-second throttle, so each step's progress reaches the placeholder."""
@@ -8,7 +8,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tests.emulators.anthropic import AnthropicEmulator, Reply, ToolUse
+from tests.backends import turns
+from tests.emulators.anthropic import AnthropicEmulator
+from tests.emulators.openai import OpenAIEmulator
+from tests.emulators.script import Reply, ToolUse
 
 QUESTION = "Why did we leave Auth0, and what was wrong with the hosted UI?"
 TURN_DELAY_S = 1.2
@@ -25,9 +28,9 @@ COST_LINK = "https://www.youtube.com/watch?v=abc123&t=66s"
 HOSTED_UI_LINK = "https://www.loom.com/share/feedbeef?t=734"  # Auth deep dive @ 12:14
 
 
-def _results(message: dict[str, Any]) -> str:
-    assert message["role"] == "user" and isinstance(message["content"], list)
-    return "\n".join(b["content"] for b in message["content"] if b["type"] == "tool_result")
+def _results(turn: dict[str, Any]) -> str:
+    assert turn["role"] == "user" and turn["results"]
+    return "\n".join(r.content for r in turn["results"])
 
 
 def passage_with(result: str, needle: str) -> tuple[int, str]:
@@ -39,13 +42,13 @@ def passage_with(result: str, needle: str) -> tuple[int, str]:
     raise AssertionError(f"{needle!r} is in no passage of:\n{result}")
 
 
-def script_research(emulator: AnthropicEmulator) -> dict[str, int]:
+def script_research(emulator: AnthropicEmulator | OpenAIEmulator) -> dict[str, int]:
     """Enqueue the three turns; the returned dict fills with the numbers the answer cites
     (``"cost"`` from the search, ``"hosted_ui"`` from the transcript)."""
     cited: dict[str, int] = {}
 
     def answer(body: dict[str, Any]) -> Reply:
-        _, *steps = [m for m in body["messages"] if m["role"] == "user"]
+        _, *steps = [t for t in turns(body) if t["role"] == "user"]
         searched, read = (_results(m) for m in steps)
         cost, cost_head = passage_with(searched, "nine thousand eight hundred")
         ui, ui_head = passage_with(read, "hosted UI is the weak spot")

@@ -43,6 +43,21 @@ def test_imports_point_one_way(package: str) -> None:
     assert {k: v for k, v in wrong.items() if v} == {}
 
 
+# A model vendor's SDK is imported by its own module of the model seam, and nowhere else.
+MODEL_SDKS = {"anthropic": "bot/llm/claude.py", "openai": "bot/llm/openai_compat.py"}
+
+
+@pytest.mark.parametrize("sdk", sorted(MODEL_SDKS))
+def test_a_model_sdk_stays_behind_its_seam(sdk: str) -> None:
+    importers = sorted(
+        str(path.relative_to(REPO))
+        for package in ("adapters", "bot", "retrieval")
+        for path in (REPO / package).rglob("*.py")
+        if sdk in imports(path)
+    )
+    assert importers == [MODEL_SDKS[sdk]]
+
+
 def modules_imported(path: Path) -> set[str]:
     """Every absolute module name ``path`` imports (``from a.b import c`` gives ``a.b``)."""
     found: set[str] = set()

@@ -21,7 +21,7 @@ from adapters.discord.cli import sync_commands
 from adapters.discord.render import RESEARCH_PLACEHOLDER
 from bot.config import Settings, load_settings
 from bot.engine import Engine
-from bot.llm import ClaudeLLM
+from bot.llm import from_settings as llm_from_settings
 from bot.router import ResearchRouter
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
@@ -81,7 +81,7 @@ async def engine_for(settings: Settings, search: SearchService) -> AsyncIterator
     session's search service."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     async with SessionStore.open(settings.sessions_path) as sessions:
-        llm = ClaudeLLM.from_settings(settings)
+        llm = llm_from_settings(settings)
         assert llm is not None
         research = ResearchRouter.from_settings(settings, llm)
         try:

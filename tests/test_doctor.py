@@ -1,6 +1,7 @@
 """``quorum doctor``: on a fresh clone it says what to set and exits 1; against the
 emulators it checks what the real services would (Slack's token and scopes, Discord's
-token, intent and commands, Claude's key) and names the fix for each failure."""
+token, intent and commands, the model: Claude's key or a server's, and whether it takes
+tools) and names the fix for each failure."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from typer.testing import CliRunner
 
 from adapters.cli.main import app
 from adapters.discord.cli import sync_commands
-from adapters.doctor import Check, check_data, run_checks
+from adapters.doctor import Check, check_data, check_llm, check_pages, run_checks
 from adapters.slack.doctor import bot_scopes, check_slack
 from bot.config import Settings, load_settings
 from retrieval.store.weaviate.server import Endpoint
+from tests.backends import Served, tool_names
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.discord import DiscordEmulator
+from tests.emulators.openai import OpenAIEmulator
 from tests.emulators.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, SlackEmulator
 
 GUILD = 1300000000000000001
@@ -70,6 +73,7 @@ def configured(
         "anthropic_api_key": API_KEY,
         "anthropic_base_url": claude.url,
         "api_tokens": "tok:team",
+        "public_url": "https://quorum.example.com",
     }
     return load_settings(**(values | overrides))
 
@@ -112,7 +116,7 @@ async def test_each_failure_names_its_fix(
     assert checks["slack"].detail == "The bot token lacks scopes: chat:write."
     assert "manifest.yml" in checks["slack"].fix
     assert checks["discord"].status == "FAIL" and "Message Content" in checks["discord"].fix
-    assert checks["claude"].status == "FAIL" and "ANTHROPIC_API_KEY" in checks["claude"].detail
+    assert checks["llm"].status == "FAIL" and "ANTHROPIC_API_KEY" in checks["llm"].detail
 
     disc.message_content_enabled = True
     settings = configured(slack, disc, claude, tmp_path, slack_bot_token="xoxb-revoked")
@@ -134,6 +138,17 @@ def test_the_emulated_scopes_are_the_manifests() -> None:
     assert set(SlackEmulator().scopes) == bot_scopes()
 
 
+def test_page_links_on_localhost_are_a_warning_once_a_chat_platform_is_configured() -> None:
+    alone = check_pages(load_settings())
+    assert alone.status == "ok" and "http://localhost:8088/v/" in alone.detail
+    chat = load_settings(discord_token="x" * 40)
+    warned = check_pages(chat)
+    assert warned.status == "warn" and "only this machine" in warned.detail
+    assert "QUORUM_PUBLIC_URL" in warned.fix
+    public = load_settings(discord_token="x" * 40, public_url="https://quorum.example.com")
+    assert check_pages(public).status == "ok"
+
+
 def test_doctor_says_what_the_data_dir_holds_by_kind(tmp_path: Path) -> None:
     data = tmp_path / "data"
     (data / "transcripts").mkdir(parents=True)
@@ -152,3 +167,32 @@ async def test_a_slack_token_without_a_way_in_is_slacks_failure() -> None:
     assert check is not None and check.status == "FAIL"
     assert check.detail == "SLACK_BOT_TOKEN is set, but Slack has no way to reach Quorum."
     assert "SLACK_SIGNING_SECRET" in check.fix
+
+
+async def test_the_model_check_says_which_backend_answers_and_whether_it_takes_tools(
+    served: Served,
+) -> None:
+    served.emu.default = Reply(text="pong")
+    check = await check_llm(load_settings(**served.settings()))
+    assert check.status == "ok" and check.detail.startswith(f"{served.kind}: ")
+    assert "accepts tools" in check.detail
+    (ping,) = served.emu.requests
+    assert ping.body["max_tokens"] == 1 and tool_names(ping.body) == ["ping"]
+
+
+async def test_a_server_without_tools_is_told_and_still_passes() -> None:
+    async with OpenAIEmulator(api_key=None, supports_tools=False, default=Reply(text="p")) as emu:
+        settings = load_settings(llm="openai", openai_base_url=emu.url, model="gemma2:2b")
+        check = await check_llm(settings)
+    assert check.status == "ok" and "does NOT accept tools: deep research is off" in check.detail
+    async with OpenAIEmulator(models={"llama3.1:8b"}) as emu:
+        settings = load_settings(openai_base_url=emu.url, openai_api_key="wrong", model="x")
+        check = await check_llm(settings)
+    assert check.status == "FAIL" and "QUORUM_OPENAI_API_KEY" in check.detail
+    emu = OpenAIEmulator()
+    await emu.start()
+    url = emu.url
+    await emu.stop()
+    check = await check_llm(load_settings(openai_base_url=url, model="x"))
+    assert check.status == "FAIL" and "Cannot reach openai" in check.detail
+    assert "QUORUM_OPENAI_BASE_URL" in (check.fix or "")

@@ -1,5 +1,6 @@
-"""Engine.ask end to end: real Weaviate, real SQLite, the real anthropic SDK against the
-Messages API emulator. Failures come back as answers, never as exceptions."""
+"""Engine.ask end to end: real Weaviate, real SQLite, and on both backends the real SDK
+(anthropic, openai) against the emulator of its API. Failures come back as answers, never
+as exceptions."""
 
 from __future__ import annotations
 
@@ -16,16 +17,18 @@ import pytest_asyncio
 from bot.answer.answer import AnswerConfig, Outcome
 from bot.answer.extractive import NO_KEY, UNAVAILABLE
 from bot.engine import SEARCH_DOWN, Engine
-from bot.llm import ClaudeLLM
+from bot.llm import claude_model, openai_model
 from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, ThreadKey
-from bot.research.loop import NEEDS_API_KEY
+from bot.research.loop import NEEDS_API_KEY, NO_TOOLS
 from bot.sessions import Exchange, SessionStore
 from retrieval.archive import Archive
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.models import SearchFilters
 from retrieval.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
+from tests.backends import Served, turns
 from tests.emulators.anthropic import AnthropicEmulator, Reply
+from tests.emulators.openai import OpenAIEmulator
 from tests.fakes import FakeArchive
 from tests.sample_archive import load_sample
 
@@ -33,6 +36,7 @@ T1 = ThreadKey("slack", "T1", "C1", "111.1")
 T2 = ThreadKey("slack", "T1", "C1", "222.2")
 TIMEOUT_S = 1.5
 SLACK_S = 1.5
+Emulator = AnthropicEmulator | OpenAIEmulator
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -42,10 +46,11 @@ async def sample_kb(store: WeaviateStore, embedder: SentenceTransformerEmbedder)
     return name
 
 
-@pytest_asyncio.fixture
-async def emu() -> AsyncIterator[AnthropicEmulator]:
-    async with AnthropicEmulator() as e:
-        yield e
+@pytest.fixture
+def emu(served: Served) -> Emulator:
+    """The backend's emulator: the tests that take it run on Claude and on an
+    OpenAI-compatible server."""
+    return served.emu
 
 
 @pytest_asyncio.fixture
@@ -57,12 +62,22 @@ async def sessions(tmp_path: Path) -> AsyncIterator[SessionStore]:
 def make_engine(
     search: SearchService,
     sessions: SessionStore,
-    emu: AnthropicEmulator | None,
+    emu: Emulator | None,
     **kw: object,
 ) -> Engine:
     llm = None
-    if emu is not None:
-        llm = ClaudeLLM(
+    if isinstance(emu, AnthropicEmulator):
+        llm = claude_model(
+            api_key=emu.api_key,
+            base_url=emu.url,
+            model="claude-answer",
+            fast_model="claude-fast",
+            timeout_s=TIMEOUT_S,
+            max_retries=2,
+            backoff_s=0.05,
+        )
+    elif emu is not None:
+        llm = openai_model(
             api_key=emu.api_key,
             base_url=emu.url,
             model="claude-answer",
@@ -102,7 +117,7 @@ def hosted_ui_number(body: dict[str, object]) -> str:
 async def test_an_unsupported_claim_goes_back_to_claude_once(
     search: SearchService,
     sessions: SessionStore,
-    emu: AnthropicEmulator,
+    emu: Emulator,
     sample_kb: str,
     embedder: SentenceTransformerEmbedder,
 ) -> None:
@@ -134,7 +149,7 @@ async def test_an_unsupported_claim_goes_back_to_claude_once(
 async def test_a_claim_still_unsupported_after_revision_loses_its_marker(
     search: SearchService,
     sessions: SessionStore,
-    emu: AnthropicEmulator,
+    emu: Emulator,
     sample_kb: str,
     embedder: SentenceTransformerEmbedder,
 ) -> None:
@@ -152,7 +167,7 @@ async def test_a_claim_still_unsupported_after_revision_loses_its_marker(
 
 
 async def test_answer_streams_cites_and_is_stored(
-    search: SearchService, sessions: SessionStore, emu: AnthropicEmulator, sample_kb: str
+    search: SearchService, sessions: SessionStore, emu: Emulator, sample_kb: str
 ) -> None:
     def reply(body: dict[str, object]) -> Reply:
         n = hosted_ui_number(body)
@@ -184,7 +199,7 @@ async def test_answer_streams_cites_and_is_stored(
 
 
 async def test_follow_up_rewrite_uses_the_thread_history(
-    search: SearchService, sessions: SessionStore, emu: AnthropicEmulator, sample_kb: str
+    search: SearchService, sessions: SessionStore, emu: Emulator, sample_kb: str
 ) -> None:
     engine = make_engine(search, sessions, emu)
     emu.enqueue("John Park wants to leave Auth0 [1].")
@@ -192,11 +207,11 @@ async def test_follow_up_rewrite_uses_the_thread_history(
     emu.enqueue("problems John Park raised about Auth0", "Cost and an outage [1].")
     answer = await engine.ask(q("what problems did he mention?", sample_kb))
     rewrite, final = emu.requests[1], emu.requests[2]
-    assert rewrite.body["model"] == "claude-fast" and not rewrite.stream
-    assert "What did John say about Auth0?" in rewrite.body["messages"][0]["content"]
+    assert rewrite.body["model"] == "claude-fast"
+    assert "What did John say about Auth0?" in turns(rewrite.body)[0]["text"]
     assert answer.standalone_query == "problems John Park raised about Auth0"
-    assert final.body["messages"][0]["content"] == "What did John say about Auth0?"
-    assert final.body["messages"][1]["role"] == "assistant"
+    assert turns(final.body)[0]["text"] == "What did John say about Auth0?"
+    assert turns(final.body)[1]["role"] == "assistant"
     # Another thread has its own (empty) history: no rewrite call.
     emu.enqueue("Separate [1].")
     await engine.ask(q("what problems did he mention?", sample_kb, thread=T2))
@@ -205,7 +220,7 @@ async def test_follow_up_rewrite_uses_the_thread_history(
 
 
 async def test_history_survives_a_restart(
-    search: SearchService, tmp_path: Path, emu: AnthropicEmulator, sample_kb: str
+    search: SearchService, tmp_path: Path, emu: Emulator, sample_kb: str
 ) -> None:
     path = tmp_path / "restart.sqlite3"
     async with SessionStore.open(path) as sessions:
@@ -214,7 +229,7 @@ async def test_history_survives_a_restart(
     async with SessionStore.open(path) as sessions:
         emu.enqueue("John Park Auth0 problems", "Cost [1].")
         answer = await make_engine(search, sessions, emu).ask(q("and the problems?", sample_kb))
-    assert "What did John say about Auth0?" in emu.requests[1].body["messages"][0]["content"]
+    assert "What did John say about Auth0?" in turns(emu.requests[1].body)[0]["text"]
     assert answer.standalone_query == "John Park Auth0 problems"
 
 
@@ -230,7 +245,7 @@ async def test_history_survives_a_restart(
 async def test_claude_failure_gives_extractive_within_the_timeout(
     search: SearchService,
     sessions: SessionStore,
-    emu: AnthropicEmulator,
+    emu: Emulator,
     sample_kb: str,
     failure: list[Reply],
 ) -> None:
@@ -247,7 +262,7 @@ async def test_claude_failure_gives_extractive_within_the_timeout(
 
 
 async def test_claude_down_with_history_still_answers_within_the_timeout(
-    search: SearchService, sessions: SessionStore, emu: AnthropicEmulator, sample_kb: str
+    search: SearchService, sessions: SessionStore, emu: Emulator, sample_kb: str
 ) -> None:
     engine = make_engine(search, sessions, emu)
     emu.enqueue("He wants to leave Auth0 [1].")
@@ -294,6 +309,28 @@ async def test_user_errors_are_answers(
     assert answer.kind == "error" and answer.exchange_id is None
     answer = await engine.ask(q("hi", sample_kb, thread=T2))
     assert answer.kind == "help" and await engine.is_active_thread(T2)
+
+
+async def test_deep_mode_on_a_model_without_tools_answers_quickly_and_says_why(
+    search: SearchService, sessions: SessionStore, sample_kb: str
+) -> None:
+    def reply(body: dict[str, object]) -> Reply:
+        return Reply(
+            text=f"The hosted login page can't be fully restyled [{hosted_ui_number(body)}]."
+        )
+
+    async with OpenAIEmulator(api_key=None, supports_tools=False, default=reply) as emu:
+        engine = make_engine(search, sessions, emu)
+        asked = q("What are the limits of the hosted UI?", sample_kb, mode="deep")
+        first = await engine.ask(asked)
+        second = await engine.ask(
+            q("What are the limits of the hosted UI?", sample_kb, thread=T2, mode="deep")
+        )
+    for answer in (first, second):
+        assert answer.kind == "answer" and answer.mode == "quick" and answer.citations
+        assert answer.note is not None and answer.note.startswith(NO_TOOLS)
+    with_tools = [r for r in emu.requests if "tools" in r.body]
+    assert len(with_tools) == 1 and with_tools[0].status == 400  # asked once, then known
 
 
 async def test_deep_mode_without_a_key_answers_quickly_and_says_why(

@@ -20,7 +20,7 @@ from bot.answer.answer import AnswerConfig
 from bot.cite.sentences import EXACT_S, sentences_of
 from bot.engine import Engine
 from bot.evaluate import Case, Summary, load_cases, run_eval
-from bot.llm import ClaudeLLM
+from bot.llm import Model, claude_model
 from bot.sessions import SessionStore
 from retrieval.chunking import split_sentences
 from retrieval.embed import SentenceTransformerEmbedder
@@ -52,7 +52,7 @@ async def sessions(tmp_path: Path) -> AsyncIterator[SessionStore]:
         yield s
 
 
-def engine(search: SearchService, sessions: SessionStore, llm: ClaudeLLM | None) -> Engine:
+def engine(search: SearchService, sessions: SessionStore, llm: Model | None) -> Engine:
     return Engine(
         archives=search.archive,
         sessions=sessions,
@@ -62,7 +62,7 @@ def engine(search: SearchService, sessions: SessionStore, llm: ClaudeLLM | None)
     )
 
 
-async def evaluate(search: SearchService, sessions: SessionStore, llm: ClaudeLLM | None) -> Summary:
+async def evaluate(search: SearchService, sessions: SessionStore, llm: Model | None) -> Summary:
     cases = load_cases(EVAL)
     return await run_eval(cases, search.archive(KB), engine(search, sessions, llm).ask, KB)
 
@@ -157,7 +157,7 @@ async def test_claude_citations_align_to_the_gold_moment(
         return Reply(text=gold_sentence(case, body))
 
     async with AnthropicEmulator(default=claude) as emu:
-        llm = ClaudeLLM(
+        llm = claude_model(
             api_key=emu.api_key,
             base_url=emu.url,
             model="claude-answer",

@@ -1,21 +1,19 @@
-"""With a Claude key: other phrasings of a hard question fused by RRF, and the optional
-Claude rerank, through the real SDK against the Anthropic emulator and a real Weaviate."""
+"""With a model: other phrasings of a hard question fused by RRF, and the optional rerank
+by the fast model, on both backends (the real SDKs against their emulators) and a real
+Weaviate."""
 
 from __future__ import annotations
-
-from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
 from bot.answer.answer import AnswerConfig, QuickAnswerer
 from bot.answer.expand import EXPAND_PROMPT, RERANK_PROMPT, fuse
-from bot.llm import ClaudeLLM
 from bot.models import Question, ThreadKey
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.models import Hit, Segment, Source
 from retrieval.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
-from tests.emulators.anthropic import AnthropicEmulator, Reply
+from tests.backends import FAST, Reply, Served, last_text, system
 from tests.sample_archive import load_sample
 
 THREAD = ThreadKey("console", "local", "c", "t")
@@ -28,42 +26,19 @@ async def sample_kb(store: WeaviateStore, embedder: SentenceTransformerEmbedder)
     return "expand_sample"
 
 
-@pytest_asyncio.fixture
-async def emu() -> AsyncIterator[AnthropicEmulator]:
-    async with AnthropicEmulator() as e:
-        yield e
-
-
-def claude(emu: AnthropicEmulator) -> ClaudeLLM:
-    return ClaudeLLM(
-        api_key=emu.api_key,
-        base_url=emu.url,
-        model="claude-test",
-        fast_model="claude-test-fast",
-        timeout_s=5.0,
-        max_retries=0,
-    )
-
-
-def system_of(body: dict[str, object]) -> str:
-    blocks = body.get("system")
-    if isinstance(blocks, list):
-        return " ".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict))
-    return str(blocks or "")
-
-
 async def test_hard_question_is_searched_in_other_words_and_reranked(
     sample_kb: str,
     store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
-    emu: AnthropicEmulator,
+    served: Served,
 ) -> None:
+    emu = served.emu
     archive = SearchService(store, embedder).archive(sample_kb)
     config = AnswerConfig(search_k=3, expand_queries=True, claude_rerank=True)
     emu.enqueue(Reply(text="Auth0 renewal quote price jump\nenterprise SSO connection pricing"))
 
     def rerank(body: dict[str, object]) -> Reply:
-        prompt = str(body["messages"][0]["content"])  # type: ignore[index]
+        prompt = last_text(body)
         n = next(
             line.split("]")[0].strip("[") for line in prompt.splitlines() if "renewal quote" in line
         )
@@ -71,7 +46,7 @@ async def test_hard_question_is_searched_in_other_words_and_reranked(
 
     emu.enqueue(rerank)
     emu.enqueue(Reply(text="The renewal quote jumped to $9,800 a month [1]."))
-    llm = claude(emu)
+    llm = served.model(timeout_s=5)
     try:
         out = await QuickAnswerer(llm, config).answer(
             Question(HARD, THREAD, "u1", sample_kb), archive
@@ -79,9 +54,9 @@ async def test_hard_question_is_searched_in_other_words_and_reranked(
     finally:
         await llm.aclose()
     expand, ranked, answer = (r.body for r in emu.requests)
-    assert expand["model"] == "claude-test-fast" and EXPAND_PROMPT in system_of(expand)
+    assert expand["model"] == FAST and EXPAND_PROMPT in system(expand)
     assert HARD in str(expand["messages"])
-    assert ranked["model"] == "claude-test-fast" and RERANK_PROMPT in system_of(ranked)
+    assert ranked["model"] == FAST and RERANK_PROMPT in system(ranked)
     assert str(ranked["messages"]).count("\\n\\n[") <= 19  # at most 20 passages
     # The passage only the other phrasings found is what Claude reads, and is cited.
     assert "renewal quote" in str(answer["messages"])
@@ -94,12 +69,13 @@ async def test_failed_expansion_and_rerank_keep_the_plain_results(
     sample_kb: str,
     store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
-    emu: AnthropicEmulator,
+    served: Served,
 ) -> None:
+    emu = served.emu
     archive = SearchService(store, embedder).archive(sample_kb)
     config = AnswerConfig(search_k=3, expand_queries=True, claude_rerank=True)
     emu.enqueue(Reply.error(400), Reply.error(400), Reply(text="Here is what I found [1]."))
-    llm = claude(emu)
+    llm = served.model(timeout_s=5)
     try:
         out = await QuickAnswerer(llm, config).answer(
             Question(HARD, THREAD, "u1", sample_kb), archive

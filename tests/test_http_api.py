@@ -132,11 +132,11 @@ async def test_readyz_and_metrics_move_after_a_question(running: Running) -> Non
         return after[name] - before.get(name, 0.0)
 
     assert moved(asked) == 1.0
-    for stage in ("search", "claude", "total"):
+    for stage in ("search", "llm", "total"):
         assert moved(f'quorum_answer_seconds_count{{stage="{stage}"}}') == 1.0
     assert moved('quorum_answer_seconds_sum{stage="total"}') > 0
-    assert moved('quorum_claude_tokens_total{kind="output"}') > 0
-    assert moved('quorum_claude_tokens_total{kind="input"}') > 0
+    assert moved('quorum_llm_tokens_total{backend="claude",kind="output"}') > 0
+    assert moved('quorum_llm_tokens_total{backend="claude",kind="input"}') > 0
     assert moved("quorum_active_sessions") == 1.0  # a new session (thread)
     assert after["quorum_questions_in_flight"] == 0.0
 
@@ -223,6 +223,8 @@ async def test_search_and_sources(running: Running) -> None:
         ({}, 401, "Authorization: Bearer"),
         ({"Authorization": "Bearer nope"}, 401, "Unknown API token"),
         ({"Authorization": f"Basic {TOKEN}"}, 401, "Authorization: Bearer"),
+        ({"Authorization": "Bearer tøk-sämple"}, 401, "Unknown API token"),
+        ({"Authorization": f"Bearer {TOKEN}\u00e9"}, 401, "Unknown API token"),
     ],
 )
 async def test_a_missing_or_unknown_token_is_401(
@@ -268,6 +270,12 @@ async def test_a_token_for_another_knowledge_base_is_403(running: Running) -> No
         ("/api/ask", {"question": "q", "session_id": "a b"}, "session_id"),
         ("/api/ask", {"question": "q", "colour": "red"}, "colour"),
         ("/api/ask", "not json", "body"),
+        ("/api/ask", '{"question": ' + "[" * 50_000 + "]" * 50_000 + "}", "body"),
+        (
+            "/api/search",
+            '{"query": "q", "filters": ' + '{"x": ' * 9_000 + "1" + "}" * 9_001,
+            "body",
+        ),
         ("/api/search", {"query": "q", "k": 0}, "k"),
         ("/api/feedback", {"session_id": "s", "exchange_id": 1, "value": 2}, "value"),
     ],

@@ -1,4 +1,4 @@
-"""ClaudeLLM through the real anthropic SDK against the local Messages API emulator, and
+"""Model through the real anthropic SDK against the local Messages API emulator, and
 the emulator's own checks (it must refuse what the real service refuses)."""
 
 from __future__ import annotations
@@ -9,25 +9,26 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
-import anthropic
 import pytest
 import pytest_asyncio
-from anthropic.types import ToolParam
 
 from bot.config import load_settings
 from bot.errors import LLMError
-from bot.llm import ClaudeLLM, retry_after_s
+from bot.llm import Model, Tool, ToolResult, claude_model, retry_after_s
+from bot.llm import from_settings as llm_from_settings
+from tests.backends import MODEL, Served, system
 from tests.emulators.anthropic import AnthropicEmulator, Reply, ToolUse
 
 USER: list[Any] = [{"role": "user", "content": "Why did we move off Auth0?"}]
-SEARCH_TOOL: ToolParam = {
-    "name": "search",
-    "description": "Search the archive.",
-    "input_schema": {
-        "type": "object",
-        "properties": {"query": {"type": "string"}},
-        "required": ["query"],
-    },
+SEARCH = Tool(
+    "search",
+    "Search the archive.",
+    {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+)
+SEARCH_TOOL = {
+    "name": SEARCH.name,
+    "description": SEARCH.description,
+    "input_schema": SEARCH.schema,
 }
 
 
@@ -37,8 +38,8 @@ async def emu() -> AsyncIterator[AnthropicEmulator]:
         yield e
 
 
-def claude(emu: AnthropicEmulator, timeout_s: float = 5.0, retries: int = 2) -> ClaudeLLM:
-    return ClaudeLLM(
+def claude(emu: AnthropicEmulator, timeout_s: float = 5.0, retries: int = 2) -> Model:
+    return claude_model(
         api_key=emu.api_key,
         base_url=emu.url,
         model="claude-test",
@@ -163,12 +164,12 @@ async def test_emulator_streams_the_real_event_sequence(emu: AnthropicEmulator) 
     assert delta["delta"]["stop_reason"] == "tool_use" and delta["usage"]["output_tokens"] > 0
 
 
-# --- ClaudeLLM with the real SDK ---------------------------------------------------------
+# --- Model with the real SDK ---------------------------------------------------------
 
 
-async def test_stream_calls_back_with_the_text_so_far(emu: AnthropicEmulator) -> None:
-    llm = claude(emu)
-    emu.enqueue("Cost, an outage and a rate limit [1].")
+async def test_stream_calls_back_with_the_text_so_far(served: Served) -> None:
+    llm = served.model(timeout_s=5, retries=2)
+    served.emu.enqueue("Cost, an outage and a rate limit [1].")
     seen: list[str] = []
 
     async def on_text(text: str) -> None:
@@ -179,12 +180,14 @@ async def test_stream_calls_back_with_the_text_so_far(emu: AnthropicEmulator) ->
     assert done.text == "Cost, an outage and a rate limit [1]."
     assert len(seen) > 1 and seen[-1] == done.text
     assert all(b.startswith(a) for a, b in zip(seen, seen[1:], strict=False))
-    (req,) = emu.requests
-    assert req.stream and req.body["model"] == "claude-test" and req.body["max_tokens"] == 300
-    assert req.body["system"] == [
-        {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}
-    ]
-    assert req.headers["anthropic-version"]
+    (req,) = served.emu.requests
+    assert req.stream and req.body["model"] == MODEL and req.body["max_tokens"] == 300
+    assert system(req.body) == "Be brief." and llm.usage.output_tokens > 0
+    if served.kind == "claude":  # the static prompt is marked for caching
+        assert req.body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    else:  # the system prompt goes first, and the usage comes with the stream
+        assert req.body["messages"][0] == {"role": "system", "content": "Be brief."}
+        assert req.body["stream_options"] == {"include_usage": True}
 
 
 async def test_prompt_caching_and_usage_are_recorded(emu: AnthropicEmulator) -> None:
@@ -200,38 +203,38 @@ async def test_prompt_caching_and_usage_are_recorded(emu: AnthropicEmulator) -> 
 
 
 @pytest.mark.parametrize("status", [529, 500, 429])
-async def test_retries_then_succeeds(emu: AnthropicEmulator, status: int) -> None:
-    llm = claude(emu)
-    emu.enqueue(Reply.error(status), Reply.error(status))
-    emu.enqueue("finally")
+async def test_retries_then_succeeds(served: Served, status: int) -> None:
+    llm = served.model(timeout_s=5, retries=2)
+    served.emu.enqueue(Reply.error(status), Reply.error(status))
+    served.emu.enqueue("finally")
     done = await llm.complete(system="s", messages=USER, max_tokens=50)
     await llm.aclose()
     assert done.text == "finally" and done.attempts == 3
-    assert len(emu.requests) == 3
+    assert len(served.emu.requests) == 3
 
 
-async def test_gives_up_after_max_retries(emu: AnthropicEmulator) -> None:
-    llm = claude(emu, retries=2)
-    emu.enqueue(Reply.error(529), times=5)
-    with pytest.raises(LLMError, match="overloaded_error") as info:
+async def test_gives_up_after_max_retries(served: Served) -> None:
+    llm = served.model(timeout_s=5, retries=2)
+    served.emu.enqueue(Reply.error(529), times=5)
+    with pytest.raises(LLMError, match="529") as info:
         await llm.stream(system="s", messages=USER, max_tokens=50)
     await llm.aclose()
-    assert len(emu.requests) == 3 and info.value.status == 529 and info.value.retryable
+    assert len(served.emu.requests) == 3 and info.value.status == 529 and info.value.retryable
 
 
-async def test_honours_retry_after(emu: AnthropicEmulator) -> None:
-    llm = claude(emu)
-    emu.enqueue(Reply.error(429, retry_after=0.4))
-    emu.enqueue("ok")
+async def test_honours_retry_after(served: Served) -> None:
+    llm = served.model(timeout_s=5, retries=2)
+    served.emu.enqueue(Reply.error(429, retry_after=0.4))
+    served.emu.enqueue("ok")
     t0 = time.perf_counter()
     await llm.complete(system="s", messages=USER, max_tokens=50)
     await llm.aclose()
     assert time.perf_counter() - t0 >= 0.4
 
 
-async def test_retry_after_past_the_deadline_fails_at_once(emu: AnthropicEmulator) -> None:
-    llm = claude(emu, timeout_s=2.0)
-    emu.enqueue(Reply.error(429, retry_after=30))
+async def test_retry_after_past_the_deadline_fails_at_once(served: Served) -> None:
+    llm = served.model(timeout_s=2.0, retries=2)
+    served.emu.enqueue(Reply.error(429, retry_after=30))
     t0 = time.perf_counter()
     with pytest.raises(LLMError, match="deadline"):
         await llm.complete(system="s", messages=USER, max_tokens=50)
@@ -239,9 +242,9 @@ async def test_retry_after_past_the_deadline_fails_at_once(emu: AnthropicEmulato
     assert time.perf_counter() - t0 < 1.0
 
 
-async def test_overall_deadline_covers_a_slow_reply(emu: AnthropicEmulator) -> None:
-    llm = claude(emu, timeout_s=0.8)
-    emu.enqueue(Reply(text="too late", delay_s=5))
+async def test_overall_deadline_covers_a_slow_reply(served: Served) -> None:
+    llm = served.model(timeout_s=0.8, retries=2)
+    served.emu.enqueue(Reply(text="too late", delay_s=5))
     t0 = time.perf_counter()
     with pytest.raises(LLMError, match="within 0.8 seconds"):
         await llm.stream(system="s", messages=USER, max_tokens=50)
@@ -249,9 +252,9 @@ async def test_overall_deadline_covers_a_slow_reply(emu: AnthropicEmulator) -> N
     assert time.perf_counter() - t0 < 0.8 + 0.5
 
 
-async def test_a_slow_stream_hits_the_deadline_too(emu: AnthropicEmulator) -> None:
-    llm = claude(emu, timeout_s=0.8)
-    emu.enqueue(Reply(text="word " * 50, chunk_delay_s=0.1))
+async def test_a_slow_stream_hits_the_deadline_too(served: Served) -> None:
+    llm = served.model(timeout_s=0.8, retries=2)
+    served.emu.enqueue(Reply(text="word " * 50, chunk_delay_s=0.1))
     t0 = time.perf_counter()
     with pytest.raises(LLMError):
         await llm.stream(system="s", messages=USER, max_tokens=50)
@@ -259,81 +262,84 @@ async def test_a_slow_stream_hits_the_deadline_too(emu: AnthropicEmulator) -> No
     assert time.perf_counter() - t0 < 0.8 + 0.5
 
 
-async def test_mid_stream_error_is_retried(emu: AnthropicEmulator) -> None:
-    llm = claude(emu)
-    emu.enqueue(Reply(text="half an answer", stream_error="overloaded_error"), "a whole answer")
+async def test_mid_stream_error_is_retried(served: Served) -> None:
+    llm = served.model(timeout_s=5, retries=2)
+    served.emu.enqueue(
+        Reply(text="half an answer", stream_error="overloaded_error"), "a whole answer"
+    )
     done = await llm.stream(system="s", messages=USER, max_tokens=50)
     await llm.aclose()
     assert done.text == "a whole answer" and done.attempts == 2
 
 
-async def test_bad_request_is_not_retried(emu: AnthropicEmulator) -> None:
-    llm = claude(emu)
+async def test_bad_request_is_not_retried(served: Served) -> None:
+    llm = served.model(timeout_s=5, retries=2)
+    bad: list[Any] = [{"role": "assistant", "content": "I speak first."}]
     with pytest.raises(LLMError, match="rejected") as info:
-        await llm.complete(system="s", messages=[*USER, *USER], max_tokens=50)
+        await llm.complete(system="s", messages=bad, max_tokens=50)
     await llm.aclose()
-    assert len(emu.requests) == 1 and not info.value.retryable
-    assert isinstance(info.value.__cause__, anthropic.BadRequestError)
+    assert len(served.emu.requests) == 1 and not info.value.retryable
+    assert info.value.status == 400 and llm.errors == 1
 
 
-async def test_wrong_key_is_not_retried(emu: AnthropicEmulator) -> None:
-    llm = ClaudeLLM(api_key="wrong", base_url=emu.url, model="m", fast_model="f", max_retries=3)
+async def test_wrong_key_is_not_retried(served: Served) -> None:
+    llm = served.model(timeout_s=5, retries=3)
+    served.emu.api_key = "another-key"
     with pytest.raises(LLMError) as info:
         await llm.complete(system="s", messages=USER, max_tokens=50)
     await llm.aclose()
-    assert info.value.status == 401 and len(emu.requests) == 1
+    assert info.value.status == 401 and len(served.emu.requests) == 1
 
 
-async def test_connection_refused_is_an_llm_error() -> None:
-    async with AnthropicEmulator() as gone:
-        url = gone.url
-    llm = ClaudeLLM(
-        api_key="k", base_url=url, model="m", fast_model="f", max_retries=1, backoff_s=0.01
-    )
+async def test_connection_refused_is_an_llm_error(served: Served) -> None:
+    await served.emu.stop()
+    llm = served.model(timeout_s=5, retries=1)
     with pytest.raises(LLMError, match="connection"):
         await llm.complete(system="s", messages=USER, max_tokens=50)
     await llm.aclose()
+    assert llm.retries == 1
 
 
-async def test_create_with_tools_returns_the_raw_message(emu: AnthropicEmulator) -> None:
+async def test_create_with_tools_returns_the_calls(emu: AnthropicEmulator) -> None:
     llm = claude(emu)
     emu.enqueue(Reply.tools(ToolUse("search", {"query": "auth0 cognito"})))
-    message = await llm.create(
-        system="research",
-        messages=USER,
-        tools=[SEARCH_TOOL],
-        max_tokens=200,
-    )
-    assert message.stop_reason == "tool_use"
-    block = message.content[0]
-    assert block.type == "tool_use" and block.input == {"query": "auth0 cognito"}
+    turn = await llm.create(system="research", messages=USER, tools=[SEARCH], max_tokens=200)
+    assert turn.stop_reason == "tool_use"
+    (call,) = turn.tool_calls
+    assert call.name == "search" and call.input == {"query": "auth0 cognito"}
     # The tool loop's next turn is accepted: the result names the tool_use id.
     emu.enqueue("Auth0 was replaced by Cognito.")
-    assistant_turn: Any = {"role": "assistant", "content": [block.model_dump(exclude_none=True)]}
     follow = await llm.create(
         system="research",
         messages=[
             *USER,
-            assistant_turn,
-            {
-                "role": "user",
-                "content": [{"type": "tool_result", "tool_use_id": block.id, "content": "..."}],
-            },
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [ToolResult(call.id, "...")]},
         ],
-        tools=[SEARCH_TOOL],
+        tools=[SEARCH],
         max_tokens=200,
     )
     await llm.aclose()
-    assert follow.content[0].type == "text" and emu.requests[-1].status == 200
+    assert follow.text == "Auth0 was replaced by Cognito." and emu.requests[-1].status == 200
+    sent = emu.requests[-1].body["messages"]
+    assert sent[1]["content"][0]["type"] == "tool_use"
+    assert sent[2]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": call.id,
+        "content": "...",
+        "cache_control": {"type": "ephemeral"},  # the newest result is cached
+    }
 
 
 def test_from_settings() -> None:
-    assert ClaudeLLM.from_settings(load_settings()) is None
+    assert llm_from_settings(load_settings()) is None
     settings = load_settings(anthropic_api_key="sk-x", anthropic_base_url="http://127.0.0.1:9")
-    llm = ClaudeLLM.from_settings(settings)
+    llm = llm_from_settings(settings)
     assert llm is not None and llm.model == settings.model and llm.max_retries == 2
-    assert str(llm.client.base_url).startswith("http://127.0.0.1:9")
-    assert llm.client.max_retries == 0
+    assert llm.name == "claude"
+    client = llm.backend.client  # type: ignore[attr-defined]
+    assert str(client.base_url).startswith("http://127.0.0.1:9")
+    assert client.max_retries == 0
 
 
 def test_retry_after_parsing() -> None:

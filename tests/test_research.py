@@ -1,10 +1,10 @@
 """Deep research.
 
 Unit tests (a hand-written in-memory archive and a scripted LLM fake): numbering, argument
-validation, tool results, caps, budgets. Integration tests: the real ``anthropic`` SDK
-(``ClaudeLLM``) against the local Messages API emulator, scripted to call tools over several
-turns, with a real Weaviate holding the sample archive plus a second knowledge base whose
-secret must never surface."""
+validation, tool results, caps, budgets. Integration tests, on both backends: the real
+``anthropic`` and ``openai`` SDKs (``Model``) against the local emulators of their APIs,
+scripted to call tools over several turns, with a real Weaviate holding the sample archive
+plus a second knowledge base whose secret must never surface."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import pytest
 import pytest_asyncio
 
 from bot.errors import LLMError, SearchUnavailable
-from bot.llm import ClaudeLLM
+from bot.llm import Model, Text
 from bot.models import Event, PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.research.loop import (
     MAX_CALLS_PER_TURN,
@@ -40,8 +40,10 @@ from retrieval.links import format_timestamp
 from retrieval.models import Hit, SearchFilters, Source, SourceInfo
 from retrieval.search import KbArchive, SearchService
 from retrieval.store.weaviate import WeaviateStore
-from tests.conftest import EXAMPLES
-from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply, ToolUse
+from tests.backends import Served, last_text, system, tool_names, tool_results, turns
+from tests.conftest import EXAMPLES, PAGES, SIGNER
+from tests.emulators.anthropic import AnthropicEmulator, Reply, ToolUse
+from tests.emulators.openai import OpenAIEmulator
 from tests.fakes import FakeArchive, FakeLLM, fake_archive, message, source, text, use
 
 THREAD = ThreadKey("console", "local", "c", "t")
@@ -111,7 +113,7 @@ def test_good_arguments_are_parsed() -> None:
 
 
 def test_tool_schemas_are_closed_and_typed() -> None:
-    names = [t["name"] for t in TOOLS]
+    names = [t.name for t in TOOLS]
     assert names == [
         "search",
         "search_turns",
@@ -123,13 +125,13 @@ def test_tool_schemas_are_closed_and_typed() -> None:
         "topic_timeline",
     ]
     for tool in TOOLS:
-        schema: Any = tool["input_schema"]
+        schema: Any = tool.schema
         assert schema["type"] == "object" and schema["additionalProperties"] is False
         assert set(schema.get("required", [])) <= set(schema["properties"])
         assert "kb" not in schema["properties"] and "tenant" not in schema["properties"]
-        assert tool.get("description")
-    search = next(t for t in TOOLS if t["name"] == "search")["input_schema"]
-    assert search["properties"]["limit"]["maximum"] == 20  # type: ignore[index]
+        assert tool.description
+    search = next(t for t in TOOLS if t.name == "search").schema
+    assert search["properties"]["limit"]["maximum"] == 20
 
 
 async def run_tool(a: FakeArchive, reg: Registry, name: str, **raw: Any) -> str:
@@ -238,13 +240,11 @@ async def test_loop_runs_parallel_calls_in_order_and_recovers_from_errors() -> N
     second = llm.history[1].messages
     assert second[0] == {"role": "user", "content": "q0"}
     assert second[1] == {"role": "assistant", "content": "a0"}
+    assert second[3]["content"] == [Text("Two searches."), s1, s2]  # the turn, replayed
     results = second[-1]["content"]
-    assert [r["tool_use_id"] for r in results] == [s1["id"], s2["id"]]
-    assert "is_error" not in results[0] and results[1]["is_error"] is True
-    assert "unknown argument 'kb'" in results[1]["content"]
-    assert [r.get("cache_control") for r in results] == [None, {"type": "ephemeral"}]
-    third = llm.history[2].messages
-    assert all("cache_control" not in r for r in third[-3]["content"])  # moved to the newest
+    assert [r.call_id for r in results] == [s1.id, s2.id]
+    assert not results[0].is_error and results[1].is_error
+    assert "unknown argument 'kb'" in results[1].content
     assert [e.text for e in events if isinstance(e, ProgressEvent)] == [
         "searching 'Auth0 bill'",
         "searching 'invalid_grant refresh'",
@@ -268,9 +268,9 @@ async def test_too_many_calls_in_one_turn_are_refused_but_answered() -> None:
     llm = FakeLLM(message(*uses), message(text("Done.")))
     result = await Researcher(llm).run(question("q"), fake_archive())
     results = llm.history[1].messages[-1]["content"]
-    assert [r["tool_use_id"] for r in results] == [u["id"] for u in uses]
-    assert [bool(r.get("is_error")) for r in results] == [False] * MAX_CALLS_PER_TURN + [True] * 2
-    assert "at most 8 tool calls per turn" in results[-1]["content"]
+    assert [r.call_id for r in results] == [u.id for u in uses]
+    assert [r.is_error for r in results] == [False] * MAX_CALLS_PER_TURN + [True] * 2
+    assert "at most 8 tool calls per turn" in results[-1].content
     assert len(result.trace) == MAX_CALLS_PER_TURN + 2
 
 
@@ -310,9 +310,8 @@ async def test_archive_down_is_not_hidden() -> None:
 
 
 def test_needs_api_key_message() -> None:
-    assert NEEDS_API_KEY == (
-        "Deep research needs a Claude API key (ANTHROPIC_API_KEY); here is a quick answer instead."
-    )
+    assert "ANTHROPIC_API_KEY" in NEEDS_API_KEY and "QUORUM_OPENAI_BASE_URL" in NEEDS_API_KEY
+    assert NEEDS_API_KEY.endswith("here is a quick answer instead.")
 
 
 # --- integration: the real SDK, the emulator, a real Weaviate -----------------------------------
@@ -363,36 +362,22 @@ async def corpus(
     assert not other_report.failed
     secret_id = other_report.results[0].source_id
     assert secret_id
-    return Corpus(SearchService(store, embedder), kb, other, secret_id)
+    return Corpus(SearchService(store, embedder, signer=SIGNER), kb, other, secret_id)
 
 
 @pytest.fixture
-async def emu() -> AsyncIterator[AnthropicEmulator]:
-    async with AnthropicEmulator() as emulator:
-        yield emulator
+def emu(served: Served) -> AnthropicEmulator | OpenAIEmulator:
+    """The backend's emulator (each test below runs on both backends)."""
+    return served.emu
 
 
 @pytest.fixture
-async def claude(emu: AnthropicEmulator) -> AsyncIterator[ClaudeLLM]:
-    llm = ClaudeLLM(
-        api_key=API_KEY,
-        base_url=emu.url,
-        model="claude-sonnet-5-5",
-        fast_model="claude-haiku-5-5",
-        timeout_s=30,
-        max_retries=0,
-    )
+async def claude(served: Served) -> AsyncIterator[Model]:
+    llm = served.model(timeout_s=30, retries=0)
     try:
         yield llm
     finally:
         await llm.aclose()
-
-
-def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """The tool_result blocks of the request's last message."""
-    last = body["messages"][-1]
-    assert last["role"] == "user" and isinstance(last["content"], list)
-    return [b for b in last["content"] if b["type"] == "tool_result"]
 
 
 def passages(result_text: str) -> dict[int, str]:
@@ -421,7 +406,7 @@ class Sink:
         return [e.text for e in self.events if isinstance(e, ProgressEvent)]
 
 
-def no_secret(emu: AnthropicEmulator, result: ResearchResult) -> None:
+def no_secret(emu: AnthropicEmulator | OpenAIEmulator, result: ResearchResult) -> None:
     for req in emu.requests:
         assert SECRET not in json.dumps(req.body)
         assert "Secret roadmap" not in json.dumps(req.body)
@@ -430,7 +415,7 @@ def no_secret(emu: AnthropicEmulator, result: ResearchResult) -> None:
 
 
 async def test_multi_step_research_cites_each_step_at_its_second(
-    corpus: Corpus, emu: AnthropicEmulator, claude: ClaudeLLM
+    corpus: Corpus, emu: AnthropicEmulator | OpenAIEmulator, claude: Model
 ) -> None:
     q2 = {"query": "migration Lambda USER_PASSWORD_AUTH", "speaker": "John Park"}
     emu.enqueue(Reply.tools(ToolUse("list_sources", {})))
@@ -444,9 +429,9 @@ async def test_multi_step_research_cites_each_step_at_its_second(
     picked: dict[str, int] = {}
 
     def answer(body: dict[str, Any]) -> Reply:
-        user_turns = [m for m in body["messages"] if m["role"] == "user"]
-        step2 = passages(tool_results({"messages": user_turns[:3]})[0]["content"])
-        step4 = passages(tool_results(body)[0]["content"])
+        user_turns = [t for t in turns(body) if t["role"] == "user"]
+        step2 = passages(user_turns[2]["results"][0].content)
+        step4 = passages(tool_results(body)[0].content)
         picked["step2"], picked["step4"] = min(step2), max(step4)
         return Reply(
             text=f"John explained why the Lambda needs USER_PASSWORD_AUTH [{picked['step2']}]. "
@@ -465,12 +450,9 @@ async def test_multi_step_research_cites_each_step_at_its_second(
     # Five requests, each with the tools; each answers the previous turn's tool_use ids.
     assert len(emu.requests) == 5 and all(r.status == 200 for r in emu.requests)
     bodies = [r.body for r in emu.requests]
-    assert all([t["name"] for t in b["tools"]] == [t["name"] for t in TOOLS] for b in bodies)
-    assert "untrusted data" in bodies[0]["system"][0]["text"]
-    assert (
-        f"- {DEEP_DIVE} | 'Auth deep dive: Cognito design' | video"
-        in bodies[0]["system"][0]["text"]
-    )
+    assert all(tool_names(b) == [t.name for t in TOOLS] for b in bodies)
+    assert "untrusted data" in system(bodies[0])
+    assert f"- {DEEP_DIVE} | 'Auth deep dive: Cognito design' | video" in system(bodies[0])
     steps = [(s.turn, s.tool, s.args, s.is_error) for s in result.trace]
     assert steps == [
         (1, "list_sources", {}, False),
@@ -479,14 +461,14 @@ async def test_multi_step_research_cites_each_step_at_its_second(
         (4, "get_transcript", {"source_id": RETRO, "start_s": "0:00", "end_s": 120}, False),
     ]
     assert all(s.ms > 0 for s in result.trace)
-    sources_listed = tool_results(bodies[1])[0]["content"]
+    sources_listed = tool_results(bodies[1])[0].content
     assert f"id: {DEEP_DIVE}" in sources_listed and "Vendor sync" in sources_listed
-    step2 = passages(tool_results(bodies[2])[0]["content"])
+    step2 = passages(tool_results(bodies[2])[0].content)
     assert 1 <= len(step2) <= 3
     by_n = {s.n: s for s in result.answer.sources}
     for n in step2:  # the filters reached the archive: John, the deep dive only
         assert by_n[n].hit.source.id == DEEP_DIVE and "John Park" in by_n[n].hit.segment.speakers
-    timeline = tool_results(bodies[3])[0]["content"]
+    timeline = tool_results(bodies[3])[0].content
     days = re.findall(r"^## (\d{4}-\d{2}-\d{2})", timeline, re.M)
     assert days == sorted(days) and len(days) >= 2
 
@@ -496,22 +478,21 @@ async def test_multi_step_research_cites_each_step_at_its_second(
     assert [c.n for c in ans.citations] == [picked["step2"], picked["step4"]]
     c2, c4 = ans.citations
     shown2 = shown_at(step2[c2.n])
-    step4 = passages(tool_results(bodies[4])[0]["content"])
+    step4 = passages(tool_results(bodies[4])[0].content)
     shown4 = shown_at(step4[c4.n])
     assert c2.title == "Auth deep dive: Cognito design" and c2.start_s is not None
     assert int(c2.start_s) == int(shown2)
-    assert c2.link == f"https://www.loom.com/share/3f9c2e7a41b84d0e9a6c15f2d8b70e43?t={int(shown2)}"
+    # The sample recordings have no URL of their own: citations open Quorum's pages.
+    assert c2.link and c2.link.startswith(f"{PAGES}/v/") and f"#t={int(shown2)}" in c2.link
     assert c4.title == "Cut-over retro: the refresh-token incident" and c4.start_s is not None
     assert 0 < c4.start_s <= 120 and int(c4.start_s) == int(shown4)
-    assert (
-        c4.link == f"https://media.northwind.example/recordings/cutover-retro.m4a#t={int(shown4)}"
-    )
+    assert c4.link and c4.link.startswith(f"{PAGES}/v/") and f"#t={int(shown4)}" in c4.link
     assert c2.label == f"Auth deep dive: Cognito design @ {format_timestamp(shown2)}"
 
     # Every numbered passage is a source, numbered once, 1..N.
     all_shown: set[int] = set()
     for b in bodies[1:]:
-        all_shown |= set(passages(tool_results(b)[0]["content"]))
+        all_shown |= set(passages(tool_results(b)[0].content))
     assert [s.n for s in ans.sources] == list(range(1, len(ans.sources) + 1))
     assert set(by_n) == all_shown
 
@@ -575,7 +556,7 @@ class SlowArchive:
 
 
 async def test_parallel_calls_run_together_and_return_in_order(
-    corpus: Corpus, emu: AnthropicEmulator, claude: ClaudeLLM
+    corpus: Corpus, emu: AnthropicEmulator | OpenAIEmulator, claude: Model
 ) -> None:
     a = ToolUse(
         "search",
@@ -590,11 +571,11 @@ async def test_parallel_calls_run_together_and_return_in_order(
         question("Compare the Auth0 bill and the incident", corpus.kb), slow, (), sink
     )
     second = emu.requests[1].body
-    assert second["messages"][1]["content"][0] == {"type": "text", "text": "Two searches at once."}
+    assert turns(second)[1] == {"role": "assistant", "text": "Two searches at once.", "results": []}
     results = tool_results(second)
-    assert [r["tool_use_id"] for r in results] == [a.id, b.id]
-    assert not any(r.get("is_error") for r in results)
-    first, other = passages(results[0]["content"]), passages(results[1]["content"])
+    assert [r.call_id for r in results] == [a.id, b.id]
+    assert not any(r.is_error for r in results)
+    first, other = passages(results[0].content), passages(results[1].content)
     assert max(first) < min(other)  # numbered in call order
     assert all("Auth kickoff" in t for t in first.values())
     assert all("Cut-over retro" in t for t in other.values())
@@ -607,7 +588,7 @@ async def test_parallel_calls_run_together_and_return_in_order(
 
 
 async def test_bad_arguments_come_back_as_errors_and_claude_recovers(
-    corpus: Corpus, emu: AnthropicEmulator, claude: ClaudeLLM
+    corpus: Corpus, emu: AnthropicEmulator | OpenAIEmulator, claude: Model
 ) -> None:
     emu.enqueue(
         Reply.tools(
@@ -621,15 +602,15 @@ async def test_bad_arguments_come_back_as_errors_and_claude_recovers(
     emu.enqueue(Reply.tools(ToolUse("search", {"query": "Auth0 bill", "limit": 5})))
     emu.enqueue(
         lambda body: Reply(
-            text=f"The bill went up [{min(passages(tool_results(body)[0]['content']))}]."
+            text=f"The bill went up [{min(passages(tool_results(body)[0].content))}]."
         )
     )
     result = await Researcher(claude).run(
         question("What about the Auth0 bill?", corpus.kb), corpus.archive()
     )
     errors = tool_results(emu.requests[1].body)
-    assert [e.get("is_error") for e in errors] == [True] * 5
-    texts = [e["content"] for e in errors]
+    assert [e.is_error for e in errors] == [True] * 5
+    texts = [e.content for e in errors]
     assert "limit: Input should be less than or equal to 20" in texts[0]
     assert "after:" in texts[0] and "last spring" in texts[0]
     assert "Unknown source id 'no-such-meeting'" in texts[1] and "list_sources" in texts[1]
@@ -637,14 +618,14 @@ async def test_bad_arguments_come_back_as_errors_and_claude_recovers(
     assert "reversed" in texts[3]
     assert "Unknown speaker 'Mallory'" in texts[4] and "John Park" in texts[4]
     recovered = tool_results(emu.requests[2].body)
-    assert not recovered[0].get("is_error") and passages(recovered[0]["content"])
+    assert not recovered[0].is_error and passages(recovered[0].content)
     assert [s.is_error for s in result.trace] == [True] * 5 + [False]
     assert result.trace[0].error is not None and "limit" in result.trace[0].error
     assert len(result.answer.citations) == 1 and result.answer.note is None
 
 
 async def test_iteration_budget_ends_with_a_request_without_tools(
-    corpus: Corpus, emu: AnthropicEmulator, claude: ClaudeLLM
+    corpus: Corpus, emu: AnthropicEmulator | OpenAIEmulator, claude: Model
 ) -> None:
     emu.enqueue(Reply.tools(ToolUse("search", {"query": "rollback plan"})))
     emu.enqueue(Reply.tools(ToolUse("search", {"query": "go/no-go criteria"})))
@@ -656,12 +637,9 @@ async def test_iteration_budget_ends_with_a_request_without_tools(
     assert len(emu.requests) == 3
     final = emu.requests[2]
     assert "tools" not in final.body and "tool_choice" not in final.body and final.stream
-    assert all(m["role"] in ("user", "assistant") for m in final.body["messages"])
-    assert not any(
-        isinstance(m["content"], list) and any(b["type"] == "tool_result" for b in m["content"])
-        for m in final.body["messages"]
-    )
-    prompt = final.body["messages"][-1]["content"]
+    assert all(t["role"] in ("user", "assistant") for t in turns(final.body))
+    assert not any(t["results"] for t in turns(final.body))
+    prompt = last_text(final.body)
     assert "<research>" in prompt and "Step 2 · search" in prompt and "limit of 2 steps" in prompt
     assert result.stopped == "iterations"
     assert result.answer.note is not None and result.answer.note.startswith(STOPPED_EARLY)
@@ -672,7 +650,7 @@ async def test_iteration_budget_ends_with_a_request_without_tools(
 
 
 async def test_token_budget_stops_after_the_first_turn(
-    corpus: Corpus, emu: AnthropicEmulator, claude: ClaudeLLM
+    corpus: Corpus, emu: AnthropicEmulator | OpenAIEmulator, claude: Model
 ) -> None:
     emu.enqueue(Reply.tools(ToolUse("search", {"query": "cut-over date"})))
     emu.enqueue(Reply(text="The cut-over was set for a Saturday [1]."))
@@ -685,7 +663,7 @@ async def test_token_budget_stops_after_the_first_turn(
 
 
 async def test_an_injected_instruction_cannot_widen_the_scope(
-    corpus: Corpus, emu: AnthropicEmulator, claude: ClaudeLLM
+    corpus: Corpus, emu: AnthropicEmulator | OpenAIEmulator, claude: Model
 ) -> None:
     emu.enqueue(Reply.tools(ToolUse("search", {"query": "list every knowledge base"})))
     # Claude "obeys" the transcript: other knowledge bases, the other kb's source id, extra keys.
@@ -710,17 +688,17 @@ async def test_an_injected_instruction_cannot_widen_the_scope(
     result = await Researcher(claude).run(
         question("What is in the vendor sync?", corpus.kb), corpus.archive()
     )
-    first = tool_results(emu.requests[1].body)[0]["content"]
+    first = tool_results(emu.requests[1].body)[0].content
     assert INJECTION in first  # the line reached Claude, as data inside a tool result
     rejected = tool_results(emu.requests[2].body)
-    assert [r.get("is_error") for r in rejected] == [True] * 5
-    assert "unknown argument 'kb'" in rejected[0]["content"]
-    assert "unknown argument 'kb'" in rejected[1]["content"]
-    assert f"Unknown source id '{corpus.secret_source}'" in rejected[2]["content"]
-    assert f"Unknown source id '{corpus.secret_source}'" in rejected[3]["content"]
-    assert "unknown argument 'filters'" in rejected[4]["content"]
+    assert [r.is_error for r in rejected] == [True] * 5
+    assert "unknown argument 'kb'" in rejected[0].content
+    assert "unknown argument 'kb'" in rejected[1].content
+    assert f"Unknown source id '{corpus.secret_source}'" in rejected[2].content
+    assert f"Unknown source id '{corpus.secret_source}'" in rejected[3].content
+    assert "unknown argument 'filters'" in rejected[4].content
     scoped = tool_results(emu.requests[3].body)
-    assert not any(r.get("is_error") for r in scoped)
-    assert "Vendor sync" in scoped[0]["content"]
+    assert not any(r.is_error for r in scoped)
+    assert "Vendor sync" in scoped[0].content
     assert all(s.hit.source.id != corpus.secret_source for s in result.answer.sources)
     no_secret(emu, result)

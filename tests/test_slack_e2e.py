@@ -1,6 +1,8 @@
 """Slack end to end through the real core: the Bolt app and AsyncWebClient against the
 Slack emulator, the real Engine with its SQLite session store, real Weaviate (the session
-server) with the sample archive, and the real anthropic SDK against the Claude emulator."""
+server) with the sample archive, and on each model backend the real SDK (anthropic, or
+openai with QUORUM_LLM=openai) against the emulator of its API: answers stream into the
+thread with citations at the second, and deep research runs its tools."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from adapters.slack.app import UPDATE_INTERVAL_S
 from adapters.slack.render import ACTION_UP
 from bot.config import Settings, load_settings
 from bot.engine import SEARCH_DOWN, Engine
-from bot.llm import ClaudeLLM
+from bot.llm import from_settings as llm_from_settings
 from bot.models import ThreadKey
 from bot.router import ResearchRouter
 from bot.sessions import SessionStore
@@ -26,7 +28,9 @@ from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint, async_client
-from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
+from tests.backends import Served, system, tool_names, turns
+from tests.emulators.anthropic import AnthropicEmulator, Reply
+from tests.emulators.openai import OpenAIEmulator
 from tests.emulators.slack import (
     ALICE,
     BOT_TOKEN,
@@ -50,6 +54,7 @@ from tests.test_slack import GENERAL, Bot, bot_replies, has_buttons, running
 
 HOSTED_UI_LINK = "https://www.loom.com/share/feedbeef?t=734"
 FAST_MODEL = "claude-fast-emulated"
+Emulator = AnthropicEmulator | OpenAIEmulator
 
 
 def _prompt(body: dict[str, Any]) -> str:
@@ -80,9 +85,13 @@ def claude(body: dict[str, Any]) -> Reply:
 
 
 @pytest.fixture
-async def claude_emulator() -> AsyncIterator[AnthropicEmulator]:
-    async with AnthropicEmulator(default=claude) as emulator:
-        yield emulator
+def claude_emulator(served: Served, monkeypatch: pytest.MonkeyPatch) -> Emulator:
+    """The model's emulator, on each backend in turn, chosen the way an operator does: by
+    environment (ANTHROPIC_API_KEY, or QUORUM_LLM=openai with QUORUM_OPENAI_BASE_URL)."""
+    served.emu.default = claude
+    for name, value in {**served.env(), "QUORUM_FAST_MODEL": FAST_MODEL}.items():
+        monkeypatch.setenv(name, value)
+    return served.emu
 
 
 @pytest.fixture
@@ -98,19 +107,19 @@ async def slack() -> AsyncIterator[SlackEmulator]:
 
 
 def e2e_settings(
-    slack: SlackEmulator, claude_emulator: AnthropicEmulator, kb: str, tmp_path: Path
+    slack: SlackEmulator, claude_emulator: Emulator, kb: str, tmp_path: Path
 ) -> Settings:
-    return load_settings(
+    """Slack's settings; the model's come from the environment (``claude_emulator``)."""
+    settings = load_settings(
         data_dir=tmp_path / "data",
         slack_bot_token=BOT_TOKEN,
         slack_signing_secret=SIGNING_SECRET,
         slack_api_url=slack.api_url,
         slack_kb=kb,
-        anthropic_api_key=API_KEY,
-        anthropic_base_url=claude_emulator.url,
-        fast_model=FAST_MODEL,
         llm_max_retries=0,
     )
+    assert settings.fast_model == FAST_MODEL and settings.llm_backend is not None
+    return settings
 
 
 @contextlib.asynccontextmanager
@@ -121,7 +130,7 @@ async def engine_for(
     search service."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     async with SessionStore.open(settings.sessions_path) as sessions:
-        llm = ClaudeLLM.from_settings(settings)
+        llm = llm_from_settings(settings)
         assert llm is not None
         research = ResearchRouter.from_settings(settings, llm)
         engine = Engine.from_settings(
@@ -155,7 +164,7 @@ async def ask_mention(
 
 async def test_mention_to_cited_answer_then_a_follow_up_uses_the_thread(
     slack: SlackEmulator,
-    claude_emulator: AnthropicEmulator,
+    claude_emulator: Emulator,
     sample: str,
     search: SearchService,
     tmp_path: Path,
@@ -181,9 +190,8 @@ async def test_mention_to_cited_answer_then_a_follow_up_uses_the_thread(
         assert rewrite, "the follow-up was not rewritten with the thread's history"
         assert "What are the limits of the hosted UI login page?" in json.dumps(rewrite[-1].body)
         answer_call = claude_emulator.requests[-1].body
-        assert answer_call["messages"][0]["content"] == (
-            "What are the limits of the hosted UI login page?"
-        )
+        assert turns(answer_call)[0]["text"] == "What are the limits of the hosted UI login page?"
+        assert answer_call["model"] == settings.model and turns(answer_call)[1]["text"]
 
         history = await sessions.history(ThreadKey("slack", TEAM, GENERAL, first.ts))
         assert [e.question for e in history] == [
@@ -194,7 +202,7 @@ async def test_mention_to_cited_answer_then_a_follow_up_uses_the_thread(
 
 async def test_research_shows_each_step_then_the_answer_citing_both_steps(
     slack: SlackEmulator,
-    claude_emulator: AnthropicEmulator,
+    claude_emulator: Emulator,
     sample: str,
     search: SearchService,
     tmp_path: Path,
@@ -227,8 +235,8 @@ async def test_research_shows_each_step_then_the_answer_citing_both_steps(
 
         # Claude researched the archive of this workspace's knowledge base, with the tools.
         bodies = [r.body for r in claude_emulator.requests]
-        assert len(bodies) == 3 and all(b["tools"] for b in bodies)
-        assert "- kickoff | 'Auth kickoff' | video | 2024-01-09" in bodies[0]["system"][0]["text"]
+        assert len(bodies) == 3 and all(tool_names(b) for b in bodies)
+        assert "- kickoff | 'Auth kickoff' | video | 2024-01-09" in system(bodies[0])
         actions = next(b for b in reply.versions[-1]["blocks"] if b["type"] == "actions")
         exchange_id = int(actions["elements"][0]["value"])
         stored = await sessions.exchange(exchange_id)
@@ -250,7 +258,7 @@ async def test_research_shows_each_step_then_the_answer_citing_both_steps(
 
 async def test_feedback_and_exactly_once_survive_a_restart(
     slack: SlackEmulator,
-    claude_emulator: AnthropicEmulator,
+    claude_emulator: Emulator,
     sample: str,
     search: SearchService,
     tmp_path: Path,
@@ -292,7 +300,7 @@ def _closed_port() -> int:
 
 async def test_weaviate_down_is_a_polite_message_in_the_thread(
     slack: SlackEmulator,
-    claude_emulator: AnthropicEmulator,
+    claude_emulator: Emulator,
     embedder: SentenceTransformerEmbedder,
     kb: str,
     tmp_path: Path,

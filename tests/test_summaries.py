@@ -1,15 +1,11 @@
-"""Summaries per recording: extractive without a key, Claude's fast model with one (through
-the real SDK and the Anthropic emulator), each line at its moment; and deep research's
+"""Summaries per recording: extractive without a model, the fast model with one (on both
+backends, through the real SDKs and their emulators), each line at its moment; and deep research's
 search tool per level."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
-import pytest_asyncio
-
-from bot.llm import ClaudeLLM
 from bot.research.schema import TOOLS, parse_args
 from bot.summaries import ClaudeSummarizer
 from retrieval.embed import SentenceTransformerEmbedder
@@ -17,27 +13,10 @@ from retrieval.ingest import read_source
 from retrieval.models import Segment
 from retrieval.multilevel import build
 from retrieval.summary import read_lines
+from tests.backends import FAST, Reply, Served, last_text
 from tests.conftest import EXAMPLES
-from tests.emulators.anthropic import AnthropicEmulator, Reply
 
 RETRO = EXAMPLES / "recordings" / "2024-02-27-cutover-retro.txt"
-
-
-@pytest_asyncio.fixture
-async def emu() -> AsyncIterator[AnthropicEmulator]:
-    async with AnthropicEmulator() as e:
-        yield e
-
-
-def _claude(emu: AnthropicEmulator) -> ClaudeLLM:
-    return ClaudeLLM(
-        api_key=emu.api_key,
-        base_url=emu.url,
-        model="claude-test",
-        fast_model="claude-test-fast",
-        timeout_s=5.0,
-        max_retries=0,
-    )
 
 
 async def _summary(
@@ -65,9 +44,10 @@ async def test_without_a_key_the_summary_is_extractive_and_timed(
         assert line.start_s is not None and 0 <= line.start_s <= 613
 
 
-async def test_claude_writes_the_lines_and_each_keeps_its_moment(
-    embedder: SentenceTransformerEmbedder, emu: AnthropicEmulator
+async def test_the_model_writes_the_lines_and_each_keeps_its_moment(
+    embedder: SentenceTransformerEmbedder, served: Served
 ) -> None:
+    emu = served.emu
     reply = {
         "topics": [
             {"text": "The refresh-token failures after the cut-over.", "at": 97},
@@ -80,14 +60,14 @@ async def test_claude_writes_the_lines_and_each_keeps_its_moment(
         ],
     }
     emu.enqueue(Reply(text="Here it is:\n" + json.dumps(reply)))
-    llm = _claude(emu)
+    llm = served.model()
     try:
         summary = await _summary(embedder, ClaudeSummarizer(llm))
     finally:
         await llm.aclose()
     request = emu.requests[0].body
-    assert request["model"] == "claude-test-fast"
-    assert "[97]" in request["messages"][0]["content"]  # the transcript carries its seconds
+    assert request["model"] == FAST
+    assert "[97]" in last_text(request)  # the transcript carries its seconds
     lines = read_lines(summary)
     assert [(line.section, line.start_s) for line in lines] == [
         ("topic", 97.0),
@@ -100,11 +80,11 @@ async def test_claude_writes_the_lines_and_each_keeps_its_moment(
 
 
 async def test_a_broken_reply_keeps_the_extractive_summary(
-    embedder: SentenceTransformerEmbedder, emu: AnthropicEmulator
+    embedder: SentenceTransformerEmbedder, served: Served
 ) -> None:
-    emu.enqueue(Reply(text="Sorry, I cannot help with that."))
-    emu.enqueue(Reply.error(500))
-    llm = _claude(emu)
+    served.emu.enqueue(Reply(text="Sorry, I cannot help with that."))
+    served.emu.enqueue(Reply.error(500))
+    llm = served.model()
     try:
         first = await _summary(embedder, ClaudeSummarizer(llm))
         second = await _summary(embedder, ClaudeSummarizer(llm))
@@ -115,7 +95,7 @@ async def test_a_broken_reply_keeps_the_extractive_summary(
 
 
 def test_deep_research_has_a_search_tool_per_level() -> None:
-    names = {t["name"] for t in TOOLS}
+    names = {t.name for t in TOOLS}
     assert {"search", "search_turns", "search_topics", "search_summaries"} <= names
     args = parse_args("search_topics", {"query": "rollback"})
     assert args.level == "topic"  # type: ignore[attr-defined]

@@ -46,7 +46,7 @@ def _where(source: NumberedSource, first: Sentence) -> str:
     second = link_second(first)
     if second is None:
         return source.label
-    label, link = at_second(hit, second)
+    label, link = at_second(hit, second, first.start_s)
     return f"[{label}]({link})" if link else label
 
 

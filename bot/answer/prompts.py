@@ -6,9 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from anthropic.types import MessageParam
-
 from bot.answer.passages import timed_text
+from bot.llm import Message as MessageParam
 from bot.models import NumberedSource
 from bot.sessions import Exchange
 from retrieval.links import format_timestamp

@@ -1,4 +1,4 @@
-"""Deep research: Claude researches one knowledge base step by step with tools, then answers.
+"""Deep research: the model researches one knowledge base step by step with tools, then answers.
 
 One run:
 
@@ -7,8 +7,8 @@ One run:
 2. Loop, at most ``max_iterations`` turns: send the conversation with the tools; when the
    reply calls tools, run every call of the turn concurrently, number their passages in
    call order (``Registry``: one ``[n]`` per passage for the whole run) and send all the
-   ``tool_result`` blocks back in one user message, in the order of the calls. A bad
-   call comes back as ``is_error`` so Claude can fix it on the next turn.
+   tool results back in one user message, in the order of the calls. A bad call comes
+   back as an error result so the model can fix it on the next turn.
 3. A reply without tool calls is the answer. When the iterations, the token budget
    (input + output tokens, from each reply's usage) or the wall-clock budget run out
    first, a last request *without tools* asks for the answer from what was gathered
@@ -26,18 +26,11 @@ import logging
 import time
 from collections.abc import Sequence
 
-from anthropic.types import (
-    Message,
-    MessageParam,
-    ToolResultBlockParam,
-    ToolUseBlock,
-)
-
 from bot.answer.prompts import history_messages
 from bot.cite.citations import resolve
 from bot.config import Settings
 from bot.errors import LLMError
-from bot.llm import LLM, Usage, text_of
+from bot.llm import LLM, Completion, Message, NoTools, ToolCall, ToolResult, Usage
 from bot.models import (
     Answer,
     EventSink,
@@ -68,6 +61,7 @@ from retrieval.archive import Archive
 
 __all__ = [
     "NEEDS_API_KEY",
+    "NO_TOOLS",
     "STOPPED_EARLY",
     "ResearchResult",
     "Researcher",
@@ -78,7 +72,12 @@ __all__ = [
 log = logging.getLogger("quorum.research")
 
 NEEDS_API_KEY = (
-    "Deep research needs a Claude API key (ANTHROPIC_API_KEY); here is a quick answer instead."
+    "Deep research needs a model (ANTHROPIC_API_KEY, or QUORUM_OPENAI_BASE_URL for your own "
+    "server); here is a quick answer instead."
+)
+NO_TOOLS = (
+    "Deep research needs a model that can call tools, and this one cannot; here is a quick "
+    "answer instead."
 )
 STOPPED_EARLY = "research stopped early"
 WRITING = "writing the answer"
@@ -87,7 +86,7 @@ _WHY: dict[Stop, str] = {
     "iterations": "it reached its limit of {n} steps",
     "tokens": "it reached its token budget",
     "time": "it reached its time limit",
-    "error": "Claude stopped answering mid-way",
+    "error": "the model stopped answering mid-way",
 }
 
 
@@ -163,7 +162,7 @@ class _Run:
         self.emit = guarded_sink(on_event)
         self.history = history_messages(history)
         self.system = system_prompt(catalog, cfg.max_iterations)
-        self.messages: list[MessageParam] = [
+        self.messages: list[Message] = [
             *self.history,
             {"role": "user", "content": question_message(question)},
         ]
@@ -215,6 +214,8 @@ class _Run:
                     model=self.cfg.model,
                     timeout_s=remaining,
                 )
+            except NoTools:
+                raise
             except LLMError as exc:
                 if exc.retryable and len(self.registry):
                     log.warning("research turn %d failed: %s", turn, exc)
@@ -223,12 +224,12 @@ class _Run:
                 raise
             llm_ms = (time.perf_counter() - now) * 1000
             self.llm_ms += llm_ms
-            usage = Usage.of(message)
+            usage = message.usage
             self.usage.add(usage)
-            uses = [b for b in message.content if isinstance(b, ToolUseBlock)]
+            uses = message.tool_calls
             if not uses:
                 self.turns.append(self.turn_trace(turn, now, llm_ms, 0.0, message, usage, 0))
-                return text_of(message).strip(), None
+                return message.text.strip(), None
             self.messages.append({"role": "assistant", "content": assistant_content(message)})
             t_tools = time.perf_counter()
             timed_out, result_chars = await self.run_tools(turn, uses)
@@ -248,7 +249,7 @@ class _Run:
         started: float,
         llm_ms: float,
         tools_ms: float,
-        message: Message,
+        message: Completion,
         usage: Usage,
         calls: int,
     ) -> TurnTrace:
@@ -266,7 +267,7 @@ class _Run:
             calls=calls,
         )
 
-    async def run_tools(self, turn: int, uses: Sequence[ToolUseBlock]) -> tuple[bool, int]:
+    async def run_tools(self, turn: int, uses: Sequence[ToolCall]) -> tuple[bool, int]:
         """Run one turn's calls concurrently; append their results in call order. Returns
         whether the time budget ran out while they ran, and the results' length."""
         # Claude's input should be an object; anything else is its mistake, told as a tool
@@ -290,7 +291,7 @@ class _Run:
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome  # SearchUnavailable and the like: the engine says so
-        blocks: list[ToolResultBlockParam] = []
+        blocks: list[ToolResult] = []
         for call, wrapper in zip(calls, wrappers, strict=True):
             call.archive_ms = wrapper.busy_ms
             if call.draft is not None:
@@ -301,8 +302,7 @@ class _Run:
                 call.is_error, call.text = True, "Not run: the research ran out of time."
             self.calls.append((turn, call))
             blocks.append(result_block(call, turn))
-        self.cache_breakpoint(blocks)
-        self.messages.append({"role": "user", "content": list(blocks)})
+        self.messages.append({"role": "user", "content": blocks})
         return timed_out, sum(len(c.text) for c in calls)
 
     async def validate(self, calls: list[Call]) -> None:
@@ -320,24 +320,12 @@ class _Run:
                 continue
             await self.emit(ProgressEvent(progress_text(call.args, self.catalog, self.registry)))
 
-    def cache_breakpoint(self, blocks: list[ToolResultBlockParam]) -> None:
-        """Mark the newest tool result for prompt caching, unmarking older ones (at most
-        four breakpoints per request; the system prompt holds one)."""
-        for msg in self.messages:
-            content = msg["content"]
-            if msg["role"] == "user" and isinstance(content, list):
-                for old in content:
-                    if isinstance(old, dict) and "cache_control" in old:
-                        del old["cache_control"]
-        if blocks:
-            blocks[-1]["cache_control"] = {"type": "ephemeral"}
-
     async def final_answer(self, stopped: Stop | None) -> str:
         """Ask for the answer from what was gathered, without tools, streamed."""
         await self.emit(ProgressEvent(WRITING))
         why = _WHY[stopped].format(n=self.cfg.max_iterations) if stopped else None
         content = final_message(self.question, research_notes(self.calls), why)
-        messages: list[MessageParam] = [*self.history, {"role": "user", "content": content}]
+        messages: list[Message] = [*self.history, {"role": "user", "content": content}]
 
         async def on_text(text: str) -> None:
             await self.emit(PartialAnswer(text))

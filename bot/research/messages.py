@@ -1,5 +1,5 @@
-"""What goes back and forth with Claude during research: its turn replayed into the
-conversation, a tool call's input as traced, and a tool's result as Claude reads it."""
+"""What goes back and forth with the model during research: its turn replayed into the
+conversation, a tool call's input as traced, and a tool's result as the model reads it."""
 
 from __future__ import annotations
 
@@ -7,30 +7,16 @@ import json
 import logging
 from typing import Any
 
-from anthropic.types import ContentBlockParam, Message, ToolResultBlockParam
-
+from bot.llm import Completion, Content, Text, ToolResult
 from bot.research.tools import Call
 
 log = logging.getLogger("quorum.research")
 
 
-def assistant_content(message: Message) -> list[ContentBlockParam]:
-    """Claude's turn as it goes back into the conversation: its text and tool calls."""
-    out: list[ContentBlockParam] = []
-    for block in message.content:
-        if block.type == "text" and block.text:
-            out.append({"type": "text", "text": block.text})
-        elif block.type == "tool_use":
-            out.append(
-                {
-                    "type": "tool_use",
-                    "id": block.id,
-                    "name": block.name,
-                    # The API accepts only an object here; a malformed input is told back
-                    # to Claude as a tool error, so an empty one is sent in its place.
-                    "input": block.input if isinstance(block.input, dict) else {},
-                }
-            )
+def assistant_content(message: Completion) -> list[Content]:
+    """The model's turn as it goes back into the conversation: its text and tool calls."""
+    out: list[Content] = [Text(message.text)] if message.text else []
+    out.extend(message.tool_calls)
     return out
 
 
@@ -47,15 +33,9 @@ def trace_args(raw: Any) -> dict[str, Any]:
     return {"_truncated": text[:2000]}
 
 
-def result_block(call: Call, turn: int) -> ToolResultBlockParam:
-    """A call's result (or its error) as the tool_result Claude reads; logged without text."""
-    block: ToolResultBlockParam = {
-        "type": "tool_result",
-        "tool_use_id": call.id,
-        "content": call.text or "(empty)",
-    }
-    if call.is_error:
-        block["is_error"] = True
+def result_block(call: Call, turn: int) -> ToolResult:
+    """A call's result (or its error) as the model reads it; logged without text."""
+    block = ToolResult(call.id, call.text or "(empty)", call.is_error)
     log.info(
         "research tool=%s turn=%d error=%s passages=%d ms=%.1f archive_ms=%.1f",
         call.name,

@@ -11,9 +11,9 @@ import re
 from datetime import date
 from typing import Annotated, Any, ClassVar, Literal
 
-from anthropic.types import ToolParam
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 
+from bot.llm import Tool
 from retrieval.models import Level
 
 _TIME = re.compile(r"^(?:(\d+):)?(\d{1,2}):(\d{1,2}(?:\.\d+)?)$")
@@ -211,19 +211,15 @@ def _clean(schema: Any) -> Any:
     return out
 
 
-def tool_params() -> list[ToolParam]:
-    """The tool definitions sent to Claude."""
+def tool_params() -> list[Tool]:
+    """The tool definitions sent to the model."""
     return [
-        {
-            "name": name,
-            "description": DESCRIPTIONS[name],
-            "input_schema": _clean(model.model_json_schema()),
-        }
+        Tool(name, DESCRIPTIONS[name], _clean(model.model_json_schema()))
         for name, model in ARGS.items()
     ]
 
 
-TOOLS: list[ToolParam] = tool_params()
+TOOLS: list[Tool] = tool_params()
 
 
 def parse_args(name: str, raw: object) -> Args:

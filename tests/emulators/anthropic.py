@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 import json
 import re
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from uuid import uuid4
 
 from aiohttp import web
+
+from tests.emulators.script import Reply, Responder, ToolUse
+
+__all__ = ["API_KEY", "AnthropicEmulator", "Reply", "ToolUse"]
 
 API_KEY = "sk-ant-emulator"
 ERROR_TYPES = {
@@ -86,50 +88,6 @@ BLOCK_TYPES = {
     "search_result",
 }
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-_ids = itertools.count(1)
-
-
-@dataclass
-class ToolUse:
-    """A tool_use block Claude "decides" to send."""
-
-    name: str
-    input: dict[str, Any]
-    id: str = field(default_factory=lambda: f"toolu_emu{next(_ids):06d}{uuid4().hex[:8]}")
-
-
-@dataclass
-class Reply:
-    """One scripted reply. ``status`` other than 200 sends an error body instead."""
-
-    text: str | None = None
-    tool_uses: list[ToolUse] = field(default_factory=list)
-    status: int = 200
-    error_type: str | None = None
-    error_message: str | None = None
-    retry_after: float | None = None
-    delay_s: float = 0.0  # before the response (or the stream) starts
-    chunk_delay_s: float = 0.0  # between streamed deltas
-    stream_error: str | None = None  # an SSE error event of this type after the first delta
-    stop_reason: str | None = None
-    model: str | None = None
-    # "reset", "malformed", "truncated", "empty", "no_stop" (streams); without streaming,
-    # "reset" drops the connection and "truncated" cuts the JSON body in half.
-    fault: str | None = None
-    raw_input: Any = None  # a tool_use input sent as given (e.g. not an object)
-
-    @classmethod
-    def error(cls, status: int, *, retry_after: float | None = None, delay_s: float = 0.0) -> Reply:
-        """An HTTP error reply with the service's error type for ``status``."""
-        return cls(status=status, retry_after=retry_after, delay_s=delay_s)
-
-    @classmethod
-    def tools(cls, *uses: ToolUse, text: str | None = None) -> Reply:
-        """A reply that calls tools (stop_reason "tool_use")."""
-        return cls(text=text, tool_uses=list(uses))
-
-
-Responder = Reply | Callable[[dict[str, Any]], Reply]
 
 
 @dataclass
@@ -356,6 +314,7 @@ class AnthropicEmulator:
         self.api_key = api_key
         self.default = default  # used when the queue is empty; None answers 500
         self.requests: list[RecordedRequest] = []
+        self.hung_up = 0  # streams the client closed before their end
         self._queue: deque[Responder] = deque()
         self._cached: set[str] = set()
         self._runner: web.AppRunner | None = None
@@ -508,7 +467,11 @@ class AnthropicEmulator:
                     headers={"request-id": rid},
                 )
             return web.json_response(message, headers={"request-id": rid})
-        return await self._stream(request, reply, message, rid)
+        try:
+            return await self._stream(request, reply, message, rid)
+        except ConnectionError:  # the client hung up mid-stream (it stopped listening)
+            self.hung_up += 1
+            return web.Response()
 
     async def _stream(
         self, request: web.Request, reply: Reply, message: dict[str, Any], rid: str

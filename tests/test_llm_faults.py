@@ -1,13 +1,14 @@
-"""Claude faults that must end in a retry or the extractive fallback, never a traceback or
-a half answer shown as whole: a stream reset mid-way, malformed or truncated events, an
-empty stream, no ``message_stop``, a truncated JSON body; and deep research's own limits
-(its budget never lengthens the request timeout, bad tool input is a tool error)."""
+"""Model faults that must end in a retry or the extractive fallback, never a traceback or
+a half answer shown as whole, on both backends (Claude's API and an OpenAI-compatible
+server, each through its real SDK and emulator): a stream reset mid-way, malformed or
+truncated chunks, an empty stream, a stream that never finishes, 429/5xx, a server that is
+down or too slow; and deep research's own limits (its budget never lengthens the request
+timeout, bad tool input is a tool error)."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,6 @@ from bot.answer.answer import AnswerConfig
 from bot.config import load_settings
 from bot.engine import Engine
 from bot.errors import LLMError
-from bot.llm import ClaudeLLM
 from bot.models import Event, PartialAnswer, Question, ThreadKey
 from bot.research.loop import Researcher
 from bot.router import DEEP_FAILED, ResearchRouter
@@ -27,7 +27,7 @@ from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
-from tests.emulators.anthropic import AnthropicEmulator, Reply, ToolUse
+from tests.backends import Reply, Served, ToolUse, tool_results
 
 USER: list[Any] = [{"role": "user", "content": "Why did we move off Auth0?"}]
 STREAM_FAULTS = ["reset", "malformed", "truncated", "empty", "no_stop"]
@@ -35,28 +35,10 @@ HALF = "Stand-in answer that must never be shown as final."
 THREAD = ThreadKey("console", "local", "c", "t")
 
 
-@pytest_asyncio.fixture
-async def emu() -> AsyncIterator[AnthropicEmulator]:
-    async with AnthropicEmulator() as e:
-        yield e
-
-
-def claude(emu: AnthropicEmulator, timeout_s: float = 5.0, retries: int = 2) -> ClaudeLLM:
-    return ClaudeLLM(
-        api_key=emu.api_key,
-        base_url=emu.url,
-        model="claude-test",
-        fast_model="claude-test-fast",
-        timeout_s=timeout_s,
-        max_retries=retries,
-        backoff_s=0.02,
-    )
-
-
 @pytest.mark.parametrize("fault", STREAM_FAULTS)
-async def test_a_broken_stream_is_retried(emu: AnthropicEmulator, fault: str) -> None:
-    llm = claude(emu)
-    emu.enqueue(Reply(text=HALF, fault=fault), "a whole answer")
+async def test_a_broken_stream_is_retried(served: Served, fault: str) -> None:
+    llm = served.model(timeout_s=5, retries=2)
+    served.emu.enqueue(Reply(text=HALF, fault=fault), "a whole answer")
     seen: list[str] = []
 
     async def on_text(text: str) -> None:
@@ -66,36 +48,35 @@ async def test_a_broken_stream_is_retried(emu: AnthropicEmulator, fault: str) ->
     await llm.aclose()
     assert done.text == "a whole answer" and done.attempts == 2
     assert seen[-1] == "a whole answer"
+    assert llm.retries == 1 and llm.errors == 0
 
 
 @pytest.mark.parametrize("fault", STREAM_FAULTS)
-async def test_a_stream_broken_every_time_is_an_llm_error(
-    emu: AnthropicEmulator, fault: str
-) -> None:
-    llm = claude(emu, retries=1)
-    emu.enqueue(Reply(text=HALF, fault=fault), times=2)
+async def test_a_stream_broken_every_time_is_an_llm_error(served: Served, fault: str) -> None:
+    llm = served.model(timeout_s=5, retries=1)
+    served.emu.enqueue(Reply(text=HALF, fault=fault), times=2)
     with pytest.raises(LLMError, match="broken reply|incomplete reply"):
         await llm.stream(system="s", messages=USER, max_tokens=50)
     await llm.aclose()
-    assert len(emu.requests) == 2
+    assert len(served.emu.requests) == 2 and llm.errors == 1
 
 
-async def test_a_truncated_json_body_is_retried(emu: AnthropicEmulator) -> None:
-    llm = claude(emu)
-    emu.enqueue(Reply(text=HALF, fault="truncated"), "whole")
+async def test_a_truncated_reply_is_retried(served: Served) -> None:
+    llm = served.model(timeout_s=5, retries=2)
+    served.emu.enqueue(Reply(text=HALF, fault="truncated"), "whole")
     done = await llm.complete(system="s", messages=USER, max_tokens=50)
     assert done.text == "whole" and done.attempts == 2
-    emu.enqueue(Reply(text=HALF, fault="truncated"), times=3)
-    with pytest.raises(LLMError, match="broken reply"):
+    served.emu.enqueue(Reply(text=HALF, fault="truncated"), times=3)
+    with pytest.raises(LLMError, match="broken reply|incomplete reply"):
         await llm.create(system="s", messages=USER, max_tokens=50)
     await llm.aclose()
 
 
 async def test_a_callers_longer_timeout_never_overrides_the_configured_one(
-    emu: AnthropicEmulator,
+    served: Served,
 ) -> None:
-    llm = claude(emu, timeout_s=0.5)
-    emu.enqueue(Reply(text="too late", delay_s=5))
+    llm = served.model(timeout_s=0.5)
+    served.emu.enqueue(Reply(text="too late", delay_s=5))
     t0 = time.perf_counter()
     with pytest.raises(LLMError, match="within 0.5 seconds"):
         await llm.create(system="s", messages=USER, max_tokens=50, timeout_s=90)
@@ -123,36 +104,56 @@ async def faults_kb(
     return kb
 
 
-@pytest.mark.parametrize("fault", STREAM_FAULTS)
-async def test_quick_answers_fall_back_to_extractive_on_a_broken_stream(
-    search: SearchService, emu: AnthropicEmulator, faults_kb: str, tmp_path: Path, fault: str
+QUICK_FAULTS = [*STREAM_FAULTS, "stream_error", "429", "503", "timeout", "down"]
+
+
+def failing(fault: str) -> Reply:
+    """A reply that fails the way ``fault`` says, every time."""
+    if fault.isdigit():
+        return Reply.error(int(fault))
+    if fault == "stream_error":
+        return Reply(text=HALF, stream_error="overloaded_error")
+    if fault == "timeout":
+        return Reply(text=HALF, delay_s=10)
+    return Reply(text=HALF, fault=fault)
+
+
+@pytest.mark.parametrize("fault", QUICK_FAULTS)
+async def test_quick_answers_fall_back_to_extractive_on_any_fault(
+    search: SearchService, served: Served, faults_kb: str, tmp_path: Path, fault: str
 ) -> None:
-    emu.default = Reply(text=HALF, fault=fault)  # every request, the rewrite's too
+    served.emu.default = failing(fault)  # every request, the rewrite's too
+    if fault == "down":
+        await served.emu.stop()  # nothing listens on its port any more
     partials: list[str] = []
 
     async def on_event(event: Event) -> None:
         if isinstance(event, PartialAnswer):
             partials.append(event.text)
 
+    llm = served.model(timeout_s=3, retries=1)
     async with SessionStore.open(tmp_path / "s.sqlite3") as sessions:
         engine = Engine(
             archives=search.archive,
             sessions=sessions,
-            llm=claude(emu, timeout_s=3, retries=1),
+            llm=llm,
             config=AnswerConfig(llm_timeout_s=3, rewrite_timeout_s=1),
         )
         asked = "Why did we move off Auth0?"
         question = Question(text=asked, thread=THREAD, user="u", kb=faults_kb)
         answer = await engine.ask(question, on_event)
+    await llm.aclose()
     assert answer.kind == "extractive", answer
     assert "Stand-in" not in answer.text and "bill tripled" in answer.text
+    assert llm.errors >= 1  # counted for /metrics, per backend
 
 
 async def test_research_tool_errors_for_bad_input_and_offsets(
-    search: SearchService, emu: AnthropicEmulator, faults_kb: str
+    search: SearchService, served: Served, faults_kb: str
 ) -> None:
-    llm = claude(emu, retries=0)
+    llm = served.model(retries=0)
     source = "2024-02-01-vendor-sync"
+    emu = served.emu
     emu.enqueue(Reply(tool_uses=[ToolUse("search", {})], raw_input=["not", "an", "object"]))
     emu.enqueue(Reply.tools(ToolUse("get_transcript", {"source_id": source, "offset": 20_000})))
     emu.enqueue("Nothing more to find.")
@@ -161,19 +162,19 @@ async def test_research_tool_errors_for_bad_input_and_offsets(
         search.archive(faults_kb),
     )
     await llm.aclose()
-    first = emu.requests[1].body["messages"][-1]["content"][0]
-    assert first["is_error"] and "must be an object" in first["content"]
-    second = emu.requests[2].body["messages"][-1]["content"][0]
-    assert second["is_error"] and "offset must be between 0 and" in second["content"]
+    first = tool_results(emu.requests[1].body)[0]
+    assert first.is_error and "must be an object" in first.content
+    second = tool_results(emu.requests[2].body)[0]
+    assert second.is_error and "offset must be between 0 and" in second.content
     assert result.answer.text == "Nothing more to find."
 
 
 @pytest.mark.parametrize("fault", ["reset", "truncated"])
-async def test_deep_research_on_a_broken_claude_falls_back_to_a_quick_extractive_answer(
-    search: SearchService, emu: AnthropicEmulator, faults_kb: str, tmp_path: Path, fault: str
+async def test_deep_research_on_a_broken_model_falls_back_to_a_quick_extractive_answer(
+    search: SearchService, served: Served, faults_kb: str, tmp_path: Path, fault: str
 ) -> None:
-    emu.default = Reply(text=HALF, fault=fault)
-    llm = claude(emu, timeout_s=3, retries=1)
+    served.emu.default = Reply(text=HALF, fault=fault)
+    llm = served.model(timeout_s=3, retries=1)
     settings = load_settings(llm_timeout_s=3)
     async with SessionStore.open(tmp_path / "s.sqlite3") as sessions:
         engine = Engine(
