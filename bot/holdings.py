@@ -38,8 +38,10 @@ ForgetHook = Callable[[str, Source], Awaitable[None]]
 """Called with (kb, source) once a source is removed: drop what was derived from it."""
 
 # The data dir's parts, for ``quorum doctor``: kind -> names at the top of the data dir.
+MEDIA = "media"  # recordings kept for their pages (QUORUM_KEEP_MEDIA, the demo's voices)
 KINDS: dict[str, tuple[str, ...]] = DATA_PARTS | {
     "uploads": ("uploads",),
+    "media": (MEDIA,),
     "sessions": ("sessions.sqlite3", "sessions.sqlite3-wal", "sessions.sqlite3-shm"),
 }
 
@@ -62,7 +64,7 @@ class Held:
     info: SourceInfo
     size_bytes: int | None  # the source file, when it can still be read
     kept_bytes: int  # what Quorum keeps of it in the data dir (upload copy, transcript)
-    media_kept: bool  # Quorum keeps a copy of the file (a chat upload)
+    media_kept: bool  # Quorum keeps a copy of the recording or file (a chat upload, a page copy)
     transcript_kept: bool  # a transcript copy is in the transcripts cache
     added: AuditEntry | None  # who added it and when, when the audit trail knows
 
@@ -213,7 +215,7 @@ class Holdings:
         if self.is_upload(source.path):
             doomed.append(Path(source.path))
         # A recording's page copy (QUORUM_KEEP_MEDIA, the demo's voices) goes with it.
-        doomed += await asyncio.to_thread(kept_copies, self.data_dir / "media", kb, source_id)
+        doomed += await asyncio.to_thread(kept_copies, self.data_dir / MEDIA, kb, source_id)
         files = await asyncio.to_thread(unlink, doomed)
         answers = await self.sessions.scrub_answers(source_id)
         for hook in self.hooks:
@@ -234,12 +236,15 @@ class Holdings:
         named = {hashlib.sha256(d.encode()).hexdigest() for d in kept}
         unmatched = len(kept) > len(named & {i.source.content_hash for i in infos})
         return [
-            await asyncio.to_thread(self._held, info, kept, added.get(info.source.id), unmatched)
+            await asyncio.to_thread(
+                self._held, kb, info, kept, added.get(info.source.id), unmatched
+            )
             for info in infos
         ]
 
     def _held(
         self,
+        kb: str,
         info: SourceInfo,
         kept: dict[str, list[Path]],
         added: AuditEntry | None,
@@ -250,9 +255,11 @@ class Holdings:
         size = path.stat().st_size if path and path.is_file() else None
         digests = self._digests(source, kept, hash_file)
         transcripts = [f for d in digests for f in kept.get(d, [])]
-        upload = self.is_upload(source.path) and size is not None
-        kept_bytes = sum(_size(f) for f in transcripts) + ((size or 0) if upload else 0)
-        return Held(info, size, kept_bytes, upload, bool(transcripts), added)
+        copies = kept_copies(self.data_dir / MEDIA, kb, source.id)  # a page's copy
+        if self.is_upload(source.path) and size is not None:
+            copies.append(Path(source.path))
+        kept_bytes = sum(_size(f) for f in [*transcripts, *copies])
+        return Held(info, size, kept_bytes, bool(copies), bool(transcripts), added)
 
 
 def unlink(paths: list[Path]) -> list[str]:
