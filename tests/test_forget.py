@@ -97,6 +97,8 @@ def test_a_recording_removed_with_the_cli_leaves_no_word_behind(
     assert json.loads(quorum("sources", "--kb", kb, "--json")[1]) == []
     code, _, err = quorum("summary", "weekly-sync", "--kb", kb)
     assert code == 1 and "weekly-sync" in err
+    code, out, err = quorum("transcript", "weekly-sync", "--kb", kb)
+    assert code == 1 and not {w for w in words if w in (out + err).lower()}
     code, out, _ = quorum("ask", "Where does the practice move to?", "--kb", kb)
     assert not {w for w in words if w in out.lower()}
     trail = json.loads(quorum("audit", "--kb", kb, "--json")[1])
