@@ -21,6 +21,7 @@ from retrieval.errors import ConfigError
 from retrieval.indexer import ingest
 from retrieval.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
+from tests.conftest import SIGNER
 from tests.emulators.discord import DiscordEmulator
 from tests.emulators.slack import BOT_TOKEN, SIGNING_SECRET, SlackEmulator
 
@@ -48,7 +49,7 @@ async def test_a_new_recording_is_announced_with_links_to_its_moments(
     (folder / "notes.md").write_text("# Notes\n\n" + "We keep the runbook current. " * 80)
     report = await ingest(store, embedder, kb, [folder])
     assert not report.failed
-    search = SearchService(store, embedder)
+    search = SearchService(store, embedder, signer=SIGNER)  # the retro has no URL: pages
     old, old_gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
     try:
         async with SlackEmulator() as slack, DiscordEmulator() as disc:
