@@ -18,10 +18,14 @@ from retrieval.rerank import CrossEncoderReranker
 from retrieval.search import SearchService
 from retrieval.share import LinkSigner, load_secret
 from retrieval.store import Store
-from retrieval.store.weaviate.open import open_weaviate
+from retrieval.store.weaviate.open import DATA_DIR_NAMES, open_weaviate
 from retrieval.transcribe import Transcriber
 
 WeaviateMode = Literal["embedded", "local", "cloud"]
+TRANSCRIPTS = "transcripts"
+
+DATA_PARTS: dict[str, tuple[str, ...]] = {"index": DATA_DIR_NAMES, "transcripts": (TRANSCRIPTS,)}
+"""What the retrieval layer keeps under the data dir, by kind (``quorum doctor``)."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ class RetrievalConfig:
     def transcriber(self) -> Transcriber:
         """The Whisper transcriber for audio and video (its model loads on first use),
         keeping transcripts under ``data_dir/transcripts``."""
-        return Transcriber(self.whisper_model, self.data_dir / "transcripts")
+        return Transcriber(self.whisper_model, self.data_dir / TRANSCRIPTS)
 
 
 @dataclass

@@ -118,10 +118,14 @@ class LinkSigner:
     def _sign(self, payload: bytes) -> bytes:
         return hmac.new(self._key(), _CONTEXT + payload, hashlib.sha256).digest()[:_SIG_BYTES]
 
-    def token(self, kb: str, source_id: str, now: float | None = None) -> str:
-        """A fresh token for ``source_id`` in ``kb``, valid for the configured days."""
+    def token(
+        self, kb: str, source_id: str, now: float | None = None, ttl_s: float | None = None
+    ) -> str:
+        """A fresh token for ``source_id`` in ``kb``, valid for the configured days (or
+        ``ttl_s`` seconds, never longer)."""
         now = time.time() if now is None else now
-        expires = int(math.ceil((now + self.ttl_s) / _ROUND_S) * _ROUND_S)
+        ttl = self.ttl_s if ttl_s is None else min(ttl_s, self.ttl_s)
+        expires = int(math.ceil((now + ttl) / _ROUND_S) * _ROUND_S)
         payload = json.dumps([kb, source_id, expires], separators=(",", ":")).encode()
         return f"{_b64(payload)}.{_b64(self._sign(payload))}"
 
