@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -99,8 +100,8 @@ async def open_retrieval(
                 CrossEncoderReranker.from_path, config.rerank_model_path
             )
         signer = None
-        if config.public_url:
-            secret = await asyncio.to_thread(load_secret, config.data_dir, config.link_secret)
+        if config.public_url:  # the secret is read (or made) when the first link is signed
+            secret = partial(load_secret, config.data_dir, config.link_secret)
             signer = LinkSigner(secret, config.public_url, config.link_ttl_days)
         search = SearchService(
             store, embedder, alpha=config.hybrid_alpha, reranker=reranker, signer=signer

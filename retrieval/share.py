@@ -25,6 +25,7 @@ import math
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,15 +98,25 @@ def _read_or_make(path: Path) -> bytes:
 class LinkSigner:
     """Signs and checks page links for one public address."""
 
-    def __init__(self, secret: bytes, public_url: str, ttl_days: float = 30.0) -> None:
-        if not secret:
-            raise ConfigError("The link secret is empty.")
-        self._secret = secret
+    def __init__(
+        self, secret: bytes | Callable[[], bytes], public_url: str, ttl_days: float = 30.0
+    ) -> None:
+        # A loader is called on first use: a command that signs no link never touches it.
+        self._secret = secret if isinstance(secret, bytes) else None
+        self._load = secret if not isinstance(secret, bytes) else None
         self.public_url = public_url.rstrip("/")
         self.ttl_s = ttl_days * 86400
 
+    def _key(self) -> bytes:
+        if self._secret is None:
+            assert self._load is not None
+            self._secret = self._load()
+        if not self._secret:
+            raise ConfigError("The link secret is empty; set QUORUM_LINK_SECRET.")
+        return self._secret
+
     def _sign(self, payload: bytes) -> bytes:
-        return hmac.new(self._secret, _CONTEXT + payload, hashlib.sha256).digest()[:_SIG_BYTES]
+        return hmac.new(self._key(), _CONTEXT + payload, hashlib.sha256).digest()[:_SIG_BYTES]
 
     def token(
         self, kb: str, source_id: str, now: float | None = None, ttl_s: float | None = None
