@@ -129,7 +129,7 @@ async def main(requests: int, opens: int) -> None:
         files.mkdir()
         t0 = time.perf_counter()
         media = await asyncio.to_thread(write_recording, files)
-        made_s = time.perf_counter() - t0
+        made_s, media_mb = time.perf_counter() - t0, media.stat().st_size / 1e6
         settings = load_settings(data_dir=folder / "data", http_port=0)
         kb = f"b{uuid.uuid4().hex[:8]}"
         async with open_core(settings) as services:
@@ -158,7 +158,7 @@ async def main(requests: int, opens: int) -> None:
             finally:
                 await server.stop()
     ms = [f * 1000 for f, _ in firsts]
-    print(f"one-hour recording: {media.stat().st_size / 1e6:.1f} MB .m4a (made in {made_s:.0f} s),")
+    print(f"one-hour recording: {media_mb:.1f} MB .m4a (made in {made_s:.0f} s),")
     print(f"{len(report.results)} transcript ingested in {ingest_s:.0f} s; cited at {second} s")
     print(f"(asked: {QUESTION!r}); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print()

@@ -236,6 +236,15 @@ class Settings(BaseSettings):
     api_tokens: SecretStr | None = Field(
         None, description="JSON API bearer tokens, token:kb pairs: tok1:kb1,tok2:kb2."
     )
+    admin_tokens: SecretStr | None = Field(
+        None,
+        description="Admin bearer tokens for insights (the page and GET /api/insights), "
+        "token:kb pairs like QUORUM_API_TOKENS: each sees its own knowledge base only.",
+    )
+    insights_users: bool = Field(
+        False,
+        description="Show who asked in insights (off: counts and questions, no user ids).",
+    )
 
     post_summaries: str | None = Field(
         None,

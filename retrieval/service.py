@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -17,10 +18,14 @@ from retrieval.rerank import CrossEncoderReranker
 from retrieval.search import SearchService
 from retrieval.share import LinkSigner, load_secret
 from retrieval.store import Store
-from retrieval.store.weaviate.open import open_weaviate
+from retrieval.store.weaviate.open import DATA_DIR_NAMES, open_weaviate
 from retrieval.transcribe import Transcriber
 
 WeaviateMode = Literal["embedded", "local", "cloud"]
+TRANSCRIPTS = "transcripts"
+
+DATA_PARTS: dict[str, tuple[str, ...]] = {"index": DATA_DIR_NAMES, "transcripts": (TRANSCRIPTS,)}
+"""What the retrieval layer keeps under the data dir, by kind (``quorum doctor``)."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,7 @@ class RetrievalConfig:
     def transcriber(self) -> Transcriber:
         """The Whisper transcriber for audio and video (its model loads on first use),
         keeping transcripts under ``data_dir/transcripts``."""
-        return Transcriber(self.whisper_model, self.data_dir / "transcripts")
+        return Transcriber(self.whisper_model, self.data_dir / TRANSCRIPTS)
 
 
 @dataclass
@@ -95,8 +100,8 @@ async def open_retrieval(
                 CrossEncoderReranker.from_path, config.rerank_model_path
             )
         signer = None
-        if config.public_url:
-            secret = await asyncio.to_thread(load_secret, config.data_dir, config.link_secret)
+        if config.public_url:  # the secret is read (or made) when the first link is signed
+            secret = partial(load_secret, config.data_dir, config.link_secret)
             signer = LinkSigner(secret, config.public_url, config.link_ttl_days)
         search = SearchService(
             store, embedder, alpha=config.hybrid_alpha, reranker=reranker, signer=signer

@@ -25,6 +25,7 @@ import math
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,10 +71,20 @@ def load_secret(data_dir: Path, given: str | None = None) -> bytes:
         return given.encode()
     path = data_dir / SECRET_FILE
     try:
+        return _read_or_make(path)
+    except OSError as exc:  # the data folder is a file, unwritable, ...
+        raise ConfigError(
+            f"The link secret {path} cannot be used ({exc.strerror or exc}); point "
+            "QUORUM_DATA_DIR at a writable folder, or set QUORUM_LINK_SECRET."
+        ) from exc
+
+
+def _read_or_make(path: Path) -> bytes:
+    try:
         return path.read_bytes().strip()
     except FileNotFoundError:
         pass
-    data_dir.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     made = secrets.token_hex(32).encode()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -87,20 +98,34 @@ def load_secret(data_dir: Path, given: str | None = None) -> bytes:
 class LinkSigner:
     """Signs and checks page links for one public address."""
 
-    def __init__(self, secret: bytes, public_url: str, ttl_days: float = 30.0) -> None:
-        if not secret:
-            raise ConfigError("The link secret is empty.")
-        self._secret = secret
+    def __init__(
+        self, secret: bytes | Callable[[], bytes], public_url: str, ttl_days: float = 30.0
+    ) -> None:
+        # A loader is called on first use: a command that signs no link never touches it.
+        self._secret = secret if isinstance(secret, bytes) else None
+        self._load = secret if not isinstance(secret, bytes) else None
         self.public_url = public_url.rstrip("/")
         self.ttl_s = ttl_days * 86400
 
-    def _sign(self, payload: bytes) -> bytes:
-        return hmac.new(self._secret, _CONTEXT + payload, hashlib.sha256).digest()[:_SIG_BYTES]
+    def _key(self) -> bytes:
+        if self._secret is None:
+            assert self._load is not None
+            self._secret = self._load()
+        if not self._secret:
+            raise ConfigError("The link secret is empty; set QUORUM_LINK_SECRET.")
+        return self._secret
 
-    def token(self, kb: str, source_id: str, now: float | None = None) -> str:
-        """A fresh token for ``source_id`` in ``kb``, valid for the configured days."""
+    def _sign(self, payload: bytes) -> bytes:
+        return hmac.new(self._key(), _CONTEXT + payload, hashlib.sha256).digest()[:_SIG_BYTES]
+
+    def token(
+        self, kb: str, source_id: str, now: float | None = None, ttl_s: float | None = None
+    ) -> str:
+        """A fresh token for ``source_id`` in ``kb``, valid for the configured days (or
+        ``ttl_s`` seconds, never longer)."""
         now = time.time() if now is None else now
-        expires = int(math.ceil((now + self.ttl_s) / _ROUND_S) * _ROUND_S)
+        ttl = self.ttl_s if ttl_s is None else min(ttl_s, self.ttl_s)
+        expires = int(math.ceil((now + ttl) / _ROUND_S) * _ROUND_S)
         payload = json.dumps([kb, source_id, expires], separators=(",", ":")).encode()
         return f"{_b64(payload)}.{_b64(self._sign(payload))}"
 

@@ -183,7 +183,9 @@ def test_doctor_says_what_the_data_dir_holds_by_kind(tmp_path: Path) -> None:
     (data / "sessions.sqlite3").write_bytes(b"z" * 5)
     check = check_data(load_settings(data_dir=data))
     assert check.status == "ok"
-    assert check.detail == "index 0 B, transcripts 2.0 KB, uploads 10 B, sessions 5 B, other 0 B"
+    assert check.detail == (
+        "index 0 B, transcripts 2.0 KB, uploads 10 B, media 0 B, sessions 5 B, other 0 B"
+    )
 
 
 async def test_a_slack_token_without_a_way_in_is_slacks_failure() -> None:

@@ -205,8 +205,16 @@ async def test_search_and_sources(running: Running) -> None:
     assert found["hits"][0]["source"]["title"] == "Auth deep dive"
     async with running.http.get(f"{url}/api/sources", headers=auth) as r:
         assert r.status == 200
-        titles = {s["title"] for s in (await r.json())["sources"]}
-    assert titles == {"Auth kickoff", "Auth deep dive", "Auth migration plan"}
+        sources = (await r.json())["sources"]
+    assert {s["title"] for s in sources} == {
+        "Auth kickoff",
+        "Auth deep dive",
+        "Auth migration plan",
+    }
+    # What Quorum holds of each (ingested from disk here: no copy kept), never its path.
+    assert all(s["media_kept"] is False and s["transcript_kept"] is False for s in sources)
+    assert all({"size_bytes", "added_at", "added_by", "kept_bytes"} <= set(s) for s in sources)
+    assert not any("path" in s for s in sources)
 
 
 @pytest.mark.parametrize(
@@ -294,6 +302,7 @@ async def test_openapi_describes_every_route(running: Running) -> None:
         "/api/sources",
         "/api/sessions/{id}",
         "/api/feedback",
+        "/api/insights",
     }
     ask = doc["components"]["schemas"]["AskBody"]
     assert ask["required"] == ["question"] and "session_id" in ask["properties"]

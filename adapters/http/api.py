@@ -50,7 +50,7 @@ Body = TypeVar("Body", bound=BaseModel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def parse_tokens(raw: SecretStr | None) -> dict[str, str]:
+def parse_tokens(raw: SecretStr | None, variable: str = "QUORUM_API_TOKENS") -> dict[str, str]:
     """``tok1:kb1,tok2:kb2`` -> {token: kb}; a malformed pair, a token a header cannot
     carry (not printable ASCII) or one listed twice is a ConfigError naming the variable."""
     tokens: dict[str, str] = {}
@@ -61,21 +61,21 @@ def parse_tokens(raw: SecretStr | None) -> dict[str, str]:
             continue
         token, sep, kb = pair.strip().partition(":")
         if not sep or not token or not kb:
-            raise ConfigError("QUORUM_API_TOKENS must look like token1:kb1,token2:kb2.")
+            raise ConfigError(f"{variable} must look like token1:kb1,token2:kb2.")
         if not (token.isascii() and token.isprintable()) or " " in token:
             raise ConfigError(
-                f"QUORUM_API_TOKENS: token {n} is not printable ASCII without spaces; "
+                f"{variable}: token {n} is not printable ASCII without spaces; "
                 "an Authorization header cannot carry it."
             )
         if token in tokens:
             raise ConfigError(
-                f"QUORUM_API_TOKENS: token {n} repeats an earlier token; "
+                f"{variable}: token {n} repeats an earlier token; "
                 "each token opens one knowledge base."
             )
         try:
             tokens[token] = check_kb(kb)
         except InvalidInput as exc:
-            raise ConfigError(f"QUORUM_API_TOKENS: {exc}") from None
+            raise ConfigError(f"{variable}: {exc}") from None
     return tokens
 
 
@@ -159,6 +159,21 @@ def _field(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "body"
 
 
+def bearer(request: web.Request, variable: str) -> bytes:
+    """The request's bearer token as bytes; 401 naming ``variable`` without one."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise _Reject(_problem(401, f"Send Authorization: Bearer TOKEN ({variable})."))
+    # Bytes, not str: compare_digest refuses non-ASCII text, and a caller chooses it.
+    return token.strip().encode("utf-8", "backslashreplace")
+
+
+def owner(tokens: dict[str, str], sent: bytes) -> str | None:
+    """The knowledge base ``sent`` opens among ``tokens`` (each compared in constant time)."""
+    return next((kb for t, kb in tokens.items() if hmac.compare_digest(t.encode(), sent)), None)
+
+
 class Api:
     """The API's handlers, on the core the ops server holds."""
 
@@ -169,15 +184,8 @@ class Api:
 
     def token_kb(self, request: web.Request) -> str:
         """The knowledge base of the request's bearer token; 401 without a known one."""
-        header = request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise _Reject(_problem(401, "Send Authorization: Bearer TOKEN (QUORUM_API_TOKENS)."))
-        # Bytes, not str: compare_digest refuses non-ASCII text, and a caller chooses it.
-        sent = token.strip().encode("utf-8", "backslashreplace")
-        own = next(
-            (kb for t, kb in self.tokens.items() if hmac.compare_digest(t.encode(), sent)), None
-        )
+        sent = bearer(request, "QUORUM_API_TOKENS")
+        own = owner(self.tokens, sent)
         if own is None:
             raise _Reject(_problem(401, "Unknown API token."))
         return own

@@ -24,7 +24,7 @@ from aiohttp import web
 from adapters.http import views
 from bot.cite.sentences import Sentence, link_second, merge_sentences, sentences_of
 from bot.wiring import CoreServices
-from retrieval.errors import QuorumError
+from retrieval.errors import InvalidInput, QuorumError
 from retrieval.kept_media import PLAYABLE, content_type, find_file, find_media
 from retrieval.models import Hit, Source
 from retrieval.search import KbArchive
@@ -84,6 +84,7 @@ EXPIRED = (
 )
 REMOVED = (404, "Not found", "This source is no longer in Quorum's archive.")
 STARTING = (503, "Quorum is starting", "Try again in a few seconds.")
+DOWN = (503, "The archive is not reachable", "Try again in a minute.")
 
 
 class Pages:
@@ -113,8 +114,11 @@ class Pages:
         try:
             archive = services.retrieval.search.archive(grant.kb)
             infos = await archive.sources()
-        except QuorumError:
+        except InvalidInput:  # a knowledge base name the store refuses: nothing there
             raise _refused(*REMOVED) from None
+        except QuorumError:
+            log.warning("listing sources for a page failed", exc_info=True)
+            raise _refused(*DOWN) from None
         source = next((i.source for i in infos if i.source.id == grant.source_id), None)
         if source is None:
             raise _refused(*REMOVED)
@@ -123,7 +127,11 @@ class Pages:
     async def page(self, request: web.Request) -> web.Response:
         """A recording's or a document's page."""
         services, grant, archive, source = await self._open(request)
-        units = await units_of(archive, source.id)
+        try:
+            units = await units_of(archive, source.id)
+        except QuorumError:  # the store went away between the two reads
+            log.warning("reading %s for its page failed", source.id, exc_info=True)
+            raise _refused(*DOWN) from None
         meta = " · ".join(
             x
             for x in (

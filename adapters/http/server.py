@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from adapters.http import api
+from adapters.http.insights import InsightsRoutes
 from adapters.http.openapi import openapi_document
 from adapters.http.pages import Pages
 from bot.config import Settings
@@ -75,6 +76,7 @@ class OpsServer:
         self.app.router.add_get("/api/openapi.json", self._openapi)  # no token: it reveals nothing
         self.api = api.add_routes(self.app, self, api.parse_tokens(settings.api_tokens))
         Pages(self).add_routes(self.app)  # /v/...: signed pages of recordings and documents
+        InsightsRoutes(self, self.api.tokens).add_routes(self.app)  # /insights: admins only
         self._runner: web.AppRunner | None = None
         self.port = 0
 
