@@ -106,12 +106,13 @@ class Run:
     codes: list[int | None] = field(default_factory=list)
     left: bool = False
 
-    def paired(self) -> list[float]:
-        """For each question asked first in one round and later in another: first / later."""
+    def paired(self, cpu: bool = False) -> list[float]:
+        """For each question asked first in one round and later in another: first / later
+        (wall time, or the serve process's CPU time)."""
         out = []
         for runs in self.asked.values():
-            first = [ms for is_first, ms, _ in runs if is_first]
-            later = [ms for is_first, ms, _ in runs if not is_first]
+            first = [c if cpu else ms for is_first, ms, c in runs if is_first]
+            later = [c if cpu else ms for is_first, ms, c in runs if not is_first]
             if first and later:
                 out.append(statistics.median(first) / statistics.median(later))
         return out
@@ -264,6 +265,7 @@ def report(console: Console, runs: dict[str, Run], n: int, loads: list[float]) -
         ("first / same question asked later", lambda r: _span(r.paired(), "x", ".2f")),
         ("serve CPU, first answer", lambda r: _span(r.first_cpu_ms, "ms", ".0f")),
         ("serve CPU, later answers, median", lambda r: _span(r.later_cpu_ms, "ms", ".0f")),
+        ("serve CPU, first / same question later", lambda r: _span(r.paired(True), "x", ".2f")),
         ("SIGTERM to exit", lambda r: _span(r.stop_s, "s")),
         ("exit codes", lambda r: ", ".join(str(c) for c in r.codes)),
         ("weaviate-server left running", lambda r: "yes" if r.left else "no"),
