@@ -16,6 +16,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import urlsplit
 
 import typer
 from rich.markup import escape
@@ -239,6 +240,24 @@ async def _bounded(name: str, check: Awaitable[Check | None]) -> Check | None:
         return Check(name, "FAIL", f"No answer within {CHECK_TIMEOUT_S:g} s.", "Check the network.")
 
 
+def check_pages(settings: Settings) -> Check:
+    """Page links reach people: QUORUM_PUBLIC_URL is set when chat platforms are."""
+    host = (urlsplit(settings.page_url).hostname or "").lower()
+    local = host in ("localhost", "127.0.0.1", "::1") or host.startswith("127.")
+    chat = [p.name for p in platform.platforms() if p.is_configured(settings)]
+    if local and chat:
+        return Check(
+            "pages",
+            "warn",
+            f"Links in answers point at {settings.page_url}, which only this machine can open "
+            f"({', '.join(chat)} users cannot).",
+            "Set QUORUM_PUBLIC_URL to the address people reach this server at "
+            "(https://quorum.example.com).",
+        )
+    days = f"{settings.link_ttl_days:g}"
+    return _ok("pages", f"links open at {settings.page_url}/v/..., valid {days} days")
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order an operator fixes things."""
     checks: list[Check | None] = [check_front_ends(settings)]
@@ -250,6 +269,7 @@ async def run_checks(settings: Settings) -> list[Check]:
     slow += [(p.name, p.check) for p in platform.platforms()]
     checks += [check_model(settings), check_disk(settings), check_data(settings)]
     checks.append(check_port(settings))
+    checks.append(check_pages(settings))
     checks += [await _bounded(name, fn(settings)) for name, fn in slow]
     return [c for c in checks if c is not None]
 

@@ -9,7 +9,8 @@ With ``QUORUM_RETAIN_*`` set, retention runs once the core is up and then daily.
 
 Stop (SIGTERM or SIGINT, also when started in the background where SIGINT is ignored):
 ``/readyz`` turns 503, each platform stops taking events, answers in flight get half of
-``QUORUM_SHUTDOWN_S`` to finish and are then ended with one line in their thread, the
+``QUORUM_SHUTDOWN_S`` to finish and are then ended with one line in their thread (an
+API client gets a final SSE ``error`` event or a JSON 503 saying to ask again), the
 clients close, an embedded Weaviate this process started is stopped unless another
 process still uses it, and the process exits 0.
 """

@@ -1,12 +1,13 @@
-"""The quick answer pipeline's own time, Claude excluded: 20 questions (conversations with
-follow-ups) on the sample archive, p50/p95 per step, in one run. Target: p95 of the
-overhead (everything but search and Claude) under 40 ms.
+"""The quick answer pipeline's own time, the model excluded: 20 questions (conversations
+with follow-ups) on the sample archive, p50/p95 per step, on each model backend. Target:
+p95 of the overhead (everything but search and the model) under 40 ms.
 
-    .venv/bin/python bench/answer.py [--rounds 5]
+    .venv/bin/python bench/answer.py [--rounds 5] [--backend claude|openai|both]
 
 It starts its own Weaviate in a temporary directory, ingests examples/ (not its README),
-and points the real anthropic SDK at the Messages API emulator, which answers at once, so
-"llm" is the SDK and a local HTTP round trip, not Claude. Steps:
+and points the real SDK of each backend at the emulator of its API (anthropic at the
+Messages API, openai at Chat Completions, as for Ollama or vLLM), which answers at once,
+so "llm" is the SDK and a local HTTP round trip, not a model. Steps:
 
 - history, store: the SQLite session store (load the thread, save the exchange)
 - rewrite: the follow-up rewrite (an emulator call) or nothing for a first question
@@ -41,13 +42,14 @@ from bench.common import percentile, temp_store
 from bot.answer.answer import AnswerConfig
 from bot.cite.vectors import SentenceVectors
 from bot.engine import Engine
-from bot.llm import claude_model
+from bot.llm import Model, claude_model, openai_model
 from bot.models import Question, ThreadKey
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.search import SearchService
 from tests.emulators.anthropic import AnthropicEmulator, Reply
+from tests.emulators.openai import OpenAIEmulator
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -100,60 +102,70 @@ def replier(writing_s: float) -> Callable[[dict[str, Any]], Reply]:
     return reply
 
 
-async def run(rounds: int, writing_s: float, cold: bool) -> None:
-    embedder = SentenceTransformerEmbedder.from_path()
-    with tempfile.TemporaryDirectory() as tmp:
-        async with (
-            temp_store(Path(tmp) / "weaviate") as store,
-            SessionStore.open(Path(tmp) / "sessions.sqlite3") as sessions,
-            AnthropicEmulator(default=replier(writing_s)) as emu,
-        ):
-            paths = sorted(p for p in EXAMPLES.iterdir() if p.name.lower() != "readme.md")
-            t0 = time.perf_counter()
-            report = await ingest(store, embedder, KB, paths)
-            console.print(
-                f"ingested {len(report.results)} files, {report.segments} segments "
-                f"in {time.perf_counter() - t0:.1f} s"
-            )
+Samples = dict[str, list[float]]
+
+
+async def measure(
+    backend: str,
+    store: Any,
+    sessions: SessionStore,
+    embedder: SentenceTransformerEmbedder,
+    rounds: int,
+    writing_s: float,
+    cold: bool,
+) -> tuple[Samples, dict[str, int]]:
+    """Every question ``rounds`` times (after a warm-up round) on one backend."""
+    emu = (AnthropicEmulator if backend == "claude" else OpenAIEmulator)(default=replier(writing_s))
+    async with emu:
+        llm: Model
+        if backend == "claude":
             llm = claude_model(
-                api_key=emu.api_key, base_url=emu.url, model="claude-answer", fast_model=FAST
+                api_key=emu.api_key or "", base_url=emu.url, model="answer", fast_model=FAST
+            )
+        else:
+            llm = openai_model(
+                api_key=emu.api_key, base_url=emu.url, model="answer", fast_model=FAST
             )
 
-            def make_engine(vectors: SentenceTransformerEmbedder | SentenceVectors) -> Engine:
-                return Engine(
-                    archives=SearchService(store, embedder).archive,
-                    sessions=sessions,
-                    llm=llm,
-                    config=AnswerConfig(),
-                    embedder=vectors,  # as wired in the product: alignment uses MiniLM
-                )
+        def make_engine(vectors: SentenceTransformerEmbedder | SentenceVectors) -> Engine:
+            return Engine(
+                archives=SearchService(store, embedder).archive,
+                sessions=sessions,
+                llm=llm,
+                config=AnswerConfig(),
+                embedder=vectors,  # as wired in the product: alignment uses MiniLM
+            )
 
-            engine = make_engine(embedder)
-            samples: dict[str, list[float]] = {s: [] for s in (*STEPS, "overhead")}
-            kinds: dict[str, int] = {}
-            for r in range(rounds + 1):
-                for c, convo in enumerate(CONVERSATIONS):
-                    thread = ThreadKey("bench", "local", "c", f"{r}-{c}")
-                    for text in convo:
-                        q = Question(text=text, thread=thread, user="bench", kb=KB)
-                        if cold:  # no sentence vectors remembered from earlier rounds
-                            engine = make_engine(SentenceVectors(embedder))
-                        answer = await engine.ask(q)
-                        if r == 0:
-                            continue  # warm-up: model, connections, caches
-                        kinds[answer.kind] = kinds.get(answer.kind, 0) + 1
-                        t = answer.timings
-                        for step in STEPS:
-                            samples[step].append(t.get(step, 0.0))
-                        samples["overhead"].append(
-                            t["total"]
-                            - t.get("search", 0.0)
-                            - t.get("llm", 0.0)
-                            - t.get("revise", 0.0)
-                        )
-            await llm.aclose()
+        engine = make_engine(embedder)
+        samples: Samples = {s: [] for s in (*STEPS, "overhead")}
+        kinds: dict[str, int] = {}
+        for r in range(rounds + 1):
+            for c, convo in enumerate(CONVERSATIONS):
+                thread = ThreadKey("bench", "local", "c", f"{backend}-{r}-{c}")
+                for text in convo:
+                    q = Question(text=text, thread=thread, user="bench", kb=KB)
+                    if cold:  # no sentence vectors remembered from earlier rounds
+                        engine = make_engine(SentenceVectors(embedder))
+                    answer = await engine.ask(q)
+                    if r == 0:
+                        continue  # warm-up: model, connections, caches
+                    kinds[answer.kind] = kinds.get(answer.kind, 0) + 1
+                    t = answer.timings
+                    for step in STEPS:
+                        samples[step].append(t.get(step, 0.0))
+                    samples["overhead"].append(
+                        t["total"] - t.get("search", 0.0) - t.get("llm", 0.0) - t.get("revise", 0.0)
+                    )
+        await llm.aclose()
+    return samples, kinds
+
+
+def report(backend: str, rounds: int, samples: Samples, kinds: dict[str, int]) -> float:
+    """Print one backend's table; its p95 overhead."""
     n = len(samples["total"])
-    table = Table(title=f"Quick answer pipeline, {n} questions ({rounds} rounds), Claude emulated")
+    table = Table(
+        title=f"Quick answer pipeline, {n} questions ({rounds} rounds), {backend} emulated"
+    )
     for col in ("step", "p50 ms", "p95 ms", "mean ms", "max ms"):
         table.add_column(col, justify="right" if col != "step" else "left")
     for step in (*STEPS, "overhead"):
@@ -169,7 +181,40 @@ async def run(rounds: int, writing_s: float, cold: bool) -> None:
     console.print(table)
     p95 = percentile(samples["overhead"], 95)
     verdict = "[green]met[/]" if p95 < 40 else "[red]missed[/]"
-    console.print(f"answers: {kinds}; target p95 overhead < 40 ms: {p95:.1f} ms, {verdict}")
+    console.print(
+        f"{backend}: answers {kinds}; target p95 overhead < 40 ms: {p95:.1f} ms, {verdict}"
+    )
+    return p95
+
+
+async def run(rounds: int, writing_s: float, cold: bool, backends: list[str]) -> None:
+    embedder = SentenceTransformerEmbedder.from_path()
+    results: dict[str, tuple[Samples, dict[str, int]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        async with (
+            temp_store(Path(tmp) / "weaviate") as store,
+            SessionStore.open(Path(tmp) / "sessions.sqlite3") as sessions,
+        ):
+            paths = sorted(p for p in EXAMPLES.iterdir() if p.name.lower() != "readme.md")
+            t0 = time.perf_counter()
+            ingested = await ingest(store, embedder, KB, paths)
+            console.print(
+                f"ingested {len(ingested.results)} files, {ingested.segments} segments "
+                f"in {time.perf_counter() - t0:.1f} s"
+            )
+            for backend in backends:
+                results[backend] = await measure(
+                    backend, store, sessions, embedder, rounds, writing_s, cold
+                )
+    for backend, (samples, kinds) in results.items():
+        report(backend, rounds, samples, kinds)
+    if len(results) > 1:
+        line = ", ".join(
+            f"{b} llm p50 {statistics.median(s['llm']):.1f} ms / total p50 "
+            f"{statistics.median(s['total']):.1f} ms"
+            for b, (s, _) in results.items()
+        )
+        console.print(f"side by side: {line}")
 
 
 def main() -> None:
@@ -179,7 +224,7 @@ def main() -> None:
         "--claude-ms",
         type=float,
         default=0.0,
-        help="Delay before the emulated Claude answers (a real one takes seconds; the "
+        help="Delay before the emulated model answers (a real one takes seconds; the "
         "citation alignment's sentence vectors are computed meanwhile).",
     )
     parser.add_argument(
@@ -187,9 +232,16 @@ def main() -> None:
         action="store_true",
         help="Forget sentence vectors before each question (as for a passage never seen).",
     )
+    parser.add_argument(
+        "--backend",
+        choices=["claude", "openai", "both"],
+        default="both",
+        help="Which model API's emulator answers (both: one table each, same archive).",
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore", DeprecationWarning)
-    asyncio.run(run(args.rounds, args.claude_ms / 1000, args.cold))
+    backends = ["claude", "openai"] if args.backend == "both" else [args.backend]
+    asyncio.run(run(args.rounds, args.claude_ms / 1000, args.cold, backends))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,10 @@ server killed (``kill -9``) every so often. Prints answers, errors while Weaviat
 and after it came back, ingests, orphan segments and RSS.
 
     .venv/bin/python bench/soak.py [--seconds 180] [--kill-every 45]
+    .venv/bin/python bench/soak.py --serve [--seconds 120]
+
+``--serve`` soaks a real ``quorum serve`` instead (``bench/soak_serve.py``): API clients
+that hang up, uploads in Slack, and a SIGTERM half-way; lost, duplicated, tracebacks, RSS.
 
 Targets: 0 orphan segments, 0 errors after a restart (a question asked while the server
 is down gets the "can't reach the archive" sentence; the next ones are answered), RSS
@@ -128,7 +132,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=180.0)
     parser.add_argument("--kill-every", type=float, default=45.0)
+    parser.add_argument("--serve", action="store_true", help="Soak a real quorum serve.")
     args = parser.parse_args()
+    if args.serve:
+        from bench.soak_serve import soak_serve
+
+        data = Path(tempfile.mkdtemp(prefix="quorum-soak-serve-"))
+        asyncio.run(soak_serve(args.seconds, data))
+        return
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Each question asked while Weaviate is down logs its traceback; the table counts them.
     logging.getLogger("quorum.engine").setLevel(logging.CRITICAL)

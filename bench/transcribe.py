@@ -18,7 +18,14 @@ kept busy are printed too: on a shared machine they slow every number.
 
 Target: tiny.en transcription faster than 5x real time on 2 cores.
 
-Run: ``.venv/bin/python bench/transcribe.py [--minutes M] [--show N]``.
+``--rss HOURS...`` measures memory instead: a recording of each length (the spoken
+meeting once every ten minutes, quiet room noise between) is transcribed the way ingest
+does it, in a fresh process, and its peak RSS (``ru_maxrss``) reported with the
+transcription's wall seconds and cues; ``--whole`` adds the old way (the whole recording
+decoded into memory, then heard at once) for comparison. Target: flat, under 600 MB.
+
+Run: ``.venv/bin/python bench/transcribe.py [--minutes M] [--show N]``, or
+``.venv/bin/python bench/transcribe.py --rss 1 3 [--whole]``.
 """
 
 from __future__ import annotations
@@ -26,13 +33,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import difflib
+import os
 import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+import wave
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -202,11 +214,99 @@ def table(rows: list[Row]) -> Table:
     return out
 
 
+RSS_TARGET_MB = 600
+# One transcription in a fresh process: its cues, audio seconds, wall seconds, peak RSS (KB).
+RSS_CHILD = """
+import resource, sys, time
+from pathlib import Path
+import numpy as np
+from retrieval.ingest.media import decode_audio
+from retrieval.transcribe import Audio, Transcriber
+path, how = Path(sys.argv[1]), sys.argv[2]
+def audio():
+    heard = decode_audio(path)
+    if how == "whole":  # the old way: every sample in memory, heard at once
+        return Audio([np.concatenate(list(heard.chunks))], heard.has_video, heard.duration_s)
+    return heard
+t0 = time.perf_counter()
+t = Transcriber().transcribe(str(path), how + path.name, audio)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(len(t.cues), t.duration_s, time.perf_counter() - t0, peak)
+"""
+
+
+def long_recording(path: Path, hours: float, speech: Path) -> Path:
+    """``hours`` of 16-bit mono WAV, written a minute at a time: ``speech`` at the start of
+    every ten minutes, quiet room noise (never digital silence) between."""
+    with wave.open(str(speech), "rb") as w:
+        rate, said = w.getframerate(), w.readframes(w.getnframes())
+    noise = np.random.default_rng(7).normal(0, 30, rate * 60).astype("<i2").tobytes()
+    slot, left = rate * 600 * 2, int(hours * 3600 * rate) * 2  # bytes
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        while left > 0:
+            piece = said[: min(slot, left)]
+            out.writeframes(piece)
+            rest = min(slot, left) - len(piece)
+            while rest > 0:
+                out.writeframes(noise[: min(rest, len(noise))])
+                rest -= len(noise)
+            left -= slot
+    return path
+
+
+def measure_rss(hours: list[float], whole: bool) -> None:
+    """Peak RSS of transcribing recordings of ``hours``, each in a fresh process."""
+    table = Table(title="Transcription memory (peak RSS of the process)")
+    for name in ("recording", "how", "audio", "cues", "wall s", "peak RSS MB"):
+        table.add_column(name, justify="left" if name in ("recording", "how") else "right")
+    peaks: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        texts, voices = script(1.0)
+        with console.status("Speaking a minute of the kickoff meeting with espeak-ng..."):
+            speech = speak(folder / "minute.wav", texts, gap_s=0.6, voices=voices).path
+        for h in hours:
+            path = long_recording(folder / f"meeting-{h:g}h.wav", h, speech)
+            for how in ("chunks", "whole") if whole and h <= 1 else ("chunks",):
+                with console.status(f"Transcribing {h:g} h ({how})..."):
+                    done = subprocess.run(
+                        [sys.executable, "-c", RSS_CHILD, str(path), how],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                        env={**os.environ, "PYTHONPATH": str(REPO)},
+                    )
+                cues, audio_s, wall_s, peak_kb = done.stdout.split()[-4:]
+                mb = int(peak_kb) / 1024
+                if how == "chunks":
+                    peaks.append(mb)
+                table.add_row(
+                    path.name, how, f"{float(audio_s) / 3600:.2f} h", cues,
+                    f"{float(wall_s):.0f}", f"{mb:.0f}",
+                )  # fmt: skip
+            path.unlink()
+    console.print(table)
+    flat = max(peaks) - min(peaks) < 0.1 * max(peaks)
+    verdict = "meets" if flat and max(peaks) < RSS_TARGET_MB else "misses"
+    console.print(
+        f"Target: flat and under {RSS_TARGET_MB} MB: {verdict} it "
+        f"({min(peaks):.0f}-{max(peaks):.0f} MB)."
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=2.0, help="Length of the speech.")
     parser.add_argument("--show", type=int, default=3, help="Print the first N turns' match.")
+    parser.add_argument("--rss", type=float, nargs="*", help="Peak RSS for recordings of H hours.")
+    parser.add_argument("--whole", action="store_true", help="With --rss: the old way too.")
     args = parser.parse_args()
+    if args.rss is not None:
+        measure_rss(args.rss or [1.0, 3.0], args.whole)
+        return
     texts, voices = script(args.minutes)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

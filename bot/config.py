@@ -14,7 +14,15 @@ from typing import Annotated, Any, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
 from platformdirs import user_data_dir
-from pydantic import AliasChoices, BeforeValidator, Field, PrivateAttr, SecretStr, ValidationError
+from pydantic import (
+    AliasChoices,
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from retrieval.errors import ConfigError
@@ -205,8 +213,37 @@ class Settings(BaseSettings):
     shutdown_s: float = Field(
         20.0, gt=0, description="SIGTERM/SIGINT: seconds to finish answers and exit."
     )
+    public_url: str | None = Field(
+        None,
+        description="Where people reach this server's pages (the address in every link to a "
+        "recording or document page). Unset: http://localhost:<QUORUM_HTTP_PORT>.",
+    )
+    link_secret: SecretStr | None = Field(
+        None,
+        description="Signs page links (at least 16 characters; set the same on every "
+        "replica). Unset: a random secret kept in QUORUM_DATA_DIR/link-secret. Changing it "
+        "revokes every link.",
+    )
+    link_ttl_days: float = Field(
+        30.0, gt=0, le=3650, description="How many days a page link works after its answer."
+    )
+    keep_media: bool = Field(
+        False,
+        description="Keep a copy of each recording `quorum ingest` reads in QUORUM_DATA_DIR/"
+        "media, so its page plays after the original file moves. Unset: served from where it "
+        "was ingested while it is there.",
+    )
     api_tokens: SecretStr | None = Field(
         None, description="JSON API bearer tokens, token:kb pairs: tok1:kb1,tok2:kb2."
+    )
+    admin_tokens: SecretStr | None = Field(
+        None,
+        description="Admin bearer tokens for insights (the page and GET /api/insights), "
+        "token:kb pairs like QUORUM_API_TOKENS: each sees its own knowledge base only.",
+    )
+    insights_users: bool = Field(
+        False,
+        description="Show who asked in insights (off: counts and questions, no user ids).",
     )
 
     post_summaries: str | None = Field(
@@ -240,6 +277,30 @@ class Settings(BaseSettings):
         """The fast model on an OpenAI-compatible server: QUORUM_FAST_MODEL, or the answer
         model when it is unset."""
         return self.fast_model if "fast_model" in self.model_fields_set else self.model
+
+    @field_validator("link_secret")
+    @classmethod
+    def _long_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("must be at least 16 characters long")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+    @property
+    def page_url(self) -> str:
+        """The public address of the pages: QUORUM_PUBLIC_URL or localhost's port."""
+        return (self.public_url or f"http://localhost:{self.http_port}").rstrip("/")
+
+    @property
+    def media_dir(self) -> Path:
+        """Recordings kept for their pages (``QUORUM_KEEP_MEDIA``, the demo's audio)."""
+        return self.data_dir / "media"
 
     @property
     def sessions_path(self) -> Path:

@@ -243,6 +243,7 @@ class Engine:
         if not question.text.strip():
             return None
         record = ExchangeRecord(
+            kb=question.kb,
             user=question.user,
             question=clip(question.text, self.config.max_question_chars),
             answer=answer.text,

@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from bot.sessions import Actor, AuditEntry, Sessions
 from bot.sessions.records import AuditAction
+from retrieval.kept_media import kept_copies
 from retrieval.models import Source, SourceInfo
 from retrieval.search import SearchService
+from retrieval.service import DATA_PARTS, TRANSCRIPTS
 from retrieval.store import Store
 from retrieval.transcribe import Transcriber
 
@@ -36,13 +38,13 @@ log = logging.getLogger("quorum.holdings")
 ForgetHook = Callable[[str, Source], Awaitable[None]]
 """Called with (kb, source) once a source is removed: drop what was derived from it."""
 
-# The data dir's parts, for ``quorum doctor``: (kind, names at the top of the data dir).
-KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("index", ("weaviate", "weaviate-server", "server.json", "server.lock", "weaviate.log")),
-    ("transcripts", ("transcripts",)),
-    ("uploads", ("uploads",)),
-    ("sessions", ("sessions.sqlite3", "sessions.sqlite3-wal", "sessions.sqlite3-shm")),
-)
+# The data dir's parts, for ``quorum doctor``: kind -> names at the top of the data dir.
+MEDIA = "media"  # recordings kept for their pages (QUORUM_KEEP_MEDIA, the demo's voices)
+KINDS: dict[str, tuple[str, ...]] = DATA_PARTS | {
+    "uploads": ("uploads",),
+    "media": (MEDIA,),
+    "sessions": ("sessions.sqlite3", "sessions.sqlite3-wal", "sessions.sqlite3-shm"),
+}
 
 
 @dataclass(frozen=True)
@@ -63,15 +65,15 @@ class Held:
     info: SourceInfo
     size_bytes: int | None  # the source file, when it can still be read
     kept_bytes: int  # what Quorum keeps of it in the data dir (upload copy, transcript)
-    media_kept: bool  # Quorum keeps a copy of the file (a chat upload)
+    media_kept: bool  # Quorum keeps a copy of the recording or file (a chat upload, a page copy)
     transcript_kept: bool  # a transcript copy is in the transcripts cache
     added: AuditEntry | None  # who added it and when, when the audit trail knows
 
     def json(self) -> dict[str, Any]:
         """The fields ``quorum sources --json`` and the API add to a source."""
-        added_at = None
-        if self.added is not None:
-            added_at = datetime.fromtimestamp(self.added.at, UTC).isoformat(timespec="seconds")
+        # The audit trail's date, else (added before it existed) when the index wrote it.
+        at = self.added.at if self.added is not None else self.info.indexed_at
+        added_at = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds") if at else None
         return {
             "size_bytes": self.size_bytes,
             "kept_bytes": self.kept_bytes,
@@ -94,8 +96,8 @@ def _size(path: Path) -> int:
 
 def data_sizes(data_dir: Path) -> dict[str, int]:
     """The data dir's bytes by kind: index, transcripts, uploads, sessions, other."""
-    sizes = {kind: 0 for kind, _ in KINDS} | {"other": 0}
-    owner = {name: kind for kind, names in KINDS for name in names}
+    sizes = {kind: 0 for kind in KINDS} | {"other": 0}
+    owner = {name: kind for kind, names in KINDS.items() for name in names}
     if data_dir.is_dir():
         for entry in data_dir.iterdir():
             sizes[owner.get(entry.name, "other")] += _size(entry)
@@ -118,7 +120,7 @@ class Holdings:
         self.store, self.search, self.sessions = store, search, sessions
         self.data_dir = data_dir
         self.uploads_dir = data_dir / "uploads"
-        self.transcriber = transcriber or Transcriber(cache_dir=data_dir / "transcripts")
+        self.transcriber = transcriber or Transcriber(cache_dir=data_dir / TRANSCRIPTS)
         self.hooks = list(hooks)
 
     def add_hook(self, hook: ForgetHook) -> None:
@@ -149,8 +151,11 @@ class Holdings:
         except (OSError, ValueError):
             return False
 
-    def _digests(self, source: Source, kept: dict[str, list[Path]]) -> set[str]:
-        """The content hashes of the audio ``source`` was transcribed from."""
+    def _digests(
+        self, source: Source, kept: dict[str, list[Path]], hash_file: bool = True
+    ) -> set[str]:
+        """The content hashes of the audio ``source`` was transcribed from (its file read
+        only when the kept transcripts' names do not tell, and ``hash_file``)."""
         # Here, not at the top: the readers cost a one-shot `quorum search` a second.
         from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
 
@@ -158,7 +163,7 @@ class Holdings:
         # the kept transcripts' names find it even after the file is gone.
         by_hash = {hashlib.sha256(d.encode()).hexdigest(): d for d in kept}
         digests = {by_hash[source.content_hash]} if source.content_hash in by_hash else set()
-        path = Path(source.path) if source.path else None
+        path = Path(source.path) if source.path and hash_file else None
         if not digests and path and path.suffix.lower() in MEDIA_SUFFIXES and path.is_file():
             try:
                 digests.add(file_digest(path))
@@ -215,6 +220,8 @@ class Holdings:
         doomed = [] if shared else [f for d in digests for f in kept.get(d, [])]
         if self.is_upload(source.path):
             doomed.append(Path(source.path))
+        # A recording's page copy (QUORUM_KEEP_MEDIA, the demo's voices) goes with it.
+        doomed += await asyncio.to_thread(kept_copies, self.data_dir / MEDIA, kb, source_id)
         files = await asyncio.to_thread(unlink, doomed)
         answers = await self.sessions.scrub_answers(source_id)
         for hook in self.hooks:
@@ -230,21 +237,35 @@ class Holdings:
         infos = await self.store.list_sources(kb)
         added = await self.sessions.added(kb)
         kept = await asyncio.to_thread(self.transcriber.kept)
+        # Files are hashed only while some kept transcript is not matched by a source's
+        # content hash (a recording with a sidecar): listing never reads every video.
+        named = {hashlib.sha256(d.encode()).hexdigest() for d in kept}
+        unmatched = len(kept) > len(named & {i.source.content_hash for i in infos})
         return [
-            await asyncio.to_thread(self._held, info, kept, added.get(info.source.id))
+            await asyncio.to_thread(
+                self._held, kb, info, kept, added.get(info.source.id), unmatched
+            )
             for info in infos
         ]
 
     def _held(
-        self, info: SourceInfo, kept: dict[str, list[Path]], added: AuditEntry | None
+        self,
+        kb: str,
+        info: SourceInfo,
+        kept: dict[str, list[Path]],
+        added: AuditEntry | None,
+        hash_file: bool,
     ) -> Held:
         source = info.source
         path = Path(source.path) if source.path else None
         size = path.stat().st_size if path and path.is_file() else None
-        transcripts = [f for d in self._digests(source, kept) for f in kept.get(d, [])]
-        upload = self.is_upload(source.path) and size is not None
-        kept_bytes = sum(_size(f) for f in transcripts) + ((size or 0) if upload else 0)
-        return Held(info, size, kept_bytes, upload, bool(transcripts), added)
+        digests = self._digests(source, kept, hash_file)
+        transcripts = [f for d in digests for f in kept.get(d, [])]
+        copies = kept_copies(self.data_dir / MEDIA, kb, source.id)  # a page's copy
+        if self.is_upload(source.path) and size is not None:
+            copies.append(Path(source.path))
+        kept_bytes = sum(_size(f) for f in [*transcripts, *copies])
+        return Held(info, size, kept_bytes, bool(copies), bool(transcripts), added)
 
 
 def unlink(paths: list[Path]) -> list[str]:

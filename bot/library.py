@@ -1,8 +1,11 @@
 """``KbLibrary``: the ``Library`` chat uploads use. Adds one file with the same ingest
 ``quorum ingest`` runs (recordings transcribed), lists and removes sources, and keeps
-uploaded files under ``data_dir/uploads/<kb>/`` so a re-upload of the same name updates
-its source instead of clashing with it. With ``Holdings`` every add goes to the audit
-trail and a removal takes every copy of the source's words (``bot.holdings``)."""
+uploaded files under ``data_dir/uploads/<kb>/<who>/``. Uploads follow the command line's
+identity rule: a re-upload of the same name by the same person is the same file and updates
+its source; the same name from someone else (or a file ingested from the command line) is
+another file, refused with how to give it its own name, never a silent replace. With
+``Holdings`` every add goes to the audit trail and a removal takes every copy of the
+source's words (``bot.holdings``)."""
 
 from __future__ import annotations
 
@@ -115,6 +118,10 @@ class KbLibrary:
         )
         self.search.forget_sources(kb)
         result = report.results[0]
+        if result.status == "failed" and result.holder and result.source_id:
+            return Added(
+                "failed", path.name, reason=self._clash(kb, result.source_id, result.holder)
+            )
         if result.status == "failed" or result.source_id is None:
             return Added("failed", path.name, reason=result.reason or "it could not be read")
         info = next(
@@ -139,6 +146,14 @@ class KbLibrary:
             await asyncio.to_thread(self._duration, path),
             summary,
         )
+
+    def _clash(self, kb: str, source_id: str, holder: str) -> str:
+        """Why a file whose source id another file holds is refused, said for chat."""
+        shared = Path(holder).resolve().is_relative_to((self.uploads_dir / kb).resolve())
+        fix = f"rename yours and share it again, or /forget {source_id} first to replace it"
+        if shared:
+            return f"someone else already shared a file as `{source_id}`; {fix}"
+        return f"`{source_id}` is already another file, added from the command line; {fix}"
 
     def _duration(self, path: Path) -> float | None:
         """A recording's length, from the transcript ingest kept."""
@@ -168,5 +183,5 @@ class KbLibrary:
     def _drop_kept(self, kb: str, paths: list[str]) -> None:
         inbox = (self.uploads_dir / kb).resolve()
         for p in paths:
-            if p and Path(p).resolve().parent == inbox:
+            if p and Path(p).resolve().is_relative_to(inbox):
                 Path(p).unlink(missing_ok=True)

@@ -55,7 +55,7 @@ class Plan:
     transcripts: list[tuple[Path, float]] = field(default_factory=list)  # file, age in days
     questions: int = 0
     searches: int = 0
-    undated: int = 0  # sources with no known add time (added before the audit trail): kept
+    undated: int = 0  # sources with no known add time: kept
     applied: bool = False
 
     def totals(self) -> str:
@@ -79,8 +79,8 @@ class Plan:
         out.append(self.totals())
         if self.undated:
             out.append(
-                f"{self.undated} source(s) have no recorded add time (added before the audit "
-                "trail) and are kept; `quorum remove` removes one."
+                f"{self.undated} source(s) have no known add time and are kept; "
+                "`quorum remove` removes one."
             )
         return out
 
@@ -94,10 +94,12 @@ async def _expired_sources(
         added = await holdings.sessions.added(kb)
         for info in await holdings.store.list_sources(kb):
             entry = added.get(info.source.id)
-            if entry is None:
+            # The audit trail's date, else (added before it existed) when it was indexed.
+            at = entry.at if entry is not None else info.indexed_at
+            if at is None:
                 undated += 1
-            elif now - entry.at > days * DAY_S:
-                age = (now - entry.at) / DAY_S
+            elif now - at > days * DAY_S:
+                age = (now - at) / DAY_S
                 expired.append(ExpiredSource(kb, info.source.id, info.source.title, age))
     return expired, undated
 

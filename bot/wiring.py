@@ -56,6 +56,9 @@ def retrieval_config(settings: Settings) -> RetrievalConfig:
         rerank_model_path=s.rerank_model_path,
         hybrid_alpha=s.hybrid_alpha,
         whisper_model=s.whisper_model,
+        public_url=s.page_url,
+        link_secret=s.link_secret.get_secret_value() if s.link_secret else None,
+        link_ttl_days=s.link_ttl_days,
         chunking=ChunkConfig(
             max_seconds=s.chunk_seconds,
             overlap_seconds=s.chunk_overlap_seconds,

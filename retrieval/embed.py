@@ -266,8 +266,10 @@ class LazyEmbedder:
     """Loads the model on first use, so commands that never embed (``sources``,
     ``remove``) start at once; ``warm()`` starts loading early, alongside Weaviate.
 
-    Loading runs on a daemon thread: a command that fails early (Weaviate unreachable)
-    exits at once instead of waiting for a model it will never use."""
+    Loading runs on a daemon thread, so a command can fail early (Weaviate unreachable)
+    without waiting on it; but the process must not exit while that thread is inside
+    ONNX Runtime's constructors (C++ aborts: "terminate called without an active
+    exception", exit 134), so ``finish_loading()`` lets a load in progress end first."""
 
     def __init__(
         self,
@@ -282,6 +284,12 @@ class LazyEmbedder:
         self._onnx_path = onnx_path
         self._model: SentenceTransformerEmbedder | None = None
         self._loading: asyncio.Future[SentenceTransformerEmbedder] | None = None
+        self._thread: threading.Thread | None = None
+
+    def finish_loading(self, within_s: float = 120.0) -> None:
+        """Block until a load in progress has finished (call before the process exits)."""
+        if self._thread is not None:
+            self._thread.join(within_s)
 
     def warm(self) -> None:
         """Start loading the model in the background (idempotent)."""
@@ -310,7 +318,8 @@ class LazyEmbedder:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(settle, model, None)
 
-        threading.Thread(target=work, name="quorum-model-load", daemon=True).start()
+        self._thread = threading.Thread(target=work, name="quorum-model-load", daemon=True)
+        self._thread.start()
         self._loading = future
 
     async def get(self) -> SentenceTransformerEmbedder:

@@ -53,6 +53,7 @@ class FileResult:
     source_id: str | None = None
     segments: int = 0
     reason: str | None = None
+    holder: str | None = None  # the other file already holding this source id, if that failed
 
 
 @dataclass
@@ -274,6 +275,7 @@ class _Run:
                 sid,
                 reason=f"source id {sid!r} already holds {stored.path}, another file; give this "
                 f"one an 'id' in its .meta.json, or `quorum remove {sid}` first to replace it",
+                holder=stored.path,
             )
         return None
 

@@ -6,6 +6,8 @@ its credentials hidden, for messages).
 - Loom: ``?t=734`` query parameter
 - any other media URL: ``#t=734`` (W3C Media Fragments)
 - PDFs: ``#page=5``
+- Quorum's own page (``Source.view``, for a source without a URL): ``#t=734``,
+  ``#page=5``, or ``#u=12`` (a passage by its position)
 """
 
 from __future__ import annotations
@@ -51,12 +53,30 @@ def segment_link(source: Source, segment: Segment) -> str | None:
     if segment.lesson_url and segment.start_s is None:
         return segment.lesson_url
     if not source.url:
-        return None
+        return view_link(source.view, segment) if source.view else None
     if segment.start_s is not None and source.kind in ("video", "audio"):
         return media_link(source.url, segment.start_s)
     if segment.page is not None:
         return page_link(source.url, segment.page)
     return source.url
+
+
+def view_link(view: str, segment: Segment) -> str:
+    """Quorum's own page of a source (``view``) opened at ``segment``: its second, its
+    page, or the passage itself."""
+    if segment.start_s is not None:
+        return _with_fragment(view, f"t={max(0, int(segment.start_s))}")
+    if segment.page is not None:
+        return _with_fragment(view, f"page={segment.page}")
+    return _with_fragment(view, f"u={segment.position}")
+
+
+def said_at(source: Source, link: str | None, said: float | None) -> str | None:
+    """``link`` to Quorum's own page of ``source`` with the second the cited sentence
+    starts at (``&s=243.2``), which picks its line when several open at one second."""
+    if link is None or said is None or not source.view or not link.startswith(source.view):
+        return link
+    return f"{link}&s={said:.1f}" if "#t=" in link else link
 
 
 def format_timestamp(seconds: float) -> str:

@@ -30,6 +30,9 @@ class Source:
     path: str = ""
     content_hash: str = ""
     description: str | None = None
+    # Quorum's own page of this source, signed for the knowledge base it was read from
+    # (``retrieval.share``); set by the search service, never stored.
+    view: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,7 @@ class SourceInfo:
     source: Source
     segments: int
     extra: dict[str, str] = field(default_factory=dict)
+    indexed_at: float | None = None  # when its live version was written (epoch seconds)
 
 
 KB_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")  # whole name: fullmatch, so no "kb\n"

@@ -13,9 +13,11 @@ from typing import Protocol
 
 from retrieval.embed import Embedder
 from retrieval.errors import InvalidInput
+from retrieval.links import segment_link
 from retrieval.models import KINDS, LEVELS, Hit, SearchFilters, SourceInfo, check_kb
 from retrieval.names import SourceChoice, choose_sources, title_matches
 from retrieval.route import fixed, fuse, route
+from retrieval.share import LinkSigner
 from retrieval.store import Store
 
 MAX_K = 100
@@ -107,6 +109,7 @@ class SearchService:
         reranker: Reranker | None = None,
         rerank_candidates: int = 30,
         source_cache_s: float = 10.0,
+        signer: LinkSigner | None = None,
     ) -> None:
         if not 0.0 <= alpha <= 1.0:
             raise InvalidInput(f"alpha must be between 0 and 1, not {alpha}.")
@@ -117,6 +120,21 @@ class SearchService:
         self.rerank_candidates = rerank_candidates
         self._source_cache: dict[str, _SourceCache] = {}
         self._source_cache_s = source_cache_s
+        self.signer = signer
+
+    def linked(self, kb: str, hits: list[Hit]) -> list[Hit]:
+        """``hits`` with each source's signed page (``retrieval.share``) and, for a source
+        without a URL of its own, a link to that page at the hit."""
+        if self.signer is None or not hits:
+            return hits
+        views: dict[str, str] = {}
+        out = []
+        for hit in hits:
+            sid = hit.source.id
+            view = views.get(sid) or views.setdefault(sid, self.signer.page(kb, sid))
+            source = replace(hit.source, view=view)
+            out.append(replace(hit, source=source, link=segment_link(source, hit.segment)))
+        return out
 
     def archive(self, kb: str) -> KbArchive:
         """Read access bound to one knowledge base."""
@@ -194,7 +212,7 @@ class SearchService:
         timings.weaviate_ms = (t3 - t2) * 1000
         timings.rerank_ms = (t4 - t3) * 1000
         timings.total_ms = (t4 - t0) * 1000
-        return hits[:k], timings
+        return self.linked(kb, hits[:k]), timings
 
 
 class KbArchive:
@@ -223,8 +241,11 @@ class KbArchive:
             raise InvalidInput(f"No segment with id {hit_id!r} in this knowledge base.")
         pos = hit.segment.position
         around = (max(0, pos - before), pos + after)
-        return await store.fetch_ordered(
-            self._kb, hit.source.id, positions=around, limit=before + after + 1
+        return self._service.linked(
+            self._kb,
+            await store.fetch_ordered(
+                self._kb, hit.source.id, positions=around, limit=before + after + 1
+            ),
         )
 
     async def transcript(
@@ -243,8 +264,11 @@ class KbArchive:
                 f"offset must be between 0 and {MAX_RESULTS - limit:,} (Weaviate pages through "
                 f"at most {MAX_RESULTS:,} results), not {offset:,}."
             )
-        return await self._service.store.fetch_ordered(
-            self._kb, source_id, start_s=start_s, end_s=end_s, offset=offset, limit=limit
+        return self._service.linked(
+            self._kb,
+            await self._service.store.fetch_ordered(
+                self._kb, source_id, start_s=start_s, end_s=end_s, offset=offset, limit=limit
+            ),
         )
 
     async def summary(self, source: str) -> Hit:
@@ -267,7 +291,7 @@ class KbArchive:
                 f"{info.source.id} has no summary: it is too short to need one, or it was "
                 "ingested before summaries existed (`quorum ingest --force` makes one)."
             )
-        return units[0]
+        return self._service.linked(self._kb, units)[0]
 
     async def sources(self) -> list[SourceInfo]:
         """Every source in this knowledge base."""

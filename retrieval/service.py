@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -15,11 +16,16 @@ from retrieval.chunking import ChunkConfig
 from retrieval.embed import EmbedBackend, LazyEmbedder
 from retrieval.rerank import CrossEncoderReranker
 from retrieval.search import SearchService
+from retrieval.share import LinkSigner, load_secret
 from retrieval.store import Store
-from retrieval.store.weaviate.open import open_weaviate
+from retrieval.store.weaviate.open import DATA_DIR_NAMES, open_weaviate
 from retrieval.transcribe import Transcriber
 
 WeaviateMode = Literal["embedded", "local", "cloud"]
+TRANSCRIPTS = "transcripts"
+
+DATA_PARTS: dict[str, tuple[str, ...]] = {"index": DATA_DIR_NAMES, "transcripts": (TRANSCRIPTS,)}
+"""What the retrieval layer keeps under the data dir, by kind (``quorum doctor``)."""
 
 
 @dataclass(frozen=True)
@@ -43,11 +49,16 @@ class RetrievalConfig:
     hybrid_alpha: float = 0.5
     chunking: ChunkConfig = field(default_factory=ChunkConfig)
     whisper_model: str | None = None  # a model folder or name; None: the packaged tiny.en
+    # Quorum's own pages (``retrieval.share``): where they are reached, the link secret
+    # (None: one made in ``data_dir``), and how long a link lasts. No public URL: no links.
+    public_url: str | None = None
+    link_secret: str | None = None
+    link_ttl_days: float = 30.0
 
     def transcriber(self) -> Transcriber:
         """The Whisper transcriber for audio and video (its model loads on first use),
         keeping transcripts under ``data_dir/transcripts``."""
-        return Transcriber(self.whisper_model, self.data_dir / "transcripts")
+        return Transcriber(self.whisper_model, self.data_dir / TRANSCRIPTS)
 
 
 @dataclass
@@ -79,6 +90,7 @@ async def open_retrieval(
             config.embed_backend,
             config.embed_onnx_path,
         )
+        stack.push_async_callback(asyncio.to_thread, embedder.finish_loading)  # runs last
         if warm:
             embedder.warm()
         store = await stack.enter_async_context(open_weaviate(config))
@@ -87,5 +99,11 @@ async def open_retrieval(
             reranker = await asyncio.to_thread(
                 CrossEncoderReranker.from_path, config.rerank_model_path
             )
-        search = SearchService(store, embedder, alpha=config.hybrid_alpha, reranker=reranker)
+        signer = None
+        if config.public_url:  # the secret is read (or made) when the first link is signed
+            secret = partial(load_secret, config.data_dir, config.link_secret)
+            signer = LinkSigner(secret, config.public_url, config.link_ttl_days)
+        search = SearchService(
+            store, embedder, alpha=config.hybrid_alpha, reranker=reranker, signer=signer
+        )
         yield Retrieval(config, store, embedder, search, config.transcriber())

@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -93,17 +93,63 @@ class Transcript:
             return None
 
 
+CHUNK_S = 120.0  # audio Whisper hears at a time: memory stays flat whatever the length
+SEAM_S = 5.0  # a chunk ends at the quietest 100 ms of its last seconds, not inside a word
+Samples = npt.NDArray[np.float32]
+
+
 @dataclass(frozen=True)
 class Audio:
-    """A recording's sound as Whisper hears it: mono float32 at ``SAMPLE_RATE``."""
+    """A recording's sound as Whisper hears it (mono float32 at ``SAMPLE_RATE``), in
+    consecutive chunks of at most ``CHUNK_S`` seconds, decoded as they are asked for: an
+    hour or three of audio never sits in memory whole. ``duration_s`` is the length the
+    file declares (0 when it does not say); the transcript's is counted."""
 
-    samples: npt.NDArray[np.float32]
+    chunks: Iterable[Samples]
     has_video: bool
+    duration_s: float = 0.0
 
-    @property
-    def duration_s(self) -> float:
-        """Length in seconds."""
-        return len(self.samples) / SAMPLE_RATE
+
+def chunked(pieces: Iterable[Samples], chunk_s: float = CHUNK_S) -> Iterator[Samples]:
+    """``pieces`` of any sizes regrouped into chunks of at most ``chunk_s`` seconds, each
+    cut at the quietest 100 ms of its last ``SEAM_S`` seconds (between words, mostly)."""
+    size = int(chunk_s * SAMPLE_RATE)
+    held: list[Samples] = []
+    count = 0
+    for piece in pieces:
+        held.append(piece)
+        count += len(piece)
+        if count < size:
+            continue
+        buffer = np.concatenate(held)
+        while len(buffer) >= size:
+            cut = _quiet_cut(buffer[:size])
+            yield buffer[:cut].copy()
+            buffer = buffer[cut:]
+        held, count = [buffer.copy()], len(buffer)
+    if count:
+        yield np.concatenate(held)
+
+
+def _quiet_cut(chunk: Samples) -> int:
+    """Where to end ``chunk``: the middle of its quietest 100 ms within the last
+    ``SEAM_S`` seconds."""
+    frame = SAMPLE_RATE // 10
+    tail = chunk[len(chunk) - int(SEAM_S * SAMPLE_RATE) :]
+    frames = len(tail) // frame
+    if frames < 2:
+        return len(chunk)
+    energy = np.square(tail[: frames * frame].reshape(frames, frame)).mean(axis=1)
+    return len(chunk) - len(tail) + int(np.argmin(energy)) * frame + frame // 2
+
+
+@dataclass
+class _At:
+    """A word moved from its chunk's time to the recording's."""
+
+    start: float
+    end: float
+    word: str
 
 
 class Word(Protocol):
@@ -263,25 +309,37 @@ class Transcriber:
     def _run(
         self, model: _Model, name: str, audio: Audio, on_progress: OnProgress | None
     ) -> Transcript:
-        total = audio.duration_s
+        declared = audio.duration_s
         if on_progress:
-            on_progress(0.0, total)
+            on_progress(0.0, declared)
+        words: list[Word] = []
+        language = ""
+        heard = 0  # samples before the current chunk
         try:
-            segments, info = model.transcribe(audio.samples, **_DECODING)
-            words: list[Word] = []
-            for segment in segments:
-                words.extend(segment.words or ())
-                if on_progress:
-                    on_progress(min(total, float(segment.end)), total)
+            for chunk in audio.chunks:
+                offset = heard / SAMPLE_RATE
+                heard += len(chunk)
+                total = max(declared, heard / SAMPLE_RATE)
+                segments, info = model.transcribe(chunk, **_DECODING)
+                language = language or str(getattr(info, "language", "") or "")
+                for segment in segments:
+                    words.extend(
+                        _At(w.start + offset, w.end + offset, w.word) for w in segment.words or ()
+                    )
+                    if on_progress:
+                        on_progress(min(total, offset + float(segment.end)), total)
         except (RuntimeError, ValueError) as exc:  # CTranslate2 or numpy on odd audio
             raise IngestError(name, f"transcription failed ({exc})") from exc
+        duration = heard / SAMPLE_RATE
+        if heard < SAMPLE_RATE // 10:
+            raise IngestError(name, "the audio track is empty (shorter than 0.1 s)")
         if on_progress:
-            on_progress(total, total)
+            on_progress(duration, duration)
         return Transcript(
             cues=tuple(cues_from_words(words)),
-            duration_s=round(total, 3),
+            duration_s=round(duration, 3),
             model=self.model_name,
-            language=str(getattr(info, "language", "") or ""),
+            language=language,
             has_video=audio.has_video,
             transcribe_s=0.0,  # timed by the caller, decoding included
         )

@@ -56,6 +56,19 @@ if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb 
   fi
 fi
 
+# 1d. Chromium: the page tests open Quorum's pages in Debian's headless browser, driven by
+#     Playwright (pointed at /usr/bin/chromium; Playwright never downloads a browser).
+if [ ! -x /usr/bin/chromium ]; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "Installing chromium (Debian package; the page tests open pages in it)..."
+    (apt-get install -y -qq chromium >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; }) \
+      || echo "Could not install chromium; the page tests will fail without it." >&2
+  else
+    echo "/usr/bin/chromium is missing and there is no apt-get; install it for the page tests." >&2
+  fi
+fi
+
 # 2. A thin .venv for this checkout: its own interpreter, the cached packages and
 #    this source tree on sys.path, and the `quorum` command.
 site=".venv/lib/python$pyver/site-packages"

@@ -15,6 +15,7 @@ import pytest_asyncio
 
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
+from retrieval.share import LinkSigner
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client, find_binary
 from tests.backends import BACKENDS, Served
@@ -26,6 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 SHARED_EVAL = REPO.parent / "shared" / "eval"
 _PREFIXES = ("QUORUM_", "ANTHROPIC_", "OPENAI_", "SLACK_", "DISCORD_")
+PAGES = "http://quorum.test"  # where the tests' search services say Quorum's pages are
+SIGNER = LinkSigner(b"a test secret, not a real one", PAGES)
 
 
 @pytest.fixture(autouse=True)
@@ -71,7 +74,7 @@ def kb() -> str:
 @pytest.fixture
 def search(store: WeaviateStore, embedder: SentenceTransformerEmbedder) -> SearchService:
     """A search service over the session store."""
-    return SearchService(store, embedder)
+    return SearchService(store, embedder, signer=SIGNER)
 
 
 @pytest.fixture

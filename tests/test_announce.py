@@ -20,6 +20,7 @@ from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError
 from retrieval.indexer import ingest
 from retrieval.search import SearchService
+from retrieval.share import LinkSigner, load_secret
 from retrieval.store.weaviate import WeaviateStore
 from tests.emulators.discord import DiscordEmulator
 from tests.emulators.slack import BOT_TOKEN, SIGNING_SECRET, SlackEmulator
@@ -48,7 +49,9 @@ async def test_a_new_recording_is_announced_with_links_to_its_moments(
     (folder / "notes.md").write_text("# Notes\n\n" + "We keep the runbook current. " * 80)
     report = await ingest(store, embedder, kb, [folder])
     assert not report.failed
-    search = SearchService(store, embedder)
+    # as quorum serve and ingest run it: links to Quorum's own pages (the retro has no URL)
+    signer = LinkSigner(load_secret(tmp_path / "data"), "http://127.0.0.1:8088")
+    search = SearchService(store, embedder, signer=signer)
     old, old_gateway = discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY
     try:
         async with SlackEmulator() as slack, DiscordEmulator() as disc:
@@ -69,6 +72,7 @@ async def test_a_new_recording_is_announced_with_links_to_its_moments(
             text = str(posted.blocks)
             assert "New recording: Cut-over retro" in text
             assert "Topic: " in text and "#t=" in text  # each line links its moment
+            assert "http://127.0.0.1:8088/v/" in text
             (sent,) = disc.channel_messages(CHANNEL)
             assert sent["content"].startswith("**New recording: Cut-over retro")
             assert "](" in sent["content"] and "Notes" not in sent["content"]

@@ -13,7 +13,8 @@ from adapters.cli.terminal import linked_markdown
 from adapters.discord.render import render_answer as discord_answer
 from adapters.discord.ui import feedback_view
 from adapters.slack.render import answer_messages
-from bot.models import Answer, Citation
+from bot.models import Answer, Citation, NumberedSource
+from retrieval.models import Hit, Segment, Source
 
 TEXT = "Cut-over moved [2-4]. The budget held [2; 5]. Rollback was rehearsed [ 3 ]."
 
@@ -88,3 +89,32 @@ def test_feedback_buttons_follow_one_rule_on_both_platforms(kind: str, rated: bo
     assert wants_feedback(answer) is rated
     assert slack_has is rated
     assert (feedback_view(answer) is not None) is rated
+
+
+def test_a_citation_that_links_out_keeps_its_transcript_one_click_away() -> None:
+    view = "https://quorum.test/v/tok.sig"
+    hosted = Source("retro", "Retro", "video", "https://youtu.be/abc", view=view)
+    local = Source("notes", "Notes", "document", None, view="https://quorum.test/v/t2.s2")
+    seg = Segment("retro", 0, "We fix forward.", start_s=60.0, end_s=70.0)
+    doc = Segment("notes", 3, "Roll back only in the window.", page=2)
+    answer = Answer(
+        "We fixed forward [1], within the window [2].",
+        "answer",
+        "quick",
+        citations=(
+            Citation(1, "h1", "Retro", "https://youtu.be/abc?t=62s", "Retro @ 1:02", 62.0),
+            Citation(2, "h2", "Notes", "https://quorum.test/v/t2.s2#page=2", "Notes, p. 2"),
+        ),
+        sources=(
+            NumberedSource(1, Hit("h1", seg, hosted, 1.0), "Retro @ 1:00"),
+            NumberedSource(2, Hit("h2", doc, local, 1.0), "Notes, p. 2"),
+        ),
+    )
+    first, second = source_lines(answer)
+    assert first.transcript == f"{view}#t=62"  # the page, at the cited second
+    assert second.transcript is None  # its link already is the page
+    slack = str(answer_messages(answer)[0].blocks)
+    assert f"<{view}#t=62|transcript>" in slack
+    assert f"[transcript]({view}#t=62)" in "".join(
+        e.description or "" for e in discord_answer(answer)[0].embeds
+    )

@@ -4,20 +4,24 @@ never lets search see part of it, and the next ingest finishes the job unasked."
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import signal
 import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.errors import SearchUnavailable
 from retrieval.indexer import ingest
 from retrieval.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
-from retrieval.store.weaviate.server import Endpoint
+from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -162,3 +166,47 @@ async def test_orphans_of_a_crash_are_cleaned_at_the_next_ingest_start(
     assert await store.count(kb) > info.segments
     assert await store.clean_orphans(kb, min_age_s=0) > 0
     assert await store.count(kb) == info.segments
+
+
+async def test_weaviate_killed_right_after_the_switch_over_reports_the_truth_and_reads_whole(
+    embedder: SentenceTransformerEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill -9 of Weaviate just after an update's records flipped, before the old version
+    is cleared: the ingest says "updated" (the new version is live), and once Weaviate is
+    back the summary and a page of the transcript are the new version's, whole."""
+    server = EmbeddedServer(tmp_path / "server", startup_timeout=120)
+    endpoint = await asyncio.to_thread(server.start)
+    watchdog = asyncio.create_task(server.watch(interval_s=0.2))
+    drop_older = WeaviateStore._drop_older_many
+
+    async def killed_first(self: WeaviateStore, *args: Any) -> dict[str, int]:
+        state = json.loads((tmp_path / "server" / "server.json").read_text())
+        os.kill(int(state["pid"]), signal.SIGKILL)
+        await asyncio.sleep(0.5)
+        return await drop_older(self, *args)
+
+    try:
+        client = async_client(endpoint, timeout_s=5)
+        async with WeaviateStore.connect(client, endpoint.url) as store:
+            path = meeting(tmp_path / "meeting.txt", "old", turns=100)
+            assert (await ingest(store, embedder, "k", [path])).count("added") == 1
+            meeting(path, "new", turns=200)
+            with monkeypatch.context() as m:
+                m.setattr(WeaviateStore, "_drop_older_many", killed_first)
+                report = await ingest(store, embedder, "k", [path])
+            assert [r.status for r in report.results] == ["updated"], report.results
+
+            search = SearchService(store, embedder)
+            archive = search.archive("k")
+            for _ in range(600):  # until the watchdog has Weaviate back
+                with contextlib.suppress(SearchUnavailable):
+                    summary = await archive.summary("meeting")
+                    break
+                await asyncio.sleep(0.2)
+            assert "oldword" not in summary.segment.text
+            page = await archive.transcript("meeting", limit=20)
+            assert len(page) == 20 and all("newword" in h.segment.text for h in page)
+    finally:
+        watchdog.cancel()
+        await asyncio.gather(watchdog, return_exceptions=True)
+        await asyncio.to_thread(server.stop)

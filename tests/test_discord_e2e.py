@@ -1,6 +1,7 @@
 """Discord end to end through the real core: discord.py against the Discord emulator, the
 real Engine with its SQLite session store, real Weaviate (the session server) holding the
-sample archive, and the real anthropic SDK against the Claude emulator."""
+sample archive, and on each model backend the real SDK (anthropic, or openai with
+QUORUM_LLM=openai) against the emulator of its API."""
 
 from __future__ import annotations
 
@@ -27,8 +28,10 @@ from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
-from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
+from tests.backends import Served, system, tool_names
+from tests.emulators.anthropic import AnthropicEmulator, Reply
 from tests.emulators.discord import DiscordEmulator
+from tests.emulators.openai import OpenAIEmulator
 from tests.research_script import COST_LINK, QUESTION, READ, SEARCH, STEPS, script_research
 from tests.sample_archive import load_sample
 from tests.test_discord import ALICE, CHANNEL, GUILD, WEBHOOK, Harness, final_edit
@@ -36,6 +39,7 @@ from tests.test_discord import ALICE, CHANNEL, GUILD, WEBHOOK, Harness, final_ed
 HOSTED_UI = "https://www.loom.com/share/feedbeef?t=734"  # Auth deep dive @ 12:14
 RESTYLE = "https://www.loom.com/share/feedbeef?t=744"  # "We can't fully restyle...", 12:24
 FAST_MODEL = "claude-fast-emulated"
+Emulator = AnthropicEmulator | OpenAIEmulator
 
 
 def claude(body: dict[str, Any]) -> Reply:
@@ -55,9 +59,12 @@ def claude(body: dict[str, Any]) -> Reply:
 
 
 @pytest.fixture
-async def claude_emulator() -> AsyncIterator[AnthropicEmulator]:
-    async with AnthropicEmulator(default=claude) as emulator:
-        yield emulator
+def claude_emulator(served: Served, monkeypatch: pytest.MonkeyPatch) -> Emulator:
+    """The model's emulator, on each backend in turn, chosen by environment."""
+    served.emu.default = claude
+    for name, value in {**served.env(), "QUORUM_FAST_MODEL": FAST_MODEL}.items():
+        monkeypatch.setenv(name, value)
+    return served.emu
 
 
 @pytest.fixture
@@ -93,24 +100,22 @@ async def engine_for(settings: Settings, search: SearchService) -> AsyncIterator
 
 
 def e2e_settings(
-    discord_emu: DiscordEmulator, claude_emu: AnthropicEmulator, kb: str, tmp_path: Path
+    discord_emu: DiscordEmulator, claude_emu: Emulator, kb: str, tmp_path: Path
 ) -> Settings:
+    """Discord's settings; the model's come from the environment (``claude_emulator``)."""
     return load_settings(
         data_dir=tmp_path / "data",
         discord_token=discord_emu.token,
         discord_api_url=discord_emu.url,
         discord_guild_id=GUILD,
         discord_kb=kb,
-        anthropic_api_key=API_KEY,
-        anthropic_base_url=claude_emu.url,
-        fast_model=FAST_MODEL,
         llm_max_retries=0,
     )
 
 
 async def test_ask_cites_the_second_then_the_thread_continues_and_feedback_sticks(
     discord_emulator: DiscordEmulator,
-    claude_emulator: AnthropicEmulator,
+    claude_emulator: Emulator,
     sample: str,
     search: SearchService,
     tmp_path: Path,
@@ -167,7 +172,7 @@ async def test_ask_cites_the_second_then_the_thread_continues_and_feedback_stick
 
 async def test_research_shows_each_step_then_the_answer_citing_both_steps(
     discord_emulator: DiscordEmulator,
-    claude_emulator: AnthropicEmulator,
+    claude_emulator: Emulator,
     sample: str,
     search: SearchService,
     tmp_path: Path,
@@ -206,8 +211,8 @@ async def test_research_shows_each_step_then_the_answer_citing_both_steps(
 
             # Claude researched this guild's knowledge base with the tools; the trace is stored.
             bodies = [r.body for r in claude_emulator.requests]
-            assert len(bodies) == 3 and all(b["tools"] for b in bodies)
-            summary = bodies[0]["system"][0]["text"]
+            assert len(bodies) == 3 and all(tool_names(b) for b in bodies)
+            summary = system(bodies[0])
             assert "- kickoff | 'Auth kickoff' | video | 2024-01-09" in summary
             up = body["components"][0]["components"][0]["custom_id"]
             exchange_id = int(up.rsplit(":", 1)[1])

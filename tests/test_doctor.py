@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from adapters.cli.main import app
 from adapters.discord.cli import sync_commands
-from adapters.doctor import Check, check_data, check_llm, run_checks
+from adapters.doctor import Check, check_data, check_llm, check_pages, run_checks
 from adapters.slack.doctor import bot_scopes, check_slack
 from bot.config import Settings, load_settings
 from retrieval.store.weaviate.server import Endpoint
@@ -73,6 +73,7 @@ def configured(
         "anthropic_api_key": API_KEY,
         "anthropic_base_url": claude.url,
         "api_tokens": "tok:team",
+        "public_url": "https://quorum.example.com",
     }
     return load_settings(**(values | overrides))
 
@@ -137,6 +138,17 @@ def test_the_emulated_scopes_are_the_manifests() -> None:
     assert set(SlackEmulator().scopes) == bot_scopes()
 
 
+def test_page_links_on_localhost_are_a_warning_once_a_chat_platform_is_configured() -> None:
+    alone = check_pages(load_settings())
+    assert alone.status == "ok" and "http://localhost:8088/v/" in alone.detail
+    chat = load_settings(discord_token="x" * 40)
+    warned = check_pages(chat)
+    assert warned.status == "warn" and "only this machine" in warned.detail
+    assert "QUORUM_PUBLIC_URL" in warned.fix
+    public = load_settings(discord_token="x" * 40, public_url="https://quorum.example.com")
+    assert check_pages(public).status == "ok"
+
+
 def test_doctor_says_what_the_data_dir_holds_by_kind(tmp_path: Path) -> None:
     data = tmp_path / "data"
     (data / "transcripts").mkdir(parents=True)
@@ -146,7 +158,9 @@ def test_doctor_says_what_the_data_dir_holds_by_kind(tmp_path: Path) -> None:
     (data / "sessions.sqlite3").write_bytes(b"z" * 5)
     check = check_data(load_settings(data_dir=data))
     assert check.status == "ok"
-    assert check.detail == "index 0 B, transcripts 2.0 KB, uploads 10 B, sessions 5 B, other 0 B"
+    assert check.detail == (
+        "index 0 B, transcripts 2.0 KB, uploads 10 B, media 0 B, sessions 5 B, other 0 B"
+    )
 
 
 async def test_a_slack_token_without_a_way_in_is_slacks_failure() -> None:

@@ -19,8 +19,9 @@ from adapters.cli.main import app
 from adapters.slack.uploads import ACTION_FORGET
 from bot.holdings import Holdings
 from bot.library import KbLibrary
-from bot.sessions import SessionStore
+from bot.sessions import Actor, SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.indexer import ingest
 from retrieval.models import LEVELS, SearchFilters
 from retrieval.search import SearchService
 from retrieval.store import Store
@@ -96,6 +97,8 @@ def test_a_recording_removed_with_the_cli_leaves_no_word_behind(
     assert json.loads(quorum("sources", "--kb", kb, "--json")[1]) == []
     code, _, err = quorum("summary", "weekly-sync", "--kb", kb)
     assert code == 1 and "weekly-sync" in err
+    code, out, err = quorum("transcript", "weekly-sync", "--kb", kb)
+    assert code == 1 and not {w for w in words if w in (out + err).lower()}
     code, out, _ = quorum("ask", "Where does the practice move to?", "--kb", kb)
     assert not {w for w in words if w in out.lower()}
     trail = json.loads(quorum("audit", "--kb", kb, "--json")[1])
@@ -166,8 +169,8 @@ async def test_a_chat_upload_forgotten_in_slack_leaves_no_word_behind(
     (held,) = await holdings.held(kb)
     assert held.media_kept and held.transcript_kept
     assert held.added is not None and str(held.added.actor) == f"slack:{ALICE}"
-    kept = data / "uploads" / kb / "standup.wav"
-    assert kept.is_file() and files_saying(data, words)  # the sound, and its transcript
+    (kept,) = (data / "uploads" / kb).rglob("standup.wav")  # the sound, and its transcript
+    assert files_saying(data, words)
 
     await slack.deliver_command(slack.command("/forget", "standup"))
     await bot.settle()
@@ -186,3 +189,26 @@ async def test_a_chat_upload_forgotten_in_slack_leaves_no_word_behind(
         ("removed", f"slack:{ALICE}"),
         ("added", f"slack:{ALICE}"),
     ]
+
+
+async def test_a_transcript_another_source_shares_is_kept_until_the_last_goes(
+    holdings: Holdings, store: Store, embedder: SentenceTransformerEmbedder, kb: str, tmp_path: Path
+) -> None:
+    """The same recording ingested under two names (here in two knowledge bases): the kept
+    transcript serves both, so forgetting one keeps it and forgetting the other deletes it."""
+    wav = speak(tmp_path / "all-hands.wav", SAID[:1]).path
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "all-hands-again.wav").write_bytes(wav.read_bytes())
+    other_kb = f"{kb}x"
+    await ingest(store, embedder, kb, [wav], transcriber=holdings.transcriber)
+    await ingest(store, embedder, other_kb, [copy], transcriber=holdings.transcriber)
+    (kept,) = [f for files in holdings.transcriber.kept().values() for f in files]
+    ana = Actor("cli", "ana")
+
+    first = await holdings.forget(kb, "all-hands", ana)
+    assert first.passages and first.shared_transcript and first.files == ()
+    assert kept.is_file()
+    second = await holdings.forget(other_kb, "all-hands-again", ana)
+    assert second.passages and not second.shared_transcript
+    assert second.files == (str(kept),) and not kept.exists()

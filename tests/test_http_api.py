@@ -205,8 +205,16 @@ async def test_search_and_sources(running: Running) -> None:
     assert found["hits"][0]["source"]["title"] == "Auth deep dive"
     async with running.http.get(f"{url}/api/sources", headers=auth) as r:
         assert r.status == 200
-        titles = {s["title"] for s in (await r.json())["sources"]}
-    assert titles == {"Auth kickoff", "Auth deep dive", "Auth migration plan"}
+        sources = (await r.json())["sources"]
+    assert {s["title"] for s in sources} == {
+        "Auth kickoff",
+        "Auth deep dive",
+        "Auth migration plan",
+    }
+    # What Quorum holds of each (ingested from disk here: no copy kept), never its path.
+    assert all(s["media_kept"] is False and s["transcript_kept"] is False for s in sources)
+    assert all({"size_bytes", "added_at", "added_by", "kept_bytes"} <= set(s) for s in sources)
+    assert not any("path" in s for s in sources)
 
 
 @pytest.mark.parametrize(
@@ -215,6 +223,8 @@ async def test_search_and_sources(running: Running) -> None:
         ({}, 401, "Authorization: Bearer"),
         ({"Authorization": "Bearer nope"}, 401, "Unknown API token"),
         ({"Authorization": f"Basic {TOKEN}"}, 401, "Authorization: Bearer"),
+        ({"Authorization": "Bearer tøk-sämple"}, 401, "Unknown API token"),
+        ({"Authorization": f"Bearer {TOKEN}\u00e9"}, 401, "Unknown API token"),
     ],
 )
 async def test_a_missing_or_unknown_token_is_401(
@@ -260,6 +270,12 @@ async def test_a_token_for_another_knowledge_base_is_403(running: Running) -> No
         ("/api/ask", {"question": "q", "session_id": "a b"}, "session_id"),
         ("/api/ask", {"question": "q", "colour": "red"}, "colour"),
         ("/api/ask", "not json", "body"),
+        ("/api/ask", '{"question": ' + "[" * 50_000 + "]" * 50_000 + "}", "body"),
+        (
+            "/api/search",
+            '{"query": "q", "filters": ' + '{"x": ' * 9_000 + "1" + "}" * 9_001,
+            "body",
+        ),
         ("/api/search", {"query": "q", "k": 0}, "k"),
         ("/api/feedback", {"session_id": "s", "exchange_id": 1, "value": 2}, "value"),
     ],
@@ -286,6 +302,7 @@ async def test_openapi_describes_every_route(running: Running) -> None:
         "/api/sources",
         "/api/sessions/{id}",
         "/api/feedback",
+        "/api/insights",
     }
     ask = doc["components"]["schemas"]["AskBody"]
     assert ask["required"] == ["question"] and "session_id" in ask["properties"]

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -21,7 +22,7 @@ from retrieval.ingest import read_source
 from retrieval.ingest.media import decode_audio, file_digest
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
-from retrieval.transcribe import PAUSE_S, Transcriber, cues_from_words
+from retrieval.transcribe import PAUSE_S, SAMPLE_RATE, Audio, Transcriber, chunked, cues_from_words
 from tests.media_fixtures import Spoken, hiss, speak, to_video
 
 runner = CliRunner()
@@ -301,3 +302,34 @@ def test_words_become_sentence_cues() -> None:
     assert [(c.start_s, c.end_s) for c in cues] == [(0.0, 0.9), (1.0, 3.0), (4.2, 4.7)]
     assert all(c.end_s - c.start_s <= 15.0 for c in cues_from_words(run_on))
     assert len(cues_from_words(run_on)) == 2
+
+
+def test_a_recording_heard_in_short_chunks_keeps_every_sentence_at_its_second(
+    media: Media,
+) -> None:
+    """What keeps memory flat for hours of audio (chunks of ``CHUNK_S``), shown here with
+    8 s chunks: every sentence still comes back whole, at the second it was said."""
+    path = media.meeting.path
+    whole = decode_audio(path)
+
+    def in_pieces() -> Audio:
+        return Audio(chunked(decode_audio(path).chunks, chunk_s=8.0), False, whole.duration_s)
+
+    transcript = Transcriber().transcribe(str(path), "chunked-" + file_digest(path), in_pieces)
+    assert abs(transcript.duration_s - media.meeting.duration_s) < 0.01
+    cues = [(c.start_s, c.text) for c in transcript.cues]
+    for sentence, start in zip(MEETING, media.meeting.starts, strict=True):
+        assert abs(said_at(cues, sentence) - start) <= 1.0, (sentence, start, cues)
+
+
+def test_chunks_are_bounded_whole_and_cut_in_a_quiet_moment() -> None:
+    rate = SAMPLE_RATE
+    tone = np.sin(np.linspace(0, 440 * 2 * np.pi, rate)).astype(np.float32)  # 1 s of sound
+    quiet = np.zeros(rate // 2, np.float32)
+    sound = np.concatenate([np.concatenate([tone, tone, tone, quiet])] * 20)  # 70 s
+    pieces = [sound[i : i + 12_345] for i in range(0, len(sound), 12_345)]
+    chunks = list(chunked(pieces, chunk_s=10.0))
+    assert all(len(c) <= 10 * rate for c in chunks) and len(chunks) >= 7
+    assert np.array_equal(np.concatenate(chunks), sound)  # nothing lost, nothing doubled
+    for c in chunks[:-1]:
+        assert float(np.abs(c[-400:]).max()) == 0.0  # each seam falls in a silence

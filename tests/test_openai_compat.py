@@ -14,8 +14,9 @@ import pytest
 import pytest_asyncio
 
 from bot.config import load_settings
-from bot.errors import ConfigError
+from bot.errors import ConfigError, LLMError
 from bot.llm import NoTools, Text, Tool, ToolCall, ToolResult, from_settings, openai_model
+from bot.metrics import Metrics
 from tests.emulators.openai import API_KEY, OpenAIEmulator, Reply, ToolUse
 
 USER: list[Any] = [{"role": "user", "content": "Why did we move off Auth0?"}]
@@ -245,3 +246,21 @@ def test_the_environment_selects_the_backend(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("QUORUM_MODEL", "Qwen/Qwen2.5-7B-Instruct")
     settings = load_settings()
     assert settings.llm_backend == "openai" and settings.model == "Qwen/Qwen2.5-7B-Instruct"
+
+
+async def test_metrics_count_tokens_and_errors_per_backend(emu: OpenAIEmulator) -> None:
+    llm = openai_model(base_url=emu.url, api_key=API_KEY, model="m", fast_model="m")
+    metrics = Metrics(llm)
+    emu.enqueue("An answer [1].", Reply.error(503))  # then 500s: nothing more is enqueued
+    await llm.complete(system="s", messages=USER, max_tokens=50)
+    with pytest.raises(LLMError):
+        await llm.complete(system="s", messages=USER, max_tokens=50)
+    await llm.aclose()
+    text = metrics.render()[0].decode()
+    assert (
+        f'quorum_llm_tokens_total{{backend="openai",kind="input"}} {llm.usage.input_tokens}.0'
+        in text
+    )
+    assert llm.usage.input_tokens > 0 and llm.usage.output_tokens > 0
+    assert 'quorum_llm_errors_total{backend="openai"} 1.0' in text
+    assert 'quorum_llm_retries_total{backend="openai"} 2.0' in text  # 503, then 500 twice

@@ -87,6 +87,7 @@ async def test_retention_says_then_deletes_only_what_outlived_its_days(
     dry = await plan(holdings, retain)
     assert [(s.kb, s.source_id) for s in dry.sources] == [(kb, "old-meeting")]
     assert [f for f, _ in dry.transcripts] == [old_file] and dry.questions == 1
+    assert dry.undated == 0  # sources the audit never saw are dated by the index
     assert dry.lines()[0].startswith(f"Would delete source {kb}/old-meeting")
     assert len(await store.list_sources(kb)) == 2 and old_file.exists()  # nothing went
 

@@ -6,6 +6,7 @@ level, deletes, an unknown knowledge base empty and a bad name refused."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from dataclasses import replace
 from datetime import date
@@ -86,11 +87,15 @@ async def test_a_source_is_replaced_whole(
     any_store: Store, embedder: SentenceTransformerEmbedder, kb: str
 ) -> None:
     first = await write(any_store, embedder, kb, standup(TEXTS))
+    [before] = await any_store.list_sources(kb)
     again = await write(any_store, embedder, kb, standup(TEXTS[:2], "h2"))
 
     assert [(r.status, r.segments) for r in first] == [("added", 3)]
     assert [(r.status, r.segments, r.removed) for r in again] == [("updated", 2, 4)]
     [info] = await any_store.list_sources(kb)
+    # When each version was written (retention's date for a source the audit never saw).
+    assert before.indexed_at and info.indexed_at and before.indexed_at < info.indexed_at
+    assert abs(info.indexed_at - time.time()) < 60
     assert (info.source.title, info.source.speakers, info.segments) == (
         "Platform standup",
         ("Priya Raman", "Marcus Lee"),

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from adapters import platform
 from adapters.chat.announce import announce, targets
 from adapters.chat.conversation import APOLOGY, NOT_ALLOWED
-from adapters.cli.main import app
+from adapters.cli.main import add_platform_commands, app
 from adapters.doctor import run_checks
 from bot.config import load_settings
 from retrieval.embed import SentenceTransformerEmbedder
@@ -154,3 +155,12 @@ async def test_ingest_announces_to_it(
     assert await announce(settings, archive, report.results) == []
     (posted,) = rooms.posted
     assert posted["room"] == "lobby" and "New recording: Cut-over retro" in posted["text"]
+
+
+def test_its_commands_join_the_command_line(rooms: Rooms) -> None:
+    cli = typer.Typer()
+    cli.command("version")(lambda: None)  # a group needs a sibling to be addressed by name
+    add_platform_commands(cli)
+    rooms.posted.append({"room": "lobby", "text": "hi", "edits": []})
+    result = CliRunner().invoke(cli, ["rooms", "list"])
+    assert result.exit_code == 0 and result.output.strip() == "lobby"

@@ -79,15 +79,15 @@ def test_a_file_name_cannot_leave_the_inbox() -> None:
 async def test_a_download_larger_than_announced_is_dropped_unread(
     library: KbLibrary, kb: str
 ) -> None:
-    async def lying(to: Path) -> None:
+    async def lying(to: Path, limit: int) -> None:  # ignores the limit
         await asyncio.to_thread(to.write_bytes, b"WEBVTT\n\n" + b"x" * (2 * MB))
 
     said = Said()
     await Uploads(library, 1).add(kb, Upload("notes.vtt", 100, lying), said)
 
-    assert said.lines[-1] == "Sorry — I couldn't download notes.vtt. Please share it again."
+    assert said.lines[-1] == ("Sorry — notes.vtt is larger than it said; the limit here is 1 MB.")
     assert await library.sources(kb) == []
-    assert list(library.inbox(kb).iterdir()) == []
+    assert [p for p in library.inbox(kb).rglob("*") if p.is_file()] == []
 
 
 async def test_the_reply_quotes_a_summary_when_a_summarizer_is_wired_in(
@@ -102,7 +102,7 @@ async def test_the_reply_quotes_a_summary_when_a_summarizer_is_wired_in(
     library.summarize = summarize
     vtt = b"WEBVTT\n\n00:00:03.000 --> 00:00:08.000\nThe rollout moves to June.\n"
 
-    async def fetch(to: Path) -> None:
+    async def fetch(to: Path, limit: int) -> None:
         await asyncio.to_thread(to.write_bytes, vtt)
 
     said = Said()
@@ -120,7 +120,7 @@ async def test_uploads_are_counted_in_the_metrics(library: KbLibrary, kb: str) -
     metered = MeteredLibrary(library, metrics)
     vtt = b"WEBVTT\n\n00:00:03.000 --> 00:00:08.000\nThe rollout moves to June.\n"
 
-    async def fetch(to: Path) -> None:
+    async def fetch(to: Path, limit: int) -> None:
         await asyncio.to_thread(to.write_bytes, vtt)
 
     await Uploads(metered, 1).add(kb, Upload("metered.vtt", len(vtt), fetch), Said())

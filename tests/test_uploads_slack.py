@@ -141,6 +141,22 @@ async def test_oversized_or_unreadable_files_are_refused_before_download(
     assert await library.sources(kb) == []
 
 
+async def test_a_file_larger_than_it_said_is_stopped_at_the_limit_while_downloading(
+    slack: SlackEmulator, bot: Bot, library: KbLibrary, kb: str
+) -> None:
+    big = b"WEBVTT\n\n" + b"x" * (40 * 1024 * 1024)
+    file = slack.share_file("big-notes.vtt", big, size=1000)
+    msg = await share(slack, bot, [file])
+
+    [reply] = bot_replies(slack, GENERAL, msg.ts)
+    assert reply.versions[-1]["text"] == (
+        "Sorry — big-notes.vtt is larger than it said; the limit here is 5 MB."
+    )
+    assert slack.sent[file["id"]] < 20 * 1024 * 1024  # not the whole 40 MB
+    assert [p for p in library.inbox(kb).rglob("*") if p.is_file()] == []
+    assert await library.sources(kb) == []
+
+
 async def test_a_download_without_the_right_token_is_refused_by_slack_and_not_kept(
     slack: SlackEmulator, library: KbLibrary, kb: str
 ) -> None:
@@ -163,7 +179,53 @@ async def test_a_download_without_the_right_token_is_refused_by_slack_and_not_ke
     assert said[-1] == "Sorry — I couldn't download notes.vtt. Please share it again."
     assert slack.downloads == [(file["id"], False)]
     assert await library.sources(kb) == []
-    assert list(library.inbox(kb).iterdir()) == []
+    assert [p for p in library.inbox(kb).rglob("*") if p.is_file()] == []
+
+
+OTHER_MEETING = b"""WEBVTT
+
+00:00:02.000 --> 00:00:07.000
+<v Ana>The warehouse lease renewal is signed for three more years.
+"""
+
+
+async def test_the_same_name_from_someone_else_is_refused_and_the_first_meeting_kept(
+    slack: SlackEmulator, library: KbLibrary, search: SearchService, kb: str
+) -> None:
+    core = FakeCore(library=library)
+    settings = make_settings(slack, slack_kb=kb, slack_admins=f"{ALICE},{BOB}", upload_max_mb=5)
+    async with running(core, settings, slack) as bot:
+        await share(slack, bot, [slack.share_file("weekly-sync.vtt", VTT)])
+        msg = await share(slack, bot, [slack.share_file("weekly-sync.vtt", OTHER_MEETING)], BOB)
+
+    [reply] = bot_replies(slack, GENERAL, msg.ts)
+    assert reply.versions[-1]["text"] == (
+        "I couldn't add weekly-sync.vtt: someone else already shared a file as "
+        "`weekly-sync`; rename yours and share it again, or /forget weekly-sync first "
+        "to replace it"
+    )
+    hits = await search.search(kb, "when does the zanzibar rollout happen")
+    assert hits and "zanzibar" in hits[0].segment.text  # the first meeting's words stay
+    assert not [h for h in await search.search(kb, "warehouse lease") if "lease" in h.segment.text]
+    [kept] = [p for p in library.inbox(kb).rglob("*") if p.is_file()]
+    assert kept.read_bytes() == VTT
+
+
+async def test_the_same_person_sharing_a_name_again_updates_and_a_broken_version_keeps_the_old(
+    slack: SlackEmulator, bot: Bot, library: KbLibrary, search: SearchService, kb: str
+) -> None:
+    await share(slack, bot, [slack.share_file("weekly-sync.vtt", VTT)])
+    msg = await share(slack, bot, [slack.share_file("weekly-sync.vtt", OTHER_MEETING)])
+    [reply] = bot_replies(slack, GENERAL, msg.ts)
+    assert reply.versions[-1]["text"].startswith("Updated *Weekly sync* (`weekly-sync`)")
+
+    msg = await share(slack, bot, [slack.share_file("weekly-sync.vtt", b"WEBVTT\n\nnot a cue")])
+    [reply] = bot_replies(slack, GENERAL, msg.ts)
+    assert reply.versions[-1]["text"].startswith("I couldn't add weekly-sync.vtt")
+    [kept] = [p for p in library.inbox(kb).rglob("*") if p.is_file()]
+    assert kept.read_bytes() == OTHER_MEETING  # the live version's file, not the broken one
+    hits = await search.search(kb, "warehouse lease renewal")
+    assert hits and "lease" in hits[0].segment.text
 
 
 async def test_sources_lists_and_forget_asks_then_removes(

@@ -10,7 +10,8 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Awaitable, Callable, Collection
+import secrets
+from collections.abc import AsyncIterable, Awaitable, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -26,6 +27,7 @@ log = logging.getLogger("quorum.chat")
 MB = 1024 * 1024
 NOT_ADMIN = "Sorry — only Quorum's admins can add or remove sources here."
 NO_LIBRARY = "Sorry — adding and removing sources is not switched on for this bot."
+TOO_LARGE = "Sorry — {name} is larger than it said; the limit here is {max_mb} MB."
 FAILED = "Sorry — something went wrong on my side while adding {name}. Please try again."
 LISTED = (
     15  # sources named in one /sources reply (within every platform's limits); the rest counted
@@ -34,12 +36,32 @@ LISTED = (
 
 @dataclass(frozen=True)
 class Upload:
-    """A file shared in chat: its name and size as the platform reports them, and the
-    platform's authenticated download of it to a path."""
+    """A file shared in chat: its name and size as the platform reports them, the
+    platform's authenticated download of it to a path (at most a limit of bytes, else
+    ``TooLarge``: a declared size is only a claim)."""
 
     name: str
     size: int
-    fetch: Callable[[Path], Awaitable[None]]
+    fetch: Callable[[Path, int], Awaitable[None]]
+
+
+class TooLarge(Exception):
+    """A download passed the size limit; it was stopped there."""
+
+
+async def write_capped(chunks: AsyncIterable[bytes], to: Path, limit: int) -> None:
+    """Write ``chunks`` to ``to``, stopping with ``TooLarge`` as soon as they pass
+    ``limit`` bytes: the platform's declared size is not trusted."""
+    written = 0
+    file = await asyncio.to_thread(to.open, "wb")
+    try:
+        async for chunk in chunks:
+            written += len(chunk)
+            if written > limit:
+                raise TooLarge(f"more than {limit} bytes")
+            await asyncio.to_thread(file.write, chunk)
+    finally:
+        await asyncio.to_thread(file.close)
 
 
 class UploadReply(Protocol):
@@ -87,6 +109,13 @@ def safe_name(name: str) -> str:
     stem, suffix = Path(base).stem, Path(base).suffix.lower()
     stem = re.sub(r"[^\w.-]+", "-", stem).strip(".-")[:100] or "upload"
     return stem + suffix
+
+
+def shelf(by: Actor | None) -> str:
+    """The folder of a person's uploads inside a knowledge base's inbox: a file's identity
+    is who shared it and its name, so the same name from someone else is another file."""
+    who = re.sub(r"[^\w-]+", "-", f"{by.via}-{by.who}" if by and by.who else "").strip("-")
+    return "by-" + (who[:64] or "someone")
 
 
 def segments(n: int) -> str:
@@ -187,16 +216,19 @@ class Uploads:
             pending.add(task)
             task.add_done_callback(pending.discard)
 
+        path: Path | None = None
+        previous: Path | None = None
+        kept = False
         try:
             await reply.start(f"Downloading {name}…")
-            path = await self._download(library.inbox(kb), upload)
-            if path is None:
-                await reply.done(f"Sorry — I couldn't download {name}. Please share it again.")
+            downloaded = await self._download(library.inbox(kb) / shelf(by), upload)
+            if isinstance(downloaded, str):
+                await reply.done(downloaded.format(name=name, max_mb=self.max_mb))
                 return None
+            path, previous = downloaded
             await reply.on_event(ProgressEvent(f"Reading {name}…"))
             added = await library.add(kb, path, heard, by)
-            if added.status == "failed":
-                path.unlink(missing_ok=True)
+            kept = added.status != "failed"
             await asyncio.gather(*pending, return_exceptions=True)
         except QuorumError as exc:
             log.warning("adding an upload to %s failed: %s", kb, exc)
@@ -206,26 +238,37 @@ class Uploads:
             log.exception("adding an upload to %s failed", kb)
             await reply.done(FAILED.format(name=name))
             return None
+        finally:
+            if path is not None:
+                await asyncio.to_thread(_settle, path, previous, kept)
         await reply.done(result_text(name, added))
         return added
 
-    async def _download(self, inbox: Path, upload: Upload) -> Path | None:
-        """The file, downloaded beside its final name then moved there whole; None when
-        the platform would not give it (or gave more than it announced)."""
-        path = inbox / safe_name(upload.name)
-        part = path.with_name(f".{path.name}.part")
+    async def _download(self, folder: Path, upload: Upload) -> tuple[Path, Path | None] | str:
+        """The file, downloaded beside its final name then moved there whole, and where
+        the version it replaces was set aside (None when it is new); or what to say when the
+        platform would not give it or it passed the size limit (stopped right there)."""
+        path = folder / safe_name(upload.name)
+        part = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
         try:
-            await upload.fetch(part)
+            await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
+            await upload.fetch(part, self.max_mb * MB)
             size = part.stat().st_size
             if size > self.max_mb * MB:
-                raise ValueError(f"{size} bytes, more than the limit")
+                raise TooLarge(f"{size} bytes")
+            previous: Path | None = None
+            if path.exists():
+                previous = path.with_name(f".{path.name}.previous")
+                path.replace(previous)
             part.replace(path)
         except Exception as exc:
             log.warning("download of an upload failed: %s", exc)
             with contextlib.suppress(OSError):
                 part.unlink()
-            return None
-        return path
+            if isinstance(exc, TooLarge):
+                return TOO_LARGE
+            return "Sorry — I couldn't download {name}. Please share it again."
+        return path, previous
 
     async def sources(self, kb: str) -> str:
         """``/sources``, as one message."""
@@ -253,8 +296,22 @@ class Uploads:
         return f"Removed `{source_id}` ({removed} passages). Answers no longer cite it."
 
 
+def _settle(path: Path, previous: Path | None, kept: bool) -> None:
+    """Keep the new file and drop the version it replaced, or (the new one failed) put the
+    previous version back: the source still in the knowledge base keeps its file."""
+    with contextlib.suppress(OSError):
+        if kept:
+            if previous is not None:
+                previous.unlink(missing_ok=True)
+        elif previous is not None:
+            previous.replace(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
 __all__ = [
     "NOT_ADMIN",
+    "TooLarge",
     "UploadReply",
     "Upload",
     "Uploads",
@@ -263,4 +320,5 @@ __all__ = [
     "result_text",
     "safe_name",
     "sources_text",
+    "write_capped",
 ]

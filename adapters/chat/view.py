@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bot.cite.citations import MARKER, parse_numbers
 from bot.models import Answer, Citation
+from retrieval.links import view_link
 
 RATED_KINDS = ("answer", "extractive", "nothing_found")
 
@@ -48,6 +49,19 @@ class SourceLine:
     label: str
     link: str | None
     speaker: str | None
+    transcript: str | None = None  # Quorum's own page, when ``link`` leads elsewhere
+
+
+def transcript_link(answer: Answer, c: Citation) -> str | None:
+    """Quorum's page of a citation whose link leads out (YouTube, a hosted PDF), at the
+    same moment: the transcript stays one click away. None when the link is the page."""
+    by_hit = {s.hit.id: s.hit for s in answer.sources}
+    by_n = {s.n: s.hit for s in answer.sources}
+    hit = by_hit.get(c.hit_id) or (by_n.get(c.source_n) if c.source_n else None)
+    if hit is None or not hit.source.view or not c.link or c.link.startswith(hit.source.view):
+        return None
+    seg = replace(hit.segment, start_s=c.start_s if c.start_s is not None else hit.segment.start_s)
+    return view_link(hit.source.view, seg)
 
 
 def source_lines(answer: Answer) -> list[SourceLine]:
@@ -57,7 +71,9 @@ def source_lines(answer: Answer) -> list[SourceLine]:
     cites = sorted(answer.citations, key=lambda c: c.n)
     if not cites and answer.kind == "extractive":
         return [SourceLine(s.n, s.label, s.hit.link, None) for s in answer.sources]
-    return [SourceLine(c.n, c.label, c.link, _speaker(c)) for c in cites]
+    return [
+        SourceLine(c.n, c.label, c.link, _speaker(c), transcript_link(answer, c)) for c in cites
+    ]
 
 
 def _speaker(c: Citation) -> str | None:

@@ -11,14 +11,24 @@ import sys
 # These need neither a chat SDK nor Claude's: run alone, they skip importing the chat
 # platforms' and Anthropic's SDKs, seconds that a one-shot `quorum search` should not pay.
 ARCHIVE_COMMANDS = frozenset(
-    {"ingest", "search", "summary", "sources", "remove", "transcript", "audit", "retention"}
+    {
+        "ingest",
+        "search",
+        "summary",
+        "sources",
+        "remove",
+        "transcript",
+        "audit",
+        "retention",
+        "insights",
+    }
 )
 
 
 def main() -> int:
     """Run the ``quorum`` command line (imported late: the commands pull in every SDK)."""
     if sys.argv[1:2] and sys.argv[1] in ARCHIVE_COMMANDS:
-        from adapters.cli import commands, privacy, transcript  # noqa: F401  (their commands)
+        from adapters.cli import commands, insights, privacy, transcript  # noqa: F401
         from adapters.cli.app import launch
     else:
         from adapters.cli.main import launch

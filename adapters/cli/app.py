@@ -55,9 +55,25 @@ def run(coro_fn: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
         raise fail("interrupted.", 130) from None
 
 
+class Explained(logging.Formatter):
+    """Log lines for a person's terminal: a Quorum error is already one sentence saying
+    how to fix it, so it ends its line instead of a traceback; anything else (a bug)
+    keeps its traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The line, with a Quorum error said in it rather than traced."""
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, QuorumError):
+            said = {"msg": f"{record.getMessage()}: {exc}", "args": None, "exc_info": None}
+            record = logging.makeLogRecord({**record.__dict__, **said, "exc_text": None})
+        return super().format(record)
+
+
 def launch() -> int:
     """Run the app on the command line (with whichever commands are registered)."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(Explained("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     app()
     return 0
 

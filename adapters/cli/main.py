@@ -3,7 +3,9 @@ and the groups each registered chat platform adds)."""
 
 from __future__ import annotations
 
-from adapters.cli import ask, commands, privacy, transcript  # noqa: F401  (register their commands)
+import typer
+
+from adapters.cli import ask, commands, insights, privacy, transcript  # noqa: F401
 from adapters.cli.app import app, launch
 from adapters.console.app import chat_command, demo_command
 from adapters.doctor import doctor
@@ -14,8 +16,15 @@ app.command("serve")(serve)
 app.command("chat")(chat_command)
 app.command("demo")(demo_command)
 app.command("doctor")(doctor)
-for chat in platforms():
-    if (group := chat.commands()) is not None:
-        app.add_typer(group)
 
-__all__ = ["app", "launch"]
+
+def add_platform_commands(cli: typer.Typer) -> None:
+    """Each registered platform's own group of commands (``quorum <name> ...``)."""
+    for chat in platforms():
+        if (group := chat.commands()) is not None:
+            cli.add_typer(group)
+
+
+add_platform_commands(app)
+
+__all__ = ["add_platform_commands", "app", "launch"]

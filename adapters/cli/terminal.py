@@ -10,7 +10,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from adapters.chat.view import link_markers
+from adapters.chat.view import link_markers, transcript_link
 from bot.cite.citations import at_second
 from bot.models import Answer, Citation
 from retrieval.links import format_timestamp
@@ -79,6 +79,10 @@ def render_answer(console: Console, answer: Answer, *, timings: bool = True) -> 
             if c.link:
                 line.append("  ")
                 line.append(c.link, style=f"link {c.link} underline blue")
+            page = transcript_link(answer, c)
+            if page:
+                line.append("  transcript: ", style="dim")
+                line.append(page, style=f"link {page} underline blue")
             # Never fold a link across lines: it must stay clickable and copyable.
             console.print(line, soft_wrap=True)
     if timings and answer.timings:

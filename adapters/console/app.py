@@ -28,6 +28,8 @@ from rich.text import Text
 
 from adapters.cli.app import KbOpt, err, kb_name, out, run
 from adapters.cli.terminal import failure_line, plain, render_answer
+from adapters.console.voices import give_voices
+from adapters.http.server import local_pages
 from bot.config import Settings
 from bot.engine import Engine
 from bot.errors import ConfigError, QuorumError
@@ -199,13 +201,26 @@ class ConsoleChat:
         self.console.print(table)
 
 
+def say_pages(pages: str | None, settings: Settings) -> None:
+    """Where the links in answers open."""
+    if pages:
+        out.print(f"[dim]Links in answers open Quorum's pages at {pages} while this chat runs.[/]")
+    else:
+        out.print(
+            f"[dim]Port {settings.http_port} is taken; links open at {settings.page_url} if "
+            "`quorum serve` runs there.[/]",
+            highlight=False,
+        )
+
+
 def chat_command(kb: KbOpt = None) -> None:
     """Chat with the archive in the terminal (follow-ups keep their context)."""
 
     async def go(settings: Settings) -> None:
         # open_core starts loading the embedding model while Weaviate starts and the
         # user types the first question.
-        async with open_core(settings) as core:
+        async with open_core(settings) as core, local_pages(settings, core) as pages:
+            say_pages(pages, settings)
             await ConsoleChat(core.engine, kb_name(settings, kb), out).run()
 
     run(go)
@@ -213,6 +228,9 @@ def chat_command(kb: KbOpt = None) -> None:
 
 def demo_command(
     chat: Annotated[bool, typer.Option(help="Open the chat after ingesting.")] = True,
+    speak: Annotated[
+        bool, typer.Option(help="Give the sample recordings audio with espeak-ng (once).")
+    ] = True,
 ) -> None:
     """Ingest the sample archive (examples/) into the "demo" knowledge base and chat with it."""
 
@@ -238,13 +256,28 @@ def demo_command(
             )
             for failed in report.failed:
                 err.print(failure_line(failed.path, failed.reason), highlight=False)
+            t1 = time.perf_counter()
+            spoken: list[str] = []
+            if speak:
+                with err.status("Speaking the sample recordings with espeak-ng...", spinner="dots"):
+                    spoken = await give_voices(r, DEMO_KB, settings.media_dir)
+            if spoken:
+                out.print(
+                    f"Spoke {len(spoken)} recordings with espeak-ng, a voice per speaker "
+                    f"({time.perf_counter() - t1:.0f} s, kept in {settings.media_dir}).",
+                    highlight=False,
+                )
             out.print("\nTry asking:")
             for q in DEMO_QUESTIONS:
                 out.print(f"  [bold]{q}[/]", highlight=False)
             out.print("  ...then a follow-up, like [bold]What did he say about the cost?[/]\n")
             if not chat:
                 return
-            async with open_core(settings, retrieval=r) as core:
+            async with (
+                open_core(settings, retrieval=r) as core,
+                local_pages(settings, core) as pages,
+            ):
+                say_pages(pages, settings)
                 await ConsoleChat(core.engine, DEMO_KB, out).run()
 
     run(go)

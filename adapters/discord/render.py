@@ -122,6 +122,9 @@ def _source_line(s: SourceLine) -> str:
     line = f"`[{s.n}]` [{label}]({url})" if url else f"`[{s.n}]` {label}"
     if s.speaker:
         line += f" · {discord.utils.escape_markdown(s.speaker)[:100]}"
+    page = safe_url(s.transcript)
+    if page:
+        line += f" · [transcript]({page})"
     return line
 
 

@@ -11,11 +11,19 @@ import re
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import discord
 from discord import app_commands
 
 from adapters.chat.live import LiveEdits
-from adapters.chat.uploads import NOT_ADMIN, Upload, Uploads, may_manage
+from adapters.chat.uploads import (
+    NOT_ADMIN,
+    TooLarge,
+    Upload,
+    Uploads,
+    may_manage,
+    write_capped,
+)
 from adapters.discord.render import progress_text
 from bot.models import Actor, Event
 
@@ -23,6 +31,7 @@ log = logging.getLogger("quorum.discord")
 
 FORGET_TEMPLATE = r"quorum:forget:(?P<source>.+)"
 EDIT_INTERVAL_S = 1.0
+DOWNLOAD_TIMEOUT_S = 600.0
 LONG_ID = "That source's id is too long to confirm here; remove it with `quorum remove`."
 
 
@@ -40,10 +49,21 @@ def is_admin(user: object, admin_role: str | None) -> bool:
 
 
 def as_upload(attachment: discord.Attachment) -> Upload:
-    """An attachment, downloaded by discord.py when the upload is accepted."""
+    """An attachment, streamed from its signed CDN link when the
+    upload is accepted and stopped at the size limit (discord.py's ``save`` would read it
+    whole into memory first, whatever its real size)."""
 
-    async def fetch(to: Path) -> None:
-        await attachment.save(to)
+    async def fetch(to: Path, limit: int) -> None:
+        timeout = aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_S)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.get(attachment.url) as resp,
+        ):
+            if resp.status != 200:
+                raise OSError(f"Discord's CDN answered HTTP {resp.status}")
+            if (resp.content_length or 0) > limit:
+                raise TooLarge(f"{resp.content_length} bytes")
+            await write_capped(resp.content.iter_chunked(1 << 16), to, limit)
 
     return Upload(attachment.filename, attachment.size, fetch)
 

@@ -19,12 +19,11 @@ knowledge base), so one knowledge base's token never reads another's sessions.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import date
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -33,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from adapters.shapes import answer_json, held_json, hit_json
 from bot.errors import InvalidInput, QuorumError, SearchUnavailable
-from bot.models import Event, PartialAnswer, ProgressEvent, Question, ThreadKey
+from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.wiring import CoreServices
 from retrieval.errors import ConfigError
 from retrieval.models import SearchFilters, check_kb
@@ -51,21 +50,32 @@ Body = TypeVar("Body", bound=BaseModel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def parse_tokens(raw: SecretStr | None) -> dict[str, str]:
-    """``tok1:kb1,tok2:kb2`` -> {token: kb}; a malformed pair is a ConfigError."""
+def parse_tokens(raw: SecretStr | None, variable: str = "QUORUM_API_TOKENS") -> dict[str, str]:
+    """``tok1:kb1,tok2:kb2`` -> {token: kb}; a malformed pair, a token a header cannot
+    carry (not printable ASCII) or one listed twice is a ConfigError naming the variable."""
     tokens: dict[str, str] = {}
     if raw is None:
         return tokens
-    for pair in raw.get_secret_value().split(","):
+    for n, pair in enumerate(raw.get_secret_value().split(","), 1):
         if not pair.strip():
             continue
         token, sep, kb = pair.strip().partition(":")
         if not sep or not token or not kb:
-            raise ConfigError("QUORUM_API_TOKENS must look like token1:kb1,token2:kb2.")
+            raise ConfigError(f"{variable} must look like token1:kb1,token2:kb2.")
+        if not (token.isascii() and token.isprintable()) or " " in token:
+            raise ConfigError(
+                f"{variable}: token {n} is not printable ASCII without spaces; "
+                "an Authorization header cannot carry it."
+            )
+        if token in tokens:
+            raise ConfigError(
+                f"{variable}: token {n} repeats an earlier token; "
+                "each token opens one knowledge base."
+            )
         try:
             tokens[token] = check_kb(kb)
         except InvalidInput as exc:
-            raise ConfigError(f"QUORUM_API_TOKENS: {exc}") from None
+            raise ConfigError(f"{variable}: {exc}") from None
     return tokens
 
 
@@ -149,22 +159,33 @@ def _field(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "body"
 
 
+def bearer(request: web.Request, variable: str) -> bytes:
+    """The request's bearer token as bytes; 401 naming ``variable`` without one."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise _Reject(_problem(401, f"Send Authorization: Bearer TOKEN ({variable})."))
+    # Bytes, not str: compare_digest refuses non-ASCII text, and a caller chooses it.
+    return token.strip().encode("utf-8", "backslashreplace")
+
+
+def owner(tokens: dict[str, str], sent: bytes) -> str | None:
+    """The knowledge base ``sent`` opens among ``tokens`` (each compared in constant time)."""
+    return next((kb for t, kb in tokens.items() if hmac.compare_digest(t.encode(), sent)), None)
+
+
 class Api:
     """The API's handlers, on the core the ops server holds."""
 
     def __init__(self, server: OpsServer, tokens: dict[str, str]) -> None:
         self.server = server
         self.tokens = tokens
+        self.answering: set[asyncio.Future[Answer]] = set()
 
     def token_kb(self, request: web.Request) -> str:
         """The knowledge base of the request's bearer token; 401 without a known one."""
-        header = request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise _Reject(_problem(401, "Send Authorization: Bearer TOKEN (QUORUM_API_TOKENS)."))
-        own = next(
-            (kb for t, kb in self.tokens.items() if hmac.compare_digest(t, token.strip())), None
-        )
+        sent = bearer(request, "QUORUM_API_TOKENS")
+        own = owner(self.tokens, sent)
         if own is None:
             raise _Reject(_problem(401, "Unknown API token."))
         return own
@@ -186,6 +207,8 @@ class Api:
             raw = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise _Reject(_problem(422, "body: not JSON.", field="body")) from None
+        except RecursionError:  # the parser recurses per level: a hostile body nests deep
+            raise _Reject(_problem(422, "body: nested too deeply.", field="body")) from None
         try:
             return model.model_validate(raw)
         except ValidationError as exc:
@@ -220,7 +243,9 @@ class Api:
         )
         wants_stream = body.stream or "text/event-stream" in request.headers.get("Accept", "")
         if not wants_stream:
-            answer = await core.ask(question)
+            answer = await self._answer(core.ask(question))
+            if answer is None:
+                return _problem(503, STOPPING)
             return web.json_response({"session_id": session, **answer_json(answer)})
 
         stream = web.StreamResponse(
@@ -232,23 +257,50 @@ class Api:
             await stream.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
 
         async def on_event(event: Event) -> None:
-            if isinstance(event, ProgressEvent):
-                await send("progress", {"text": event.text})
-            elif isinstance(event, PartialAnswer):
-                await send("partial", {"text": event.text})
+            try:
+                if isinstance(event, ProgressEvent):
+                    await send("progress", {"text": event.text})
+                elif isinstance(event, PartialAnswer):
+                    await send("partial", {"text": event.text})
+            except ConnectionError:  # the client left: its answer is not worth finishing
+                log.info("API client left mid-answer; stopping its answer")
+                if (task := asyncio.current_task()) is not None:
+                    task.cancel()
 
+        answer = await self._answer(core.ask(question, on_event))
         try:
-            answer = await core.ask(question, on_event)
-        except asyncio.CancelledError:  # shutting down: say so rather than just hang up
-            with contextlib.suppress(ConnectionError):
+            if answer is None:  # shutting down: say so rather than just hang up
                 await send("error", {"error": STOPPING})
-            raise
-        try:
-            await send("answer", {"session_id": session, **answer_json(answer)})
+            else:
+                await send("answer", {"session_id": session, **answer_json(answer)})
             await stream.write_eof()
-        except ConnectionResetError:
-            log.info("API client left before its answer (exchange %s)", answer.exchange_id)
+        except ConnectionError:
+            log.info("API client left before its answer")
         return stream
+
+    async def _answer(self, asking: Coroutine[Any, Any, Answer]) -> Answer | None:
+        """The core's answer, asked on a task of its own: a client that leaves cancels it
+        (the handler is cancelled, and with it the task it awaits); a shutdown ends it
+        (``drain``) and gets None, so the handler can tell its client to ask again."""
+        work = asyncio.ensure_future(asking)
+        self.answering.add(work)
+        work.add_done_callback(self.answering.discard)
+        try:
+            return await work
+        except asyncio.CancelledError:
+            handler = asyncio.current_task()
+            if work.cancelled() and handler is not None and not handler.cancelling():
+                return None  # ended by drain(), not by the client leaving
+            raise
+
+    async def drain(self, within_s: float) -> None:
+        """Answers in flight get ``within_s`` to finish; the rest are ended, and each
+        handler tells its client to ask again (a final SSE event, a JSON 503)."""
+        if self.answering:
+            await asyncio.wait(set(self.answering), timeout=within_s)
+        for work in list(self.answering):
+            work.cancel()
+        await asyncio.sleep(0)  # let each handler take its cue before the server closes
 
     async def search(self, request: web.Request) -> web.StreamResponse:
         """POST /api/search."""
@@ -323,11 +375,12 @@ def _guarded(handler: Handler) -> Handler:
     return run
 
 
-def add_routes(app: web.Application, server: OpsServer, tokens: dict[str, str]) -> None:
-    """Mount the API on ``app``."""
+def add_routes(app: web.Application, server: OpsServer, tokens: dict[str, str]) -> Api:
+    """Mount the API on ``app``; the ``Api`` (drained when the server stops)."""
     api = Api(server, tokens)
     app.router.add_post("/api/ask", _guarded(api.ask))
     app.router.add_post("/api/search", _guarded(api.search))
     app.router.add_get("/api/sources", _guarded(api.sources))
     app.router.add_get("/api/sessions/{id}", _guarded(api.session))
     app.router.add_post("/api/feedback", _guarded(api.feedback))
+    return api

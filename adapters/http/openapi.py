@@ -29,6 +29,24 @@ def _op(summary: str, body: type[BaseModel] | None = None, **extra: Any) -> dict
     return op
 
 
+def _range_params() -> list[dict[str, Any]]:
+    def query(name: str, kind: str, text: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "in": "query",
+            "required": False,
+            "schema": {"type": kind},
+            "description": text,
+        }
+
+    return [
+        query("days", "integer", "The last N days (default 30)."),
+        query("since", "string", "From this day, YYYY-MM-DD (UTC)."),
+        query("until", "string", "To this day, included."),
+        query("gaps", "boolean", "Group what went unanswered (default true)."),
+    ]
+
+
 def openapi_document() -> dict[str, Any]:
     """The API as OpenAPI 3.1 (request schemas from the pydantic models)."""
     schemas: dict[str, Any] = {}
@@ -58,5 +76,12 @@ def openapi_document() -> dict[str, Any]:
                 )
             },
             "/api/feedback": {"post": _op("Rate an answer +1 or -1.", FeedbackBody)},
+            "/api/insights": {
+                "get": _op(
+                    "What was asked and where the archive falls short (an admin token, "
+                    "QUORUM_ADMIN_TOKENS; other tokens get 403).",
+                    parameters=[kb_param, *_range_params()],
+                )
+            },
         },
     }

@@ -5,6 +5,7 @@
                else 503 with what is still missing
     /metrics   Prometheus text (``bot.metrics``)
     /api/...   the JSON API (``adapters.http.api``), answered once the core is up
+    /v/...     a source's page, opened by a signed link (``adapters.http.pages``)
 
 The server starts before the core, so an orchestrator sees the process alive (and not
 yet ready) while Weaviate starts and the model loads.
@@ -13,17 +14,23 @@ yet ready) while Weaviate starts and the model loads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
 from adapters.http import api
+from adapters.http.insights import InsightsRoutes
 from adapters.http.openapi import openapi_document
+from adapters.http.pages import Pages
 from bot.config import Settings
 from bot.metrics import Metrics
 from bot.models import Core
 from bot.wiring import CoreServices
+from retrieval.errors import ConfigError
 
 log = logging.getLogger("quorum.http")
 
@@ -67,7 +74,9 @@ class OpsServer:
         self.app.router.add_get("/readyz", self._readyz)
         self.app.router.add_get("/metrics", self._metrics)
         self.app.router.add_get("/api/openapi.json", self._openapi)  # no token: it reveals nothing
-        api.add_routes(self.app, self, api.parse_tokens(settings.api_tokens))
+        self.api = api.add_routes(self.app, self, api.parse_tokens(settings.api_tokens))
+        Pages(self).add_routes(self.app)  # /v/...: signed pages of recordings and documents
+        InsightsRoutes(self, self.api.tokens).add_routes(self.app)  # /insights: admins only
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -79,21 +88,36 @@ class OpsServer:
 
     async def start(self, port: int | None = None, host: str | None = None) -> int:
         """Listen (port 0: a free one); returns the port."""
+        # A client that hangs up cancels its handler, and so the answer it was waiting for.
         self._runner = web.AppRunner(
-            self.app, access_log=None, shutdown_timeout=self.settings.shutdown_s / 2
+            self.app,
+            access_log=None,
+            shutdown_timeout=self.settings.shutdown_s / 2,
+            handler_cancellation=True,
         )
         await self._runner.setup()
         port = self.settings.http_port if port is None else port
-        site = web.TCPSite(self._runner, host or self.settings.http_host, port)
-        await site.start()
+        host = host or self.settings.http_host
+        site = web.TCPSite(self._runner, host, port)
+        try:
+            await site.start()
+        except OSError as exc:  # in use, or an address this machine does not have
+            await self.stop()
+            why = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise ConfigError(
+                f"QUORUM_HTTP_PORT: cannot listen on {host}:{port} ({why}); "
+                "stop what uses it or choose another port."
+            ) from None
         self.port = int(self._runner.addresses[0][1])
         return self.port
 
     async def stop(self) -> None:
-        """Stop listening; requests in flight get half of QUORUM_SHUTDOWN_S (idempotent)."""
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        """Stop: API answers in flight get half of QUORUM_SHUTDOWN_S, then are ended with
+        "ask again" to their clients, and the server closes (idempotent)."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await self.api.drain(self.settings.shutdown_s / 2)
+            await runner.cleanup()
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "alive"})
@@ -138,3 +162,24 @@ class OpsServer:
         body, content_type = self.metrics.render()
         # aiohttp wants the charset apart from the content type.
         return web.Response(body=body, headers={"Content-Type": content_type})
+
+
+@contextlib.asynccontextmanager
+async def local_pages(settings: Settings, services: CoreServices) -> AsyncIterator[str | None]:
+    """Serve the pages (and the rest of the HTTP server) while a terminal chat runs, so its
+    links open; yields their address, or None when the port is taken (a ``quorum serve``
+    already answers there)."""
+    server = OpsServer(settings)
+    try:
+        # Local only unless the pages have a public address.
+        await server.start(host=settings.http_host if settings.public_url else "127.0.0.1")
+    except OSError:
+        yield None
+        return
+    metrics = Metrics(services.llm)
+    server.attach(services, services.engine, metrics)
+    server.readiness.set("model", None)
+    try:
+        yield settings.page_url
+    finally:
+        await server.stop()

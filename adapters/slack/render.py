@@ -287,7 +287,8 @@ def _fallback(text: str) -> str:
 def _source_line(s: SourceLine) -> str:
     label = link(s.link, s.label) if s.link else escape(s.label)
     speaker = f" — {escape(s.speaker)}" if s.speaker else ""
-    line = f"{s.n}. {label}{speaker}"
+    page = f" · {link(s.transcript, 'transcript')}" if s.transcript else ""
+    line = f"{s.n}. {label}{speaker}{page}"
     return line if len(line) <= CONTEXT_TEXT_LIMIT else f"{s.n}. {escape(s.label[:200])}"
 
 

@@ -5,7 +5,6 @@ a message for Quorum, downloaded from ``url_private_download`` with the bot toke
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,14 @@ from typing import Any
 import aiohttp
 from slack_bolt.async_app import AsyncRespond
 
-from adapters.chat.uploads import NOT_ADMIN, Upload, Uploads, may_manage
+from adapters.chat.uploads import (
+    NOT_ADMIN,
+    TooLarge,
+    Upload,
+    Uploads,
+    may_manage,
+    write_capped,
+)
 from adapters.slack.render import Block, SlackMessage, escape, notice, section
 from bot.models import Actor
 
@@ -32,7 +38,7 @@ def fetcher(url: str, token: str) -> Any:
     """Download ``url`` to a path with ``Authorization: Bearer`` (how Slack serves private
     files to apps with ``files:read``)."""
 
-    async def fetch(to: Path) -> None:
+    async def fetch(to: Path, limit: int) -> None:
         timeout = aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_S)
         headers = {"Authorization": f"Bearer {token}"}
         async with (
@@ -42,12 +48,9 @@ def fetcher(url: str, token: str) -> Any:
             # Without a valid token Slack redirects to its sign-in page: HTML, not the file.
             if resp.status != 200 or resp.content_type == "text/html":
                 raise NotAFile(f"HTTP {resp.status} {resp.content_type}")
-            file = await asyncio.to_thread(to.open, "wb")
-            try:
-                async for chunk in resp.content.iter_chunked(1 << 16):
-                    await asyncio.to_thread(file.write, chunk)
-            finally:
-                await asyncio.to_thread(file.close)
+            if (resp.content_length or 0) > limit:
+                raise TooLarge(f"{resp.content_length} bytes")
+            await write_capped(resp.content.iter_chunked(1 << 16), to, limit)
 
     return fetch
 

@@ -20,7 +20,7 @@ from bot.words import overlap, terms
 from retrieval.models import SearchFilters, SourceInfo
 
 NO_KEY = "No Claude API key is set, so here are the most relevant passages:"
-UNAVAILABLE = "Claude is unavailable right now, so here are the most relevant passages:"
+UNAVAILABLE = "The model is unavailable right now, so here are the most relevant passages:"
 MAX_QUOTES = 3
 MAX_QUOTE_CHARS = 360
 # A passage's place in the quotes: its best sentence's score plus this much for being the
@@ -46,7 +46,7 @@ def _where(source: NumberedSource, first: Sentence) -> str:
     second = link_second(first)
     if second is None:
         return source.label
-    label, link = at_second(hit, second)
+    label, link = at_second(hit, second, first.start_s)
     return f"[{label}]({link})" if link else label
 
 

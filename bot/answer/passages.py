@@ -22,11 +22,18 @@ from dataclasses import dataclass
 from datetime import date
 
 from bot.cite.citations import number_sources
-from bot.cite.sentences import Sentence, merge_sentences, render, render_marked, sentences_of
+from bot.cite.sentences import (
+    Sentence,
+    merge_sentences,
+    render,
+    render_marked,
+    sentences_of,
+    timed_lines,
+)
 from bot.errors import InvalidInput
 from bot.models import NumberedSource
 from retrieval.archive import Archive
-from retrieval.links import format_timestamp, segment_link
+from retrieval.links import segment_link
 from retrieval.models import Hit, Segment, Source
 
 CHARS_PER_TOKEN = 4
@@ -108,38 +115,12 @@ def _prefix(sentences: Sequence[Sentence], text: str) -> tuple[Sentence, ...]:
     return tuple(kept)
 
 
-TURN_STAMP_S = 30.0  # a long turn gets a fresh time stamp this often
-
-
 def timed_text(seg: Segment) -> str:
     """A recording's text as Claude reads it (``timed_lines``); text without seconds comes
     back as it is."""
     if seg.start_s is None:
         return seg.text
     return timed_lines(sentences_of(seg)) or seg.text
-
-
-def timed_lines(sentences: Sequence[Sentence]) -> str:
-    """One line per turn, each with the second it starts, ``(3:05) Priya: ...``; a long
-    turn is stamped again every ~30 s."""
-    lines: list[str] = []
-    stamp: float | None = None
-    prev: Sentence | None = None
-    for s in sentences:
-        fresh = (
-            prev is None
-            or s.speaker != prev.speaker
-            or (s.start_s is not None and stamp is not None and s.start_s - stamp >= TURN_STAMP_S)
-        )
-        if fresh:
-            stamp = s.start_s
-            when = f"({format_timestamp(s.start_s)}) " if s.start_s is not None else ""
-            who = f"{s.speaker}: " if s.speaker else ""
-            lines.append(f"{when}{who}{s.text}")
-        else:
-            lines[-1] += " " + s.text
-        prev = s
-    return "\n".join(lines)
 
 
 async def widen(archive: Archive, hits: Sequence[Hit], around: int = 1) -> list[Hit]:

@@ -194,7 +194,7 @@ def citation_of(n: int, moment: Moment) -> Citation:
     if second is None:
         link, label, start = hit.link, source.label, hit.segment.start_s
     else:
-        label, link = at_second(hit, second)
+        label, link = at_second(hit, second, sentence.start_s if sentence else None)
         start = second
     speaker = sentence.speaker if sentence and sentence.speaker else hit.segment.speaker
     return Citation(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.models import Citation, NumberedSource
-from retrieval.links import format_timestamp, segment_link
+from retrieval.links import format_timestamp, said_at, segment_link
 from retrieval.models import Hit
 
 log = logging.getLogger("quorum.citations")
@@ -41,10 +41,12 @@ def label_for(hit: Hit) -> str:
     return title
 
 
-def at_second(hit: Hit, second: float) -> tuple[str, str | None]:
-    """The label and deep link of ``hit``'s recording at ``second``: ``"Title @ 3:05"``."""
+def at_second(hit: Hit, second: float, said: float | None = None) -> tuple[str, str | None]:
+    """The label and deep link of ``hit``'s recording at ``second``: ``"Title @ 3:05"``;
+    ``said``, when the cited sentence starts later, tells Quorum's own page which line to
+    highlight (several sentences can open at one second)."""
     moved = replace(hit, segment=replace(hit.segment, start_s=second))
-    return label_for(moved), segment_link(hit.source, moved.segment)
+    return label_for(moved), said_at(hit.source, segment_link(hit.source, moved.segment), said)
 
 
 def number_sources(hits: Sequence[Hit]) -> tuple[NumberedSource, ...]:
@@ -154,6 +156,7 @@ def source_json(s: NumberedSource) -> dict[str, Any]:
         "source_id": hit.source.id,
         "kind": hit.source.kind,
         "link": hit.link,
+        "view": hit.source.view,  # Quorum's own page of the source (a signed link)
         "recorded_at": hit.source.recorded_at.isoformat() if hit.source.recorded_at else None,
         "start_s": seg.start_s,
         "end_s": seg.end_s,

@@ -1,6 +1,7 @@
 """A window's sentences, each with its speaker and the second it is said, and where a
 link to one opens: what a citation points at. Rendered back to text, a mark keeps each
-cue's second, so the sentences of a merged passage keep theirs.
+cue's second, so the sentences of a merged passage keep theirs; as Claude reads them,
+each turn carries the second it starts (``timed_lines``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from retrieval.chunking import split_sentences
+from retrieval.links import format_timestamp
 from retrieval.models import Mark, Segment
 
 
@@ -141,3 +143,29 @@ def render_marked(sentences: Sequence[Sentence]) -> tuple[str, tuple[Mark, ...]]
         text += s.text
         prev = s
     return text, tuple(marks)
+
+
+TURN_STAMP_S = 30.0  # a long turn gets a fresh time stamp this often
+
+
+def timed_lines(sentences: Sequence[Sentence]) -> str:
+    """One line per turn, each with the second it starts, ``(3:05) Priya: ...``; a long
+    turn is stamped again every ~30 s."""
+    lines: list[str] = []
+    stamp: float | None = None
+    prev: Sentence | None = None
+    for s in sentences:
+        fresh = (
+            prev is None
+            or s.speaker != prev.speaker
+            or (s.start_s is not None and stamp is not None and s.start_s - stamp >= TURN_STAMP_S)
+        )
+        if fresh:
+            stamp = s.start_s
+            when = f"({format_timestamp(s.start_s)}) " if s.start_s is not None else ""
+            who = f"{s.speaker}: " if s.speaker else ""
+            lines.append(f"{when}{who}{s.text}")
+        else:
+            lines[-1] += " " + s.text
+        prev = s
+    return "\n".join(lines)

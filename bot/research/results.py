@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.answer.passages import timed_lines
 from bot.cite.citations import label_for
-from bot.cite.sentences import merge_sentences, render, sentences_of
+from bot.cite.sentences import merge_sentences, render, sentences_of, timed_lines
 from bot.models import NumberedSource
 from retrieval.models import Hit
 

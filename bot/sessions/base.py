@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from bot.errors import ConfigError
 from bot.models import ThreadKey
-from bot.sessions.records import AuditEntry, Exchange, ExchangeRecord, QueryRecord
+from bot.sessions.records import AuditEntry, Exchange, ExchangeRecord, LoggedAnswer, QueryRecord
 
 EVENT_TTL_S = 24 * 3600.0
 """How long a processed event id is remembered."""
@@ -102,6 +102,12 @@ class Sessions(Protocol):
     async def scrub_answers(self, source_id: str) -> int:
         """Stored answers that cited ``source_id`` keep their question but lose the
         answer, its sources, citations and research trace; returns how many."""
+        ...
+
+    async def asked(
+        self, kb: str, since: float, until: float, limit: int = 1_000_000
+    ) -> list[LoggedAnswer]:
+        """The exchanges of ``kb`` in ``[since, until)`` with platform and 👍/👎, oldest first."""
         ...
 
 

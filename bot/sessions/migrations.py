@@ -112,11 +112,22 @@ CREATE INDEX audit_by_time ON audit (at);
 CREATE INDEX audit_by_source ON audit (kb, source_id, at)
 """
 
+# Which knowledge base an exchange asked (insights are per knowledge base); older rows
+# take it from their searches in the query log.
+M005_EXCHANGE_KB = """
+ALTER TABLE exchanges ADD COLUMN kb TEXT;
+UPDATE exchanges SET kb = (
+    SELECT q.kb FROM query_log q WHERE q.exchange_id = exchanges.id ORDER BY q.id LIMIT 1
+) WHERE kb IS NULL;
+CREATE INDEX exchanges_by_kb ON exchanges (kb, created_at)
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("m001_initial", M001_INITIAL),
     ("m002_query_log", M002_QUERY_LOG),
     ("m003_claimant", M003_CLAIMANT),
     ("m004_audit", M004_AUDIT),
+    ("m005_exchange_kb", M005_EXCHANGE_KB),
 )
 
 

@@ -1,5 +1,5 @@
 """What the session store keeps: exchanges as history, everything stored about an answer,
-and the query log's records."""
+the query log's records, and an exchange as insights reads it (``LoggedAnswer``)."""
 
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ class ExchangeRecord:
     input_tokens: int = 0
     output_tokens: int = 0
     research_trace: Any = None
+    kb: str | None = None
 
     def row(self, session_id: int, created_at: float) -> tuple[Any, ...]:
         """The values of an ``exchanges`` row, in ``EXCHANGE_COLUMNS`` order."""
@@ -60,6 +61,7 @@ class ExchangeRecord:
             self.output_tokens,
             None if self.research_trace is None else as_json(self.research_trace),
             created_at,
+            self.kb,
         )
 
 
@@ -67,7 +69,7 @@ class ExchangeRecord:
 EXCHANGE_COLUMNS = (
     'session_id, "user", question, standalone_query, answer, kind, mode, sources_json,'
     " citations_json, timings_json, input_tokens, output_tokens, research_trace_json,"
-    " created_at"
+    " created_at, kb"
 )
 
 
@@ -96,6 +98,69 @@ class AuditEntry:
     title: str = ""
     detail: str = ""
     at: float = 0.0  # set by the store when 0
+
+
+OUTCOMES = ("answered", "extractive", "nothing_found", "error")
+"""How a question ended, as insights counts it (a greeting or help is "answered")."""
+
+LOW_SUPPORT = 0.35
+"""A cited answer whose best citation's support is below this leaned on a weak passage."""
+
+
+@dataclass(frozen=True)
+class LoggedAnswer:
+    """One stored question and its answer, as insights reads it."""
+
+    id: int
+    created_at: float
+    platform: str
+    kb: str
+    user: str
+    question: str
+    answer: str
+    kind: str
+    mode: str
+    citations: Sequence[dict[str, Any]] = ()
+    sources: Sequence[dict[str, Any]] = ()
+    total_ms: float | None = None
+    up: int = 0
+    down: int = 0
+
+    @property
+    def outcome(self) -> str:
+        """One of ``OUTCOMES``."""
+        if self.kind in ("nothing_found", "error", "extractive"):
+            return self.kind
+        return "answered"
+
+    @property
+    def support(self) -> float | None:
+        """The best citation's support, None when nothing was cited or measured."""
+        values = [c["support"] for c in self.citations if isinstance(c.get("support"), int | float)]
+        return max(values) if values else None
+
+    @property
+    def shortfall(self) -> str | None:
+        """Why this question counts as one the archive fell short on, or None:
+        "unanswered" (nothing found), "disliked" (more 👎 than 👍) or "low support"."""
+        if self.kind == "nothing_found":
+            return "unanswered"
+        if self.down > self.up:
+            return "disliked"
+        support = self.support
+        if self.kind in ("answer", "extractive") and support is not None and support < LOW_SUPPORT:
+            return "low support"
+        return None
+
+    def cited_sources(self) -> list[dict[str, Any]]:
+        """The numbered sources its citations point at, each once, in citation order."""
+        by_n = {s.get("n"): s for s in self.sources}
+        seen: list[dict[str, Any]] = []
+        for c in self.citations:
+            s = by_n.get(c.get("source_n", c.get("n")))
+            if s is not None and s not in seen:
+                seen.append(s)
+        return seen
 
 
 def without_quotes(record: ExchangeRecord) -> ExchangeRecord:

@@ -26,6 +26,7 @@ from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 from bot.errors import InvalidInput
 from bot.models import ThreadKey
 from bot.sessions import privacy
+from bot.sessions.asked import asked
 from bot.sessions.base import EVENT_TTL_S
 from bot.sessions.driver import Connection, Driver, Row
 from bot.sessions.migrations import LEDGER, MIGRATIONS, statements
@@ -35,6 +36,7 @@ from bot.sessions.records import (
     AuditEntry,
     Exchange,
     ExchangeRecord,
+    LoggedAnswer,
     QueryRecord,
     as_json,
     without_quotes,
@@ -332,3 +334,10 @@ class SqlSessions:
     async def scrub_answers(self, source_id: str) -> int:
         """Stored answers that cited a forgotten source lose its words; how many."""
         return await privacy.scrub_answers(self.driver, source_id)
+
+    @_translated
+    async def asked(
+        self, kb: str, since: float, until: float, limit: int = 1_000_000
+    ) -> list[LoggedAnswer]:
+        """The exchanges of ``kb`` in ``[since, until)`` with platform and 👍/👎, oldest first."""
+        return await asked(self.driver, kb, since, until, limit)

@@ -1,18 +1,21 @@
-"""Audio and video files: decoded with PyAV (FFmpeg inside the wheel), transcribed by a
-``Transcriber`` into one timed unit per sentence, like the cues of a WebVTT file."""
+"""Audio and video files: decoded with PyAV (FFmpeg inside the wheel) a chunk at a time,
+transcribed by a ``Transcriber`` into one timed unit per sentence, like the cues of a
+WebVTT file. Memory stays flat whatever the recording's length."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import av
 import numpy as np
+import numpy.typing as npt
 
 from retrieval.chunking import Unit
 from retrieval.errors import IngestError
 from retrieval.models import Kind
-from retrieval.transcribe import SAMPLE_RATE, Audio, OnProgress, Transcriber
+from retrieval.transcribe import SAMPLE_RATE, Audio, OnProgress, Transcriber, chunked
 
 AUDIO_SUFFIXES = frozenset({".mp3", ".m4a", ".wav", ".ogg"})
 VIDEO_SUFFIXES = frozenset({".webm", ".mp4", ".mov", ".mkv"})
@@ -38,15 +41,11 @@ def _ffmpeg_reason(exc: av.FFmpegError) -> str:
 
 
 def decode_audio(path: Path) -> Audio:
-    """The first audio track of ``path`` as mono 16 kHz float32; an ``IngestError``
-    saying why when the file is not media, has no audio track, or cannot be decoded."""
+    """The first audio track of ``path`` as mono 16 kHz float32, decoded chunk by chunk as
+    the transcriber asks (``Audio``); an ``IngestError`` saying why when the file is not
+    media or has no audio track (at once), or cannot be decoded (when it is reached)."""
     name = str(path)
-    try:
-        container = av.open(name, mode="r", metadata_errors="ignore")
-    except av.FFmpegError as exc:
-        raise IngestError(
-            name, f"not a media file FFmpeg can read ({_ffmpeg_reason(exc)}); is it corrupt?"
-        ) from exc
+    container = _open(name)
     with container:
         if not container.streams.audio:
             raise IngestError(name, "no audio track: there is nothing to transcribe")
@@ -55,9 +54,30 @@ def decode_audio(path: Path) -> Audio:
             not (v.disposition & av.stream.Disposition.attached_pic)  # cover art is not video
             for v in container.streams.video
         )
+        duration = (
+            float(stream.duration * stream.time_base)
+            if stream.duration and stream.time_base
+            else (container.duration or 0) / av.time_base
+        )
+    return Audio(chunked(_pieces(name)), has_video, duration)
+
+
+def _open(name: str) -> av.container.InputContainer:
+    try:
+        return av.open(name, mode="r", metadata_errors="ignore")
+    except av.FFmpegError as exc:
+        raise IngestError(
+            name, f"not a media file FFmpeg can read ({_ffmpeg_reason(exc)}); is it corrupt?"
+        ) from exc
+
+
+def _pieces(name: str) -> Iterator[npt.NDArray[np.float32]]:
+    """The first audio track, resampled, a block at a time (the file open only while
+    it is being read)."""
+    with _open(name) as container:
+        stream = container.streams.audio[0]
         resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
         fifo = av.AudioFifo()
-        blocks: list[np.ndarray] = []
         decoded = 0
         try:
             for frame in container.decode(stream):
@@ -65,10 +85,10 @@ def decode_audio(path: Path) -> Audio:
                 fifo.write(frame)
                 decoded += 1
                 if fifo.samples >= _FIFO_SAMPLES:
-                    blocks.extend(f.to_ndarray()[0] for f in resampler.resample(fifo.read()))
+                    yield from (f.to_ndarray()[0] for f in resampler.resample(fifo.read()))
             if fifo.samples:
-                blocks.extend(f.to_ndarray()[0] for f in resampler.resample(fifo.read()))
-            blocks.extend(f.to_ndarray()[0] for f in resampler.resample(None))
+                yield from (f.to_ndarray()[0] for f in resampler.resample(fifo.read()))
+            yield from (f.to_ndarray()[0] for f in resampler.resample(None))
         except av.error.DecoderNotFoundError as exc:
             raise IngestError(
                 name,
@@ -81,10 +101,6 @@ def decode_audio(path: Path) -> Audio:
             raise IngestError(
                 name, f"the audio track ({codec}) cannot be decoded{where}: {_ffmpeg_reason(exc)}"
             ) from exc
-    samples = np.concatenate(blocks).astype(np.float32) if blocks else np.zeros(0, np.float32)
-    if len(samples) < SAMPLE_RATE // 10:
-        raise IngestError(name, "the audio track is empty (shorter than 0.1 s)")
-    return Audio(samples, has_video)
 
 
 def read_media(

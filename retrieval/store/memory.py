@@ -107,7 +107,8 @@ class MemoryStore:
         out: list[UpsertResult | SearchUnavailable] = []
         for item in items:  # the flip: from here on each source is its new generation
             source = item.doc.source
-            records[source.id] = _Record(SourceInfo(source, len(item.doc.segments)), generation)
+            info = SourceInfo(source, len(item.doc.segments), indexed_at=generation / 1e6)
+            records[source.id] = _Record(info, generation)
             removed = self._drop_older(units, source.id, generation)
             status = "updated" if source.id in previous else "added"
             out.append(UpsertResult(status, len(item.doc.segments), removed))

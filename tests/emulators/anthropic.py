@@ -314,6 +314,7 @@ class AnthropicEmulator:
         self.api_key = api_key
         self.default = default  # used when the queue is empty; None answers 500
         self.requests: list[RecordedRequest] = []
+        self.hung_up = 0  # streams the client closed before their end
         self._queue: deque[Responder] = deque()
         self._cached: set[str] = set()
         self._runner: web.AppRunner | None = None
@@ -466,7 +467,11 @@ class AnthropicEmulator:
                     headers={"request-id": rid},
                 )
             return web.json_response(message, headers={"request-id": rid})
-        return await self._stream(request, reply, message, rid)
+        try:
+            return await self._stream(request, reply, message, rid)
+        except ConnectionError:  # the client hung up mid-stream (it stopped listening)
+            self.hung_up += 1
+            return web.Response()
 
     async def _stream(
         self, request: web.Request, reply: Reply, message: dict[str, Any], rid: str

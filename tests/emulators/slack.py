@@ -228,6 +228,7 @@ class SlackEmulator:
         self.rate_limited: dict[str, int] = {}  # method -> how many more calls get a 429
         self.files: dict[str, bytes] = {}  # file id -> its bytes
         self.downloads: list[tuple[str, bool]] = []  # (file id, authorized) per request
+        self.sent: dict[str, int] = {}  # file id -> bytes written to the downloader
         self._clock = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -435,7 +436,18 @@ class SlackEmulator:
             raise web.HTTPFound("/signin")
         if file_id not in self.files:
             raise web.HTTPNotFound()
-        return web.Response(body=self.files[file_id], content_type="application/octet-stream")
+        # Streamed without a length (as a CDN may): the downloader sees the size as it comes.
+        resp = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        await resp.prepare(request)
+        data, self.sent[file_id] = self.files[file_id], 0
+        try:
+            for at in range(0, len(data), 1 << 16):
+                await resp.write(data[at : at + (1 << 16)])
+                self.sent[file_id] += len(data[at : at + (1 << 16)])
+            await resp.write_eof()
+        except (ConnectionError, RuntimeError):
+            pass  # the downloader hung up
+        return resp
 
     async def _signin(self, request: web.Request) -> web.Response:
         return web.Response(text="<html>Sign in to Slack</html>", content_type="text/html")

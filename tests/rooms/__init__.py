@@ -14,4 +14,5 @@ PLATFORM = Platform(
     doctor="tests.rooms.adapter:check_rooms",
     poster="tests.rooms.adapter:post_to_rooms",
     channel="ROOM",
+    cli="tests.rooms.adapter:rooms_app",
 )

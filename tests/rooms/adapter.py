@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import typer
+
 from adapters.chat.conversation import NOT_ALLOWED, Conversation, Incoming
 from adapters.chat.live import LiveEdits
 from adapters.chat.view import link_markers, source_lines, wants_feedback
@@ -150,3 +152,12 @@ async def post_to_rooms(settings: Settings, channel: str, markdown: str) -> None
     """One message to a room (announced summaries)."""
     _connect(settings)
     await API.post(channel, markdown)
+
+
+rooms_app = typer.Typer(name="rooms", help="Rooms set-up commands.", no_args_is_help=True)
+
+
+@rooms_app.command("list")
+def list_rooms() -> None:
+    """The rooms Quorum has posted in."""
+    typer.echo(", ".join(sorted({p["room"] for p in API.posted})) or "none")

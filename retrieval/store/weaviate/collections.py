@@ -207,6 +207,22 @@ class Collections:
                     )
         return found
 
+    async def _live_generation(self, kb: str, source_id: str) -> _Filters | None:
+        """The filter that keeps only ``source_id``'s live generation (None: the source
+        is not listed). A read that pages or limits must ask for it in the query: filtering
+        afterwards would fill a page with an older generation's units and drop them."""
+        res = await self.sources_collection(kb).query.fetch_objects(
+            filters=Filter.by_property("source_id").equal(source_id),
+            limit=1,
+            return_properties=["generation"],
+        )
+        if not res.objects:
+            return None
+        generation = int(res.objects[0].properties.get("generation") or 0)
+        if generation:
+            return Filter.by_property("generation").equal(generation)
+        return Filter.by_property("generation").is_none(True)  # written before generations
+
     async def _live(self, kb: str, objects: Sequence[Any]) -> list[Any]:
         """The objects that belong to their source's live generation."""
         ids = sorted({str(o.properties.get("source_id")) for o in objects})

@@ -41,6 +41,11 @@ async def open_weaviate(config: RetrievalConfig) -> AsyncIterator[WeaviateStore]
         )
 
 
+DATA_DIR_NAMES = ("weaviate-server", "weaviate")
+"""What Weaviate keeps under the data dir: the server's state and data, or the embedded
+client's data."""
+
+
 def _load_store() -> None:
     """Import the store and the client library (on a worker thread: the event loop and
     the server's start go on meanwhile)."""
@@ -59,7 +64,7 @@ async def _endpoint(
         binary = find_binary(config.weaviate_binary)
         if binary is None:
             return await _client_embedded(config, stack)
-        server = EmbeddedServer(config.data_dir / "weaviate-server", binary)
+        server = EmbeddedServer(config.data_dir / DATA_DIR_NAMES[0], binary)
         starting = asyncio.ensure_future(asyncio.to_thread(server.start))
         try:
             await asyncio.to_thread(meanwhile)
@@ -93,7 +98,7 @@ async def _client_embedded(config: RetrievalConfig, stack: contextlib.AsyncExitS
     from weaviate.embedded import EmbeddedOptions, EmbeddedV4
 
     opts = EmbeddedOptions(
-        persistence_data_path=str(config.data_dir / "weaviate"),
+        persistence_data_path=str(config.data_dir / DATA_DIR_NAMES[1]),
         version=WEAVIATE_VERSION,
         hostname="127.0.0.1",
         additional_env_vars={"DISABLE_TELEMETRY": "true", "GO_PROFILING_DISABLE": "true"},

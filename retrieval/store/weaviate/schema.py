@@ -244,4 +244,9 @@ def source_from_object(obj: Any) -> SourceInfo:
         content_hash=str(p.get("content_hash") or ""),
         description=p.get("description"),
     )
-    return SourceInfo(source=source, segments=int(p.get("segment_count") or 0))
+    generation = p.get("generation")  # microseconds since the epoch, when it was written
+    return SourceInfo(
+        source=source,
+        segments=int(p.get("segment_count") or 0),
+        indexed_at=int(generation) / 1e6 if generation else None,
+    )

@@ -256,8 +256,11 @@ class WeaviateStore(Writes):
             return []
         col, only = self._of_level(kb, level)
         span = of_source(source_id, positions, start_s, end_s)
-        where = span if only is None else Filter.all_of([only, span])
         with translate_errors(self.url):
+            live_only = await self._live_generation(kb, source_id)
+            if live_only is None:
+                return []
+            where = Filter.all_of([f for f in (only, span, live_only) if f is not None])
             res = await col.query.fetch_objects(
                 filters=where,
                 sort=Sort.by_property("source_id").by_property("position"),

@@ -6,12 +6,17 @@ A source becomes visible whole or not at all. Each write of a source is a *gener
 generation, then the source record is written naming it (the flip), then older
 generations are deleted. Every read keeps only segments of a source's live generation,
 so a crash (of Quorum or of Weaviate) mid-write leaves invisible orphans, never half a
-source; ``clean_orphans`` (run at the start of each ingest) deletes them.
+source; ``clean_orphans`` (run at the start of each ingest) deletes them: an older
+generation of a live source at once, a generation no record names once it is an hour
+old (a younger one may be another ingest still writing; README says the same). The
+clean-up after a flip is best-effort: if Weaviate fails then, the new version is live
+all the same and the write reports it so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -32,6 +37,8 @@ from retrieval.store.weaviate.schema import (
     segment_uuid,
     source_uuid,
 )
+
+log = logging.getLogger("quorum.store")
 
 
 def _source_object(item: Embedded, generation: int) -> DataObject[Any, Any]:
@@ -104,9 +111,16 @@ class Writes(Collections):
         with translate_errors(self.url):
             failed = await self._insert_units(kb, items, generation, batch_size)
             await self._flip(kb, items, generation, failed, batch_size)
-            flipped = [ids[n] for n in range(len(items)) if n not in failed]
-            removed = await self._drop_older_many(kb, flipped, generation)
-            await self._drop_unflipped(kb, [ids[n] for n in failed], generation)
+        flipped = [ids[n] for n in range(len(items)) if n not in failed]
+        removed: dict[str, int] = {}
+        try:
+            with translate_errors(self.url):
+                removed = await self._drop_older_many(kb, flipped, generation)
+                await self._drop_unflipped(kb, [ids[n] for n in failed], generation)
+        except SearchUnavailable as exc:
+            # The new versions are live already; what older ones left is invisible and the
+            # next ingest's clean-up takes it. Reporting them "failed" would be untrue.
+            log.warning("clearing older versions after the switch-over failed: %s", exc)
         out: list[UpsertResult | SearchUnavailable] = []
         for n, item in enumerate(items):
             sid = item.doc.source.id

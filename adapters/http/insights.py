@@ -1,0 +1,206 @@
+"""Insights over HTTP, for admins only (``QUORUM_ADMIN_TOKENS``, ``token:kb`` pairs):
+
+    GET  /api/insights?kb=&days=|since=&until=&gaps=   JSON (``adapters.shapes.report_json``)
+    GET  /insights                                     a form that takes the admin token
+    POST /insights                                     the token traded for a signed link
+    GET  /insights/{link}?days=                        the page, for the link's knowledge base
+
+An admin token opens its own knowledge base's insights and nothing else: a plain API
+token gets 403, another knowledge base's admin token 403, no token 401. The page is
+reached through a signed link (``retrieval.share``), scoped to one knowledge base and to
+insights (a recording's link does not open it, nor it a recording), which expires and
+dies with the secret; the token itself never rides in a URL.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, date, datetime
+from typing import Protocol
+
+from aiohttp import web
+
+from adapters.http import insights_view as view
+from adapters.http.api import _guarded, _problem, _Reject, bearer, owner, parse_tokens
+from adapters.http.pages import HEADERS, STARTING, _refused
+from adapters.http.views import message
+from adapters.shapes import report_json
+from bot.config import Settings
+from bot.insights import Insights, Report
+from bot.wiring import CoreServices
+from retrieval.errors import InvalidInput
+from retrieval.links import media_link, page_link
+from retrieval.share import BadLink
+
+log = logging.getLogger("quorum.insights")
+
+INSIGHTS = "~insights"
+"""The object an insights link grants (no source id starts with "~")."""
+LINK_TTL_S = 7 * 86400.0
+MAX_DAYS = 3660
+PAGE_HEADERS = {**HEADERS, "Content-Security-Policy": view.CSP, "Cache-Control": "no-store"}
+
+
+class Served(Protocol):
+    """What insights need of the server: the settings, and the running core once it is up."""
+
+    @property
+    def settings(self) -> Settings:
+        """The settings the server runs with."""
+        ...
+
+    @property
+    def services(self) -> CoreServices | None:
+        """The core's services (None while starting)."""
+        ...
+
+
+def _html(status: int, body: str) -> web.Response:
+    return web.Response(
+        status=status, text=body, content_type="text/html", charset="utf-8", headers=PAGE_HEADERS
+    )
+
+
+def _day(value: str | None, field: str) -> float | None:
+    """A ``YYYY-MM-DD`` query value as the start of that day (UTC)."""
+    if not value:
+        return None
+    try:
+        d = date.fromisoformat(value)
+    except ValueError:
+        raise InvalidInput(f"{field} must be a date like 2026-01-31.") from None
+    return datetime(d.year, d.month, d.day, tzinfo=UTC).timestamp()
+
+
+def time_range(query: dict[str, str]) -> tuple[float, float | None, int | None]:
+    """(since, until, days) from ``days`` (default 30) or ``since``/``until`` (UTC days)."""
+    raw = query.get("days", "30")
+    try:
+        days = int(raw)
+    except ValueError:
+        raise InvalidInput("days must be a whole number of days.") from None
+    if not 1 <= days <= MAX_DAYS:
+        raise InvalidInput(f"days must be between 1 and {MAX_DAYS}.")
+    since = _day(query.get("since"), "since")
+    until = _day(query.get("until"), "until")
+    end = None if until is None else until + 86400
+    start = since if since is not None else (end or time.time()) - days * 86400
+    if end is not None and end <= start:
+        raise InvalidInput("until is before since.")
+    return start, end, None if since is not None or until is not None else days
+
+
+class InsightsRoutes:
+    """The insights routes over a running core."""
+
+    def __init__(self, server: Served, api_tokens: dict[str, str]) -> None:
+        self.server = server
+        self.api_tokens = api_tokens  # told apart from unknown ones: 403, not 401
+        self.admins = parse_tokens(server.settings.admin_tokens, "QUORUM_ADMIN_TOKENS")
+        self.users = server.settings.insights_users
+        self._insights: Insights | None = None
+
+    def add_routes(self, app: web.Application) -> None:
+        """Register the routes."""
+        app.router.add_get("/api/insights", _guarded(self.api))
+        app.router.add_get("/insights", self.form)
+        app.router.add_post("/insights", self.login)
+        app.router.add_get("/insights/{link}", self.page)
+
+    def insights(self, services: CoreServices) -> Insights:
+        """One ``Insights`` (and its cache of reports) for the running core."""
+        if self._insights is None or self._insights.sessions is not services.sessions:
+            r = services.retrieval
+            self._insights = Insights(
+                sessions=services.sessions, embedder=r.embedder, archives=r.search.archive
+            )
+        return self._insights
+
+    def _services(self) -> CoreServices:
+        services = self.server.services
+        if services is None:
+            raise _Reject(_problem(503, "Quorum is starting; try again in a few seconds."))
+        return services
+
+    async def api(self, request: web.Request) -> web.StreamResponse:
+        """GET /api/insights: one knowledge base's insights, for its admin token."""
+        sent = bearer(request, "QUORUM_ADMIN_TOKENS")
+        kb = owner(self.admins, sent)
+        if kb is None:
+            if owner(self.api_tokens, sent) is not None:
+                return _problem(403, "Insights need an admin token (QUORUM_ADMIN_TOKENS).")
+            return _problem(401, "Unknown admin token.")
+        asked = request.query.get("kb")
+        if asked is not None and asked != kb:
+            return _problem(403, f"This token may not read knowledge base {asked!r}.")
+        since, until, _ = time_range(dict(request.query))
+        gaps = request.query.get("gaps", "true").lower() not in ("0", "false", "no", "off")
+        report = await self.insights(self._services()).report(kb, since, until, gaps=gaps)
+        return web.json_response(report_json(report, self.users))
+
+    async def form(self, request: web.Request) -> web.Response:
+        """GET /insights: the admin token form."""
+        return _html(200, view.login())
+
+    async def login(self, request: web.Request) -> web.Response:
+        """POST /insights: a valid admin token is sent on to its signed page."""
+        form = await request.post()
+        token = form.get("token")
+        sent = token.strip().encode("utf-8", "backslashreplace") if isinstance(token, str) else b""
+        kb = owner(self.admins, sent) if sent else None
+        if kb is None:
+            return _html(403, view.login("That is not an admin token."))
+        services = self.server.services
+        signer = services.retrieval.search.signer if services else None
+        if signer is None:
+            raise _refused(*STARTING)
+        raise web.HTTPSeeOther(f"/insights/{signer.token(kb, INSIGHTS, ttl_s=LINK_TTL_S)}")
+
+    async def page(self, request: web.Request) -> web.Response:
+        """GET /insights/{link}: the insights page of the link's knowledge base."""
+        services = self.server.services
+        if services is None:
+            raise _refused(*STARTING)
+        signer = services.retrieval.search.signer
+        try:
+            if signer is None:
+                raise BadLink()
+            grant = signer.check(request.match_info["link"])
+            if grant.source_id != INSIGHTS:
+                raise BadLink()
+        except BadLink as exc:
+            title = "This link has expired" if exc.expired else "This link does not work"
+            text = "Ask for insights again." if exc.expired else "The link is incomplete."
+            return _html(403, message(title, text))
+        try:
+            since, until, days = time_range(dict(request.query))
+        except InvalidInput as exc:
+            return _html(422, message("That range does not work", str(exc)))
+        report = await self.insights(services).report(grant.kb, since, until)
+
+        def href(source_id: str, start_s: float | None, page: int | None) -> str | None:
+            if not source_id:
+                return None
+            url = signer.page(grant.kb, source_id)
+            if start_s is not None:
+                return media_link(url, start_s)
+            return page_link(url, page) if page is not None else url
+
+        return _html(
+            200,
+            view.report_page(
+                report, days=days, range_href=view.range_query, href=href, users=self.users
+            ),
+        )
+
+
+def link(services: CoreServices, kb: str) -> str | None:
+    """A signed link to ``kb``'s insights page (None when pages are off)."""
+    signer = services.retrieval.search.signer
+    if signer is None:
+        return None
+    return f"{signer.public_url}/insights/{signer.token(kb, INSIGHTS, ttl_s=LINK_TTL_S)}"
+
+
+__all__ = ["INSIGHTS", "InsightsRoutes", "Report", "link"]

@@ -1,0 +1,252 @@
+"""Quorum's own pages, where a citation opens (``retrieval.share`` signs their links):
+
+    GET /v/{token}         a recording's player and transcript, or a document's text
+    GET /v/{token}/media   the recording (HTTP Range: 206 Partial Content)
+    GET /v/{token}/file    the document file itself (a PDF inline)
+
+Any caller may be hostile. A token that is malformed, tampered with or expired gets a
+403 page that says which and nothing more; a source since removed gets 404. A URL never
+names a file: the token names a source, and only that source's own media or file is
+served (``retrieval.kept_media``). Every response carries the security headers below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from adapters.http import views
+from bot.cite.sentences import Sentence, link_second, merge_sentences, sentences_of
+from bot.wiring import CoreServices
+from retrieval.errors import InvalidInput, QuorumError
+from retrieval.kept_media import PLAYABLE, content_type, find_file, find_media
+from retrieval.models import Hit, Source
+from retrieval.search import KbArchive
+from retrieval.share import BadLink, Grant
+
+log = logging.getLogger("quorum.pages")
+
+MAX_UNITS = 5000  # a page reads at most this many stored windows of one source
+HEADERS = {
+    "Content-Security-Policy": views.CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",  # the token must not leak to a linked site
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+    "X-Robots-Tag": "noindex, nofollow",
+}
+
+
+class Served(Protocol):
+    """What the pages need of the server: the running core, once it is up."""
+
+    @property
+    def services(self) -> CoreServices | None:
+        """The core's services (None while starting)."""
+        ...
+
+
+def _html(status: int, body: str) -> web.Response:
+    return web.Response(
+        status=status,
+        text=body,
+        content_type="text/html",
+        charset="utf-8",
+        headers={**HEADERS, "Cache-Control": "private, no-store"},
+    )
+
+
+def _refused(status: int, title: str, text: str) -> web.HTTPException:
+    cls: Callable[..., web.HTTPException] = {
+        403: web.HTTPForbidden,
+        404: web.HTTPNotFound,
+        503: web.HTTPServiceUnavailable,
+    }[status]
+    return cls(
+        text=views.message(title, text),
+        content_type="text/html",
+        headers={**HEADERS, "Cache-Control": "no-store"},
+    )
+
+
+FORBIDDEN = (403, "This link does not work", "The link is incomplete or was changed.")
+EXPIRED = (
+    403,
+    "This link has expired",
+    "Links to Quorum's pages work for a limited time. Ask Quorum again for a fresh link.",
+)
+REMOVED = (404, "Not found", "This source is no longer in Quorum's archive.")
+STARTING = (503, "Quorum is starting", "Try again in a few seconds.")
+DOWN = (503, "The archive is not reachable", "Try again in a minute.")
+
+
+class Pages:
+    """The page routes over a running core."""
+
+    def __init__(self, server: Served) -> None:
+        self.server = server
+
+    def add_routes(self, app: web.Application) -> None:
+        """Register the routes (GET and HEAD)."""
+        app.router.add_get("/v/{token}", self.page)
+        app.router.add_get("/v/{token}/media", self.media)
+        app.router.add_get("/v/{token}/file", self.file)
+
+    async def _open(self, request: web.Request) -> tuple[CoreServices, Grant, KbArchive, Source]:
+        """The grant a request's token carries and its source, or the refusal page."""
+        services = self.server.services
+        if services is None:
+            raise _refused(*STARTING)
+        signer = services.retrieval.search.signer
+        if signer is None:
+            raise _refused(*REMOVED)
+        try:
+            grant = signer.check(request.match_info["token"])
+        except BadLink as exc:
+            raise _refused(*(EXPIRED if exc.expired else FORBIDDEN)) from None
+        try:
+            archive = services.retrieval.search.archive(grant.kb)
+            infos = await archive.sources()
+        except InvalidInput:  # a knowledge base name the store refuses: nothing there
+            raise _refused(*REMOVED) from None
+        except QuorumError:
+            log.warning("listing sources for a page failed", exc_info=True)
+            raise _refused(*DOWN) from None
+        source = next((i.source for i in infos if i.source.id == grant.source_id), None)
+        if source is None:
+            raise _refused(*REMOVED)
+        return services, grant, archive, source
+
+    async def page(self, request: web.Request) -> web.Response:
+        """A recording's or a document's page."""
+        services, grant, archive, source = await self._open(request)
+        try:
+            units = await units_of(archive, source.id)
+        except QuorumError:  # the store went away between the two reads
+            log.warning("reading %s for its page failed", source.id, exc_info=True)
+            raise _refused(*DOWN) from None
+        meta = " · ".join(
+            x
+            for x in (
+                source.recorded_at.isoformat() if source.recorded_at else "",
+                ", ".join(source.speakers[:6]),
+            )
+            if x
+        )
+        base = request.path.rstrip("/")
+        timed = any(u.segment.start_s is not None for u in units)
+        if source.kind in ("video", "audio") or timed:
+            media_dir = services.settings.media_dir
+            found = await asyncio.to_thread(find_media, media_dir, grant.kb, source)
+            notes = []
+            if found.gone:
+                notes.append(
+                    f"The recording's file ({found.gone}) is no longer where it was ingested "
+                    "from, so it cannot play here; the transcript is below."
+                )
+            elif found.path and found.path.suffix.lower() not in PLAYABLE:
+                notes.append(
+                    f"Browsers may not play {found.path.suffix} files; if it does not start, "
+                    "download it from the player's menu."
+                )
+            host = (urlsplit(source.url).hostname or "") if source.url else ""
+            body = views.recording(
+                title=source.title,
+                meta=meta,
+                lines=transcript_lines(units),
+                media_url=f"{base}/media" if found.path else None,
+                audio_only=source.kind == "audio"
+                or (found.path is not None and content_type(found.path).startswith("audio/")),
+                notes=notes,
+                external=source.url,
+                external_host=host.removeprefix("www."),
+            )
+            return _html(200, body)
+        found = await asyncio.to_thread(find_file, source)
+        pdf = found.path is not None and found.path.suffix.lower() == ".pdf"
+        notes = []
+        if found.gone:
+            notes.append(f"The file ({found.gone}) is no longer where it was ingested from.")
+        body = views.document(
+            title=source.title,
+            meta=meta,
+            passages=_passages(units),
+            file_url=f"{base}/file" if found.path else (source.url or None),
+            file_label="Open the PDF" if pdf else "Open the original file",
+            notes=notes,
+        )
+        return _html(200, body)
+
+    async def media(self, request: web.Request) -> web.StreamResponse:
+        """The source's recording, with Range support."""
+        services, grant, _, source = await self._open(request)
+        found = await asyncio.to_thread(find_media, services.settings.media_dir, grant.kb, source)
+        if found.path is None:
+            raise _refused(*REMOVED)
+        return _file_response(found.path)
+
+    async def file(self, request: web.Request) -> web.StreamResponse:
+        """The document the source was ingested from."""
+        _, _, _, source = await self._open(request)
+        found = await asyncio.to_thread(find_file, source)
+        if found.path is None:
+            raise _refused(*REMOVED)
+        return _file_response(found.path)
+
+
+def _file_response(path: Path) -> web.FileResponse:
+    return web.FileResponse(
+        path,
+        headers={
+            **HEADERS,
+            "Content-Type": content_type(path),
+            "Content-Disposition": "inline",
+            "Cache-Control": "private, max-age=3600",
+        },
+    )
+
+
+async def units_of(archive: KbArchive, source_id: str) -> list[Hit]:
+    """A source's stored windows in order (paged through the archive)."""
+    out: list[Hit] = []
+    while len(out) < MAX_UNITS:
+        page = await archive.transcript(source_id, offset=len(out), limit=500)
+        out.extend(page)
+        if len(page) < 500:
+            break
+    return out
+
+
+def transcript_lines(units: list[Hit]) -> list[views.Line]:
+    """A recording's sentences, once each (windows overlap), with their seconds."""
+    said: list[Sentence] = []
+    for unit in units:
+        merge_sentences(said, sentences_of(unit.segment))
+    lines = []
+    for s in said:
+        if s.start_s is None:
+            continue
+        second = link_second(s)
+        lines.append(views.Line(s.start_s, int(second or 0), s.speaker, s.text))
+    return lines
+
+
+def _passages(units: list[Hit]) -> list[views.Passage]:
+    """A document's passages, each once (windows overlap)."""
+    said: list[Sentence] = []
+    out: list[views.Passage] = []
+    for unit in units:
+        seg = unit.segment
+        before = len(said)
+        merge_sentences(said, sentences_of(seg))
+        text = " ".join(s.text for s in said[before:]).strip()
+        if text:
+            out.append(views.Passage(seg.position, seg.page, seg.heading, text))
+    return out

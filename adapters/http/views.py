@@ -1,0 +1,232 @@
+"""The HTML of Quorum's pages: a recording (player and transcript), a document, and the
+pages that say a link is invalid, expired or points at a removed source.
+
+Server-rendered, one small stylesheet and one small script, both inline and allowed by
+their hashes in the Content-Security-Policy (``adapters.http.pages``); no build step.
+Where a link opens rides in the URL's fragment (``#t=734``, ``#page=5``, ``#u=12``),
+which the script reads: the transcript line is highlighted and scrolled to, the player
+seeks there, the line being spoken follows playback, and clicking a line seeks to it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+
+from retrieval.links import format_timestamp
+
+CSS = """
+:root{color-scheme:light dark;font:16px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif}
+body{margin:0 auto;max-width:76rem;padding:0 1rem 2rem;overflow-wrap:anywhere}
+header{padding:1rem 0 .5rem}
+h1{font-size:1.3rem;margin:0 0 .2rem;line-height:1.3}
+.meta,.note{color:GrayText;margin:.2rem 0;font-size:.92rem}
+.note.warn{color:inherit;background:#fff3bf33;border-left:3px solid #e0a800;padding:.4rem .6rem}
+a{color:LinkText}
+a:focus-visible,li:focus-visible{outline:3px solid #3b82f6;outline-offset:2px}
+.rec{display:grid;grid-template-columns:minmax(0,5fr) minmax(0,6fr);gap:1.5rem;align-items:start}
+.player{position:sticky;top:0;padding:.5rem 0;background:Canvas;z-index:1}
+video{width:100%;max-height:60vh;background:#000;border-radius:.4rem}
+audio{width:100%}
+.transcript{list-style:none;margin:0;padding:0;max-height:calc(100vh - 7rem);overflow-y:auto}
+.transcript li{display:grid;grid-template-columns:4rem 1fr;gap:.2rem .5rem;padding:.35rem .5rem;
+border-radius:.4rem;cursor:pointer}
+.transcript li:hover{background:#8881}
+.transcript li.now{background:#3b82f622}
+.cited,.transcript li.cited{background:#ffd84d55;box-shadow:inset 4px 0 #e0a800}
+.time{font-variant-numeric:tabular-nums;text-decoration:none;color:GrayText;padding-top:.05rem}
+.who{font-weight:600;margin-right:.35rem}
+.doc section{padding:.1rem .8rem;margin:.6rem 0;border-radius:.4rem}
+.doc h2{font-size:1.05rem;margin:.6rem 0 .3rem}
+.doc h3{font-size:1rem;margin:.5rem 0 .2rem}
+.doc p{margin:.4rem 0;padding:.2rem .4rem;border-radius:.3rem;white-space:pre-line}
+@media (max-width:760px){
+.rec{grid-template-columns:1fr;gap:.5rem}
+.transcript{max-height:none;overflow:visible}
+.transcript li{grid-template-columns:3.4rem 1fr}
+video{max-height:32vh}
+}
+"""
+
+SCRIPT = """
+(function(){
+var m=document.getElementById('media'),ext=document.getElementById('ext');
+var lines=Array.prototype.slice.call(document.querySelectorAll('#transcript li'));
+var cited=null,now=null;
+function frag(k){var p=new URLSearchParams(location.hash.slice(1));return p.get(k);}
+function lineAt(t){var best=null;for(var i=0;i<lines.length;i++){
+ if(+lines[i].dataset.l<=t+0.05)best=lines[i];else break;}return best||lines[0]||null;}
+function said(v){if(v===null)return null;var x=parseFloat(v),b=null;
+ lines.forEach(function(l){if(!b||Math.abs(+l.dataset.s-x)<Math.abs(+b.dataset.s-x))b=l;});
+ return b;}
+function mark(el){if(cited)cited.classList.remove('cited');cited=el;if(!el)return;
+ el.classList.add('cited');el.scrollIntoView({block:el.tagName==='LI'?'center':'start'});}
+function deep(url,t){var u=new URL(url),h=u.hostname;
+ if(/(^|\\.)youtube\\.com$/.test(h)||h==='youtu.be'){u.searchParams.set('t',t+'s');return u.href;}
+ if(/(^|\\.)vimeo\\.com$/.test(h)){u.hash='t='+t+'s';return u.href;}
+ if(/(^|\\.)loom\\.com$/.test(h)){u.searchParams.set('t',t);return u.href;}
+ u.hash='t='+t;return u.href;}
+function fmt(s){var h=Math.floor(s/3600),mm=Math.floor(s%3600/60),ss=('0'+s%60).slice(-2);
+ return h?h+':'+('0'+mm).slice(-2)+':'+ss:mm+':'+ss;}
+function seek(t){if(!m)return;var go=function(){m.currentTime=t;var p=m.play();
+ if(p&&p.catch)p.catch(function(){});};
+ if(m.readyState>=1)go();else m.addEventListener('loadedmetadata',go,{once:true});}
+function open(){var t=frag('t'),pg=frag('page'),u=frag('u');
+ if(t!==null){var s=Math.max(0,parseInt(t,10)||0);
+  mark(said(frag('s'))||lines.filter(function(l){return +l.dataset.l===s;})[0]||lineAt(s));
+  seek(s);
+  if(ext){ext.href=deep(ext.dataset.url,s);
+   ext.textContent='Open at '+fmt(s)+' on '+ext.dataset.host;}}
+ else if(pg!==null){mark(document.getElementById('page-'+parseInt(pg,10)));
+  var f=document.getElementById('pdf');if(f)f.href=f.dataset.url+'#page='+parseInt(pg,10);}
+ else if(u!==null){mark(document.getElementById('u-'+parseInt(u,10)));}}
+lines.forEach(function(l){l.addEventListener('click',function(e){if(e.target.closest('a'))return;
+ var h=l.querySelector('a.time').getAttribute('href');
+ if(location.hash===h)open();else location.hash=h;});});
+document.addEventListener('click',function(e){var a=e.target.closest('a.time');
+ if(a&&location.hash===a.getAttribute('href')){e.preventDefault();open();}});
+if(m){m.addEventListener('timeupdate',function(){var l=lineAt(m.currentTime);if(l===now)return;
+ if(now)now.classList.remove('now');now=l;if(!l)return;l.classList.add('now');
+ if(!m.paused&&l!==cited)l.scrollIntoView({block:'nearest'});});
+ m.addEventListener('error',function(){var n=document.getElementById('unplayable');
+ if(n)n.hidden=false;});}
+window.addEventListener('hashchange',open);open();
+})();
+"""
+
+
+def _hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+# Only this stylesheet and this script may run on a page (no other inline code, no origin).
+CSP = (
+    f"default-src 'none'; style-src {_hash(CSS)}; script-src {_hash(SCRIPT)}; "
+    "media-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
+)
+
+
+@dataclass(frozen=True)
+class Line:
+    """One transcript line: a sentence, who said it, when, and where its link opens."""
+
+    start_s: float
+    link_s: int
+    speaker: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A passage of a document: its position (``#u=``), page or heading, and text."""
+
+    position: int
+    page: int | None
+    heading: str | None
+    text: str
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        '<meta name="referrer" content="no-referrer">'
+        f"<title>{escape(title)} · Quorum</title><style>{CSS}</style></head>"
+        f"<body>{body}<script>{SCRIPT}</script></body></html>"
+    )
+
+
+def _header(title: str, meta: str) -> str:
+    return f"<header><h1>{escape(title)}</h1><p class=meta>{escape(meta)}</p></header>"
+
+
+def message(title: str, text: str) -> str:
+    """A page that only says something (invalid, expired, removed, starting)."""
+    return _page(title, f"<header><h1>{escape(title)}</h1></header><p>{escape(text)}</p>")
+
+
+def recording(
+    *,
+    title: str,
+    meta: str,
+    lines: Sequence[Line],
+    media_url: str | None,
+    audio_only: bool,
+    notes: Sequence[str] = (),
+    external: str | None = None,
+    external_host: str = "",
+) -> str:
+    """A recording's page: the player (when Quorum has the media) and the transcript."""
+    parts = ['<main class=rec><section class=player aria-label="Player">']
+    if media_url:
+        tag = "audio" if audio_only else "video"
+        parts.append(
+            f'<{tag} id=media controls preload=metadata src="{escape(media_url)}"></{tag}>'
+            '<p id=unplayable class="note warn" hidden>Your browser cannot play this '
+            f'recording. <a href="{escape(media_url)}" download>Download it</a>.</p>'
+        )
+    for note in notes:
+        parts.append(f'<p class="note warn">{escape(note)}</p>')
+    if external:
+        parts.append(
+            f'<p><a id=ext rel="noopener noreferrer" href="{escape(external)}" '
+            f'data-url="{escape(external)}" data-host="{escape(external_host)}">'
+            f"Open on {escape(external_host)}</a></p>"
+        )
+    parts.append('</section><ol id=transcript class=transcript aria-label="Transcript">')
+    for line in lines:
+        who = f"<span class=who>{escape(line.speaker)}</span>" if line.speaker else ""
+        parts.append(
+            f'<li data-s="{line.start_s:.2f}" data-l="{line.link_s}">'
+            f'<a class=time href="#t={line.link_s}&amp;s={line.start_s:.1f}" aria-label="Play from '
+            f'{format_timestamp(line.link_s)}">{format_timestamp(line.start_s)}</a>'
+            f"<span>{who}{escape(line.text)}</span></li>"
+        )
+    if not lines:
+        parts.append("<li>No transcript is stored for this recording.</li>")
+    parts.append("</ol></main>")
+    return _page(title, _header(title, meta) + "".join(parts))
+
+
+def document(
+    *,
+    title: str,
+    meta: str,
+    passages: Sequence[Passage],
+    file_url: str | None,
+    file_label: str,
+    notes: Sequence[str] = (),
+) -> str:
+    """A document's page: its text by page or heading, and the file itself when kept."""
+    parts = []
+    if file_url:
+        parts.append(
+            f'<p><a id=pdf href="{escape(file_url)}" data-url="{escape(file_url)}" '
+            f'target=_blank rel="noopener">{escape(file_label)}</a></p>'
+        )
+    parts.extend(f'<p class="note warn">{escape(n)}</p>' for n in notes)
+    parts.append("<main class=doc>")
+    group: tuple[int | None, str | None] | None = None
+    for p in passages:
+        key = (p.page, p.heading)
+        if key != group:
+            if group is not None:
+                parts.append("</section>")
+            group = key
+            anchor = f' id="page-{p.page}"' if p.page is not None else ""
+            parts.append(f"<section{anchor}>")
+            if p.page is not None:
+                parts.append(f"<h2>Page {p.page}</h2>")
+            if p.heading:
+                path = [h.strip() for h in p.heading.split(" > ") if h.strip()]
+                level = min(3, 1 + len(path)) if path else 2
+                parts.append(f"<h{level}>{escape(' › '.join(path))}</h{level}>")
+        parts.append(f'<p id="u-{p.position}">{escape(p.text)}</p>')
+    if group is not None:
+        parts.append("</section>")
+    parts.append("</main>")
+    return _page(title, _header(title, meta) + "".join(parts))
