@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from adapters import lifecycle
 from adapters.lifecycle import _warm_up, served_kbs
 from bot.config import load_settings
 from bot.models import ThreadKey
@@ -19,8 +22,14 @@ from tests.sample_archive import load_sample
 
 
 async def test_warm_up_pays_every_knowledge_base_s_first_search_and_stores_nothing(
-    store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str, tmp_path: Path
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    kb: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The session's server holds every test's knowledge bases: more than serve warms.
+    monkeypatch.setattr(lifecycle, "WARM_KBS", 10_000)
     await load_sample(store, embedder, kb)
     # The default knowledge base is another, empty one: the API serves ``kb`` by token.
     settings = load_settings(data_dir=tmp_path / "data", default_kb=f"{kb}x")
