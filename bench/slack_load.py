@@ -9,8 +9,16 @@ long in place of search + Claude. The emulators and the load generator run on th
 event loop in another thread, so the loop the bot runs on is measured alone: a ticker
 task records its largest stall.
 
+Each run is made twice, once per way of showing an answer (``--stream``): ``off``, today's
+placeholder edited at most once a second, and ``all``, Slack's native streaming
+(``chat.startStream``/``appendStream``/``stopStream``) below that placeholder. Beside
+each other: the time to the first words of the answer the asker sees (the first edit
+holding answer text, or the stream's start) and to the last (the final edit, or the
+stream's end and its final rendering).
+
 Targets: ack p99 < 100 ms, time to placeholder p99 < 1 s, every question answered once.
-Run: ``.venv/bin/python bench/slack_load.py [--n 50] [--core engine|fake] [--claude-s 0.5]``.
+Run: ``.venv/bin/python bench/slack_load.py [--n 50] [--core engine|fake] [--claude-s 0.5]
+[--stream off,all]``.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from adapters.slack.app import build_slack_app, start_http
 from adapters.slack.reply import Background
 from bench.common import percentile
 from bot.config import load_settings
-from bot.models import Core, PartialAnswer, ProgressEvent
+from bot.models import Core, Event, PartialAnswer, ProgressEvent
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.slack import BOT_TOKEN, BOT_USER, SIGNING_SECRET, Delivery, SlackEmulator
 from tests.fakes import FakeCore, Script, answer
@@ -43,6 +51,7 @@ from tests.fakes import FakeCore, Script, answer
 console = Console()
 T = TypeVar("T")
 CHANNEL = "C0GENERAL"
+FIRST_WORDS = "From the archive"
 ACK_P99_MS = 100.0
 PLACEHOLDER_P99_S = 1.0
 QUESTIONS = [
@@ -113,7 +122,7 @@ def claude_replies(seconds: float) -> Any:
     def reply(body: dict[str, Any]) -> Reply:
         numbers = re.findall(r"^\[(\d+)\]", _prompt(body), flags=re.M)
         n = numbers[0] if numbers else "1"
-        text = f"From the archive: the team discussed this in the meeting [{n}]. " * 4
+        text = f"{FIRST_WORDS}: the team discussed this in the meeting [{n}]. " * 4
         return Reply(text=text, delay_s=seconds * 0.4, chunk_delay_s=seconds * 0.6 / 12)
 
     return reply
@@ -157,9 +166,13 @@ async def engine_core(data_dir: Path, claude_url: str, kb: str) -> AsyncIterator
 async def fake_core(data_dir: Path, n: int, seconds: float) -> AsyncIterator[tuple[Core, str]]:
     """A FakeCore that takes ``seconds`` per answer, with progress and partial events."""
     core = FakeCore(data_dir / "claims.sqlite3")
-    for _ in range(n):
-        events = (ProgressEvent("searching 'auth'"), PartialAnswer("From the archive"))
-        core.enqueue(Script(answer(), events=events, delay_s=seconds / 3))
+    words = [f"{FIRST_WORDS}: the team", f"{FIRST_WORDS}: the team discussed this"]
+    events: tuple[Event, ...] = (
+        ProgressEvent("searching 'auth'"),
+        *(PartialAnswer(w) for w in words),
+    )
+    for _ in range(2 * (n + 1)):  # both ways of showing, each with a warm-up question
+        core.enqueue(Script(answer(), events=events, delay_s=seconds / 4))
     try:
         yield core, f"FakeCore sleeping {seconds:.1f} s in place of search + Claude"
     finally:
@@ -205,12 +218,11 @@ async def settled(slack: SlackEmulator, sent: list[Sent], timeout_s: float) -> N
     await slack.wait_for(done, within_s=timeout_s)
 
 
-async def bench(n: int, core_kind: str, seconds: float) -> None:
+async def bench(n: int, core_kind: str, seconds: float, modes: list[str]) -> None:
     side = SideLoop()
-    slack, claude = SlackEmulator(), AnthropicEmulator(default=claude_replies(seconds))
-    await side.run(slack.start())
+    claude = AnthropicEmulator(default=claude_replies(seconds))
     await side.run(claude.start())
-    meter = StallMeter()
+    results: list[Timings] = []
     with tempfile.TemporaryDirectory(prefix="quorum-slack-bench-") as tmp:
         opened = (
             engine_core(Path(tmp), claude.url, "slackbench")
@@ -218,37 +230,105 @@ async def bench(n: int, core_kind: str, seconds: float) -> None:
             else fake_core(Path(tmp), n, seconds)
         )
         async with opened as (core, label):
-            console.print(f"[bold]core:[/] {label}; {n} mentions, each delivered twice")
-            settings = load_settings(
-                data_dir=Path(tmp),
-                slack_bot_token=BOT_TOKEN,
-                slack_signing_secret=SIGNING_SECRET,
-                slack_api_url=slack.api_url,
-                slack_kb="slackbench",
-            )
-            background = Background()
-            session = aiohttp.ClientSession()  # as run_slack does: kept-alive connections
-            app = build_slack_app(core, settings, background=background, session=session)
-            runner = await start_http(app, 0, "127.0.0.1")
-            slack.target = f"http://127.0.0.1:{runner.addresses[0][1]}/slack/events"
-            # one warm-up question (auth.test, model load, first connections)
-            await side.run(fire(slack, 1))
-            await background.drain()
-            slack.calls.clear()
-
-            meter.start()
-            t0 = time.time()
-            sent = await side.run(fire(slack, n))
-            await side.run(settled(slack, sent, timeout_s=120))
-            wall = time.time() - t0
-            await background.drain()
-            await meter.stop()
-            await runner.cleanup()
-            await session.close()
-    await side.run(slack.stop())
+            for mode in modes:
+                console.print(f"[bold]core:[/] {label}; {n} mentions, each delivered twice")
+                results.append(await one_run(side, core, Path(tmp), n, mode, label))
     await side.run(claude.stop())
     side.close()
-    report(slack, sent, wall, meter.worst_s, label)
+    compare(results, n)
+
+
+async def one_run(side: SideLoop, core: Core, tmp: Path, n: int, mode: str, label: str) -> Timings:
+    """n concurrent mentions against a fresh Slack emulator, answers shown as ``mode``."""
+    slack = SlackEmulator()
+    await side.run(slack.start())
+    meter = StallMeter()
+    settings = load_settings(
+        data_dir=tmp,
+        slack_bot_token=BOT_TOKEN,
+        slack_signing_secret=SIGNING_SECRET,
+        slack_api_url=slack.api_url,
+        slack_kb="slackbench",
+        slack_stream=mode,
+    )
+    background = Background()
+    session = aiohttp.ClientSession()  # as run_slack does: kept-alive connections
+    app = build_slack_app(core, settings, background=background, session=session)
+    runner = await start_http(app, 0, "127.0.0.1")
+    slack.target = f"http://127.0.0.1:{runner.addresses[0][1]}/slack/events"
+    # one warm-up question (auth.test, model load, first connections)
+    await side.run(fire(slack, 1))
+    await background.drain()
+    slack.calls.clear()
+
+    meter.start()
+    t0 = time.time()
+    sent = await side.run(fire(slack, n))
+    await side.run(settled(slack, sent, timeout_s=180))
+    await background.drain()
+    wall = time.time() - t0
+    await meter.stop()
+    await runner.cleanup()
+    await session.close()
+    await side.run(slack.stop())
+    report(slack, sent, wall, meter.worst_s, f"{label}; --stream {mode}")
+    return timings(slack, sent, mode)
+
+
+@dataclass
+class Timings:
+    """Seconds from each question to the first words of its answer and to the last."""
+
+    mode: str
+    first: list[float]
+    last: list[float]
+    calls: float  # Web API calls that changed the answer, per answer
+
+
+def timings(slack: SlackEmulator, sent: list[Sent], mode: str) -> Timings:
+    """When the asker saw words: an edit holding answer text (``off``, or a refused
+    stream) or a stream's start; the last: the final edit, append or stop."""
+    first, last, calls = [], [], 0
+    for s in sent:
+        ours = {m.ts for m in slack.thread(CHANNEL, s.ts) if m.bot_id}
+        ours |= {m.ts for m in slack.deleted if m.thread_ts == s.ts}
+        shown = [
+            c
+            for c in slack.calls
+            if c.ok
+            and (
+                (c.method == "chat.startStream" and c.args.get("thread_ts") == s.ts)
+                or (c.method in STREAM_OR_EDIT and c.args.get("ts") in ours)
+            )
+        ]
+        words = [c.at for c in shown if FIRST_WORDS in str(c.args.get("markdown_text") or "")]
+        words += [c.at for c in shown if c.method == "chat.update" and FIRST_WORDS in _text(c)]
+        if words:
+            first.append(min(words) - s.at)
+            last.append(max(c.at for c in shown) - s.at)
+        calls += len(shown)
+    return Timings(mode, first, last, calls / max(1, len(sent)))
+
+
+STREAM_OR_EDIT = ("chat.appendStream", "chat.stopStream", "chat.update")
+
+
+def _text(call: Any) -> str:
+    return str(call.args.get("text") or "") + str(call.args.get("blocks") or "")
+
+
+def compare(results: list[Timings], n: int) -> None:
+    table = Table(title=f"First and last words of the answer, {n} concurrent questions")
+    for col in ("--stream", "first words p50", "p99", "last words p50", "p99", "calls/answer"):
+        table.add_column(col, justify="right")
+    for r in results:
+        table.add_row(
+            r.mode,
+            *(f"{percentile(xs, q):.2f} s" if xs else "-" for xs in (r.first,) for q in (50, 99)),
+            *(f"{percentile(xs, q):.2f} s" if xs else "-" for xs in (r.last,) for q in (50, 99)),
+            f"{r.calls:.1f}",
+        )
+    console.print(table)
 
 
 def report(slack: SlackEmulator, sent: list[Sent], wall: float, stall: float, label: str) -> None:
@@ -313,8 +393,16 @@ def main() -> None:
         help="the real Engine with the Claude emulator (default), or a sleeping FakeCore",
     )
     parser.add_argument("--claude-s", type=float, default=0.5, help="seconds per Claude reply")
+    parser.add_argument(
+        "--stream",
+        default="off,all",
+        help="ways of showing an answer, compared (QUORUM_SLACK_STREAM; default off,all)",
+    )
     args = parser.parse_args()
-    asyncio.run(bench(args.n, args.core, args.claude_s))
+    modes = [m.strip() for m in args.stream.split(",") if m.strip()]
+    if not modes or any(m not in ("off", "all", "panel") for m in modes):
+        parser.error("--stream takes off, all or panel, comma-separated")
+    asyncio.run(bench(args.n, args.core, args.claude_s, modes))
 
 
 if __name__ == "__main__":

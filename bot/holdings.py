@@ -223,7 +223,7 @@ class Holdings:
         # A recording's page copy (QUORUM_KEEP_MEDIA, the demo's voices) goes with it.
         doomed += await asyncio.to_thread(kept_copies, self.data_dir / MEDIA, kb, source_id)
         files = await asyncio.to_thread(unlink, doomed)
-        answers = await self.sessions.scrub_answers(source_id)
+        answers = await self.sessions.scrub_answers(kb, source_id)
         for hook in self.hooks:
             await hook(kb, source)
         detail = f"{passages} passages, {len(files)} files, {answers} answers scrubbed"

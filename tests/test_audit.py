@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ def answer(source_id: str, question: str = "What about the budget?") -> Exchange
         kind="answer",
         mode="quick",
         sources=[{"n": 1, "source_id": source_id, "title": "Weekly sync"}],
+        kb="kb1",
         citations=[{"n": 1, "quote": QUOTE}],
         research_trace={"calls": [{"source_id": source_id, "text": QUOTE}]},
     )
@@ -99,8 +101,12 @@ async def test_answers_that_quoted_a_forgotten_source_lose_its_words(open_store:
     async with open_store() as store:
         kept = await store.add_exchange(T1, answer("weekly-sync"))
         quoted = await store.add_exchange(T1, answer("weekly_sync"))
-        # "_" is LIKE's any-character: forgetting weekly_sync must not scrub weekly-sync.
-        assert await store.scrub_answers("weekly_sync") == 1
+        elsewhere = await store.add_exchange(T1, replace(answer("weekly_sync"), kb="other"))
+        # "_" is LIKE's any-character: forgetting weekly_sync must not scrub weekly-sync;
+        # nor another knowledge base's weekly_sync, another recording.
+        assert await store.scrub_answers("kb1", "weekly_sync") == 1
+        other = await store.exchange(elsewhere)
+        assert other is not None and QUOTE in other["answer"]
         stored = await store.exchange(quoted)
         assert stored is not None
         assert stored["question"] == "What about the budget?"

@@ -11,13 +11,14 @@ from typing import Any
 
 import discord
 import pytest
+import yaml
 from discord.gateway import DiscordWebSocket
 from typer.testing import CliRunner
 
 from adapters.cli.main import app
 from adapters.discord.cli import sync_commands
 from adapters.doctor import Check, check_data, check_llm, check_pages, run_checks
-from adapters.slack.doctor import bot_scopes, check_slack
+from adapters.slack.doctor import MANIFEST, bot_scopes, check_slack
 from bot.config import Settings, load_settings
 from retrieval.store.weaviate.server import Endpoint
 from tests.backends import Served, tool_names
@@ -131,6 +132,30 @@ async def test_each_failure_names_its_fix(
     assert by_name(await run_checks(settings))["discord"].detail == (
         "Discord rejected DISCORD_TOKEN."
     )
+
+
+async def test_a_token_without_the_assistant_scope_is_told_to_reinstall(
+    emulators: tuple[SlackEmulator, DiscordEmulator, AnthropicEmulator],
+    weaviate_env: Endpoint,
+    tmp_path: Path,
+) -> None:
+    slack, disc, claude = emulators
+    slack.scopes.remove("assistant:write")  # installed before the app became an AI app
+    checks = by_name(await run_checks(configured(slack, disc, claude, tmp_path)))
+    assert checks["slack"].status == "FAIL"
+    assert checks["slack"].detail == (
+        "The bot token lacks scopes: assistant:write. assistant:write is for the assistant "
+        "panel (its status line and suggested prompts)."
+    )
+    assert "Reinstall" in checks["slack"].fix and "manifest.yml" in checks["slack"].fix
+
+
+def test_the_manifest_installs_the_assistant_panel() -> None:
+    manifest = yaml.safe_load(MANIFEST.read_text())
+    assert manifest["features"]["assistant_view"]["assistant_description"]
+    events = set(manifest["settings"]["event_subscriptions"]["bot_events"])
+    assert {"assistant_thread_started", "assistant_thread_context_changed", "message.im"} <= events
+    assert "assistant:write" in manifest["oauth_config"]["scopes"]["bot"]
 
 
 def test_the_emulated_scopes_are_the_manifests() -> None:

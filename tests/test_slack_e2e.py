@@ -319,3 +319,49 @@ async def test_weaviate_down_is_a_polite_message_in_the_thread(
     assert f":warning: {SEARCH_DOWN}" in reply.all_text()
     assert "Traceback" not in reply.all_text() and not has_buttons(reply)
     assert not claude_emulator.requests
+
+
+@pytest.mark.parametrize("refused", [None, "not_allowed"])
+async def test_the_assistant_panel_streams_a_cited_answer_or_falls_back_to_edits(
+    slack: SlackEmulator,
+    claude_emulator: Emulator,
+    sample: str,
+    search: SearchService,
+    tmp_path: Path,
+    refused: str | None,
+) -> None:
+    """Panel opened → prompts from the archive → question → status → the answer streamed
+    (or, when Slack refuses the stream, today's edits) with its citation at 12:14 →
+    feedback stored."""
+    settings = e2e_settings(slack, claude_emulator, sample, tmp_path)
+    slack.refuse_streams = refused
+    async with quorum(slack, settings, search) as (bot, _, sessions):
+        started = slack.open_assistant(viewing=GENERAL)
+        await slack.deliver_event(started)
+        await bot.settle()
+        thread = started["event"]["assistant_thread"]["thread_ts"]
+        prompts = slack.prompts[("D0ALICE", thread)]
+        titles = {"Auth kickoff", "Auth deep dive", "Auth migration plan"}
+        assert {p["message"].split('source:"')[-1].rstrip('"') for p in prompts[:2]} <= titles
+
+        msg = slack.user_posts(
+            "D0ALICE", "What are the limits of the hosted UI login page?", thread_ts=thread
+        )
+        await slack.deliver_event(slack.event(msg))
+        await bot.settle()
+        [reply] = bot_replies(slack, "D0ALICE", thread)
+        assert f"[<{HOSTED_UI_LINK}|" in reply.all_text()  # the citation opens 12:14
+        assert "The *hosted UI* is the weak spot" in reply.all_text() and has_buttons(reply)
+        if refused is None:
+            assert reply.streaming is False and len(reply.appended) >= 1
+            assert slack.statuses[("D0ALICE", thread)][0] == "Searching the archive…"
+            assert not slack.errors()
+        else:
+            assert reply.streaming is None and len(reply.versions) >= 2  # posted, then edited
+            assert reply.versions[0]["text"] == "Searching the archive…"
+            assert [c.error for c in slack.errors()] == [refused]
+
+        await slack.deliver_action(slack.block_action(reply, ACTION_UP))
+        await bot.settle()
+        actions = next(b for b in reply.versions[-2]["blocks"] if b["type"] == "actions")
+        assert await sessions.feedback(int(actions["elements"][0]["value"])) == {ALICE: 1}

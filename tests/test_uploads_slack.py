@@ -256,3 +256,24 @@ async def test_sources_lists_and_forget_asks_then_removes(
     assert done["text"].startswith("Removed `june-planning`")
     assert await library.sources(kb) == []
     assert await search.search(kb, "zanzibar rollout") == []
+
+
+async def test_an_upload_in_the_assistant_panel_refreshes_its_suggested_prompts(
+    slack: SlackEmulator, bot: Bot
+) -> None:
+    started = slack.open_assistant()
+    await slack.deliver_event(started)
+    await bot.settle()
+    thread = str(started["event"]["assistant_thread"]["thread_ts"])
+    before = [p["title"] for p in slack.prompts[("D0ALICE", thread)]]
+    assert not any(t.startswith("Decisions in") for t in before)  # nothing recorded yet
+
+    msg = slack.user_posts("D0ALICE", "add this", thread_ts=thread)
+    event = slack.event(msg, files=[slack.share_file("june-planning.vtt", VTT)])
+    event["event"]["subtype"] = "file_share"
+    assert (await slack.deliver_event(event)).status == 200
+    await bot.settle()
+    [reply] = bot_replies(slack, "D0ALICE", thread)
+    assert reply.versions[-1]["text"].startswith("Added *June planning*")
+    titles = [p["title"] for p in slack.prompts[("D0ALICE", thread)]]
+    assert titles[0] == "Decisions in June planning"

@@ -33,10 +33,12 @@ from adapters.chat.conversation import (
     NOT_ALLOWED,
     Conversation,
     Incoming,
+    Reply,
     usage,
 )
 from adapters.chat.options import parse_options
 from adapters.chat.uploads import NOT_ADMIN, Uploads
+from adapters.slack.assistant import PanelContexts, answer_in, assistant, suggest
 from adapters.slack.render import (
     ACTION_UP,
     asked_message,
@@ -73,6 +75,7 @@ class SlackAdapter:
         self.uploads = Uploads(core.library, settings.upload_max_mb)
         self.own = slack_settings(settings)
         self.sources = SlackSources(self.uploads, self.own.admins, self.kb)
+        self.panels = PanelContexts()
 
     def allowed(self, channel: str) -> bool:
         """Channels on the allow-list (every channel when it is empty); DMs always."""
@@ -82,6 +85,13 @@ class SlackAdapter:
     def kb(self, team_id: str) -> str:
         """The knowledge base a workspace asks."""
         return self.own.kb or team_id
+
+    def kb_of(self, key: ThreadKey) -> str:
+        """The knowledge base a thread asks: the one tied (QUORUM_SLACK_CHANNEL_KBS) to the
+        channel it is in, or that its assistant panel is beside; else the workspace's."""
+        panel = self.panels.opened(key.channel, key.thread)
+        where = self.panels.viewing(key.channel, key.thread) if panel else key.channel
+        return self.own.channel_kbs.get(where or "") or self.kb(key.workspace)
 
     async def on_message(
         self, event: dict[str, Any], team_id: str, bot_user_id: str | None
@@ -117,11 +127,17 @@ class SlackAdapter:
         token = self.own.bot_token
         for upload in uploads_in(event, token.get_secret_value() if token else ""):
             by = Actor("slack", msg.user)
-            await self.uploads.add(self.kb(msg.key.workspace), upload, self.reply(msg.key), by)
+            await self.uploads.add(self.kb_of(msg.key), upload, self.reply(msg.key), by)
+        if self.panels.opened(msg.key.channel, msg.key.thread):
+            await suggest(self, msg.key)  # the prompts follow what the archive holds
 
     def reply(self, key: ThreadKey) -> SlackReply:
         """A reply in ``key``'s thread."""
         return SlackReply(self.client, key.channel, key.thread, self.update_interval_s)
+
+    def answer_in(self, question: Question) -> tuple[Question, Reply]:
+        """Where a question's answer goes (``adapters.slack.assistant.answer_in``)."""
+        return answer_in(self, question)
 
     async def on_command(self, command: dict[str, Any], respond: AsyncRespond, mode: Mode) -> None:
         """``/ask`` or ``/research``: echo the question visibly, then answer in its thread."""
@@ -153,7 +169,7 @@ class SlackAdapter:
             return
         key = ThreadKey(PLATFORM, team, channel, str(posted["ts"]))
         msg = Incoming(key, f"{channel}:{posted['ts']}", user, text)
-        await self.chat.answer(self.chat.question(msg, mode), self.reply(key))
+        await self.chat.answer(*self.answer_in(self.chat.question(msg, mode)))
 
     async def on_feedback(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         """A 👍/👎 click: store it and swap the buttons for a thank-you."""
@@ -213,8 +229,8 @@ class _Posted:
     async def fail(self, msg: Incoming, text: str) -> None:
         await self.adapter.reply(msg.key).fail(text)
 
-    async def reply(self, question: Question) -> tuple[Question, SlackReply]:
-        return question, self.adapter.reply(question.thread)
+    async def reply(self, question: Question) -> tuple[Question, Reply]:
+        return self.adapter.answer_in(question)
 
 
 class _DropTokenUnused(logging.Filter):
@@ -274,6 +290,7 @@ def build_slack_app(
         core, settings, client, background if background is not None else Background()
     )
     adapter.update_interval_s = update_interval_s
+    app.assistant(assistant(adapter))
     _listen(app, adapter)
     return app
 

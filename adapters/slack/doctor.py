@@ -14,6 +14,7 @@ from adapters.slack.settings import slack_settings
 from bot.config import Settings
 
 MANIFEST = Path(__file__).resolve().parent.parent.parent / "manifest.yml"
+FOR = {"assistant:write": "the assistant panel (its status line and suggested prompts)"}
 
 
 def bot_scopes(manifest: Path | None = None) -> set[str] | None:
@@ -65,11 +66,13 @@ async def check_slack(settings: Settings) -> Check | None:
         )
     missing = sorted(wanted - granted)
     if missing:
+        uses = "".join(f" {s} is for {FOR[s]}." for s in missing if s in FOR)
         return Check(
             "slack",
             "FAIL",
-            f"The bot token lacks scopes: {', '.join(missing)}.",
-            "Update the app from manifest.yml, then reinstall it to the workspace.",
+            f"The bot token lacks scopes: {', '.join(missing)}.{uses}",
+            "Update the app from manifest.yml (App Manifest → paste → Save), then reinstall "
+            "it to the workspace (OAuth & Permissions → Reinstall).",
         )
     if own.app_token is not None:
         app = AsyncWebClient(base_url=base, timeout=15)

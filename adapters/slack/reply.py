@@ -76,7 +76,9 @@ class SlackReply:
         self._live: LiveEdits[SlackMessage] | None = None
 
     async def start(self, placeholder: str) -> None:
-        """Post the placeholder in the thread."""
+        """Post the placeholder in the thread (once: a second start keeps the first)."""
+        if self.ts is not None:
+            return
         resp = await self._post(notice(placeholder))
         self.ts = str(resp["ts"])
         self._live = LiveEdits(self._update, _progress, self.interval_s)
@@ -96,6 +98,25 @@ class SlackReply:
             await self._send([notice(text)])
         except Exception:
             log.exception("could not post the error message (channel %s)", self.channel)
+
+    async def show(self, step: str) -> None:
+        """``Status``: the placeholder, posted by the first step and edited by the next."""
+        if self.ts is None:
+            await self.start(step)
+        else:
+            await self._update(progress_message(step))
+
+    async def clear(self) -> None:
+        """``Status``: the placeholder deleted (the answer is streaming below it)."""
+        if self._live is not None:
+            await self._live.close()
+        if self.ts is None:
+            return
+        try:
+            await self.client.chat_delete(channel=self.channel, ts=self.ts)
+            self.ts, self._live = None, None
+        except Exception as exc:
+            log.warning("could not delete the placeholder (channel %s): %s", self.channel, exc)
 
     async def done(self, text: str) -> None:
         """An upload's result in place of its progress; never raises."""

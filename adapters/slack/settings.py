@@ -3,10 +3,28 @@
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field, SecretStr
-from pydantic_settings import SettingsConfigDict
+from typing import Annotated, Literal
+
+from pydantic import AliasChoices, BeforeValidator, Field, SecretStr
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from bot.config import CsvStrs, PlatformSettings, Settings
+
+
+def _pairs(value: object) -> object:
+    """``C0SALES:sales, C0ENG:eng`` -> ``{"C0SALES": "sales", "C0ENG": "eng"}``."""
+    if not isinstance(value, str):
+        return value
+    out: dict[str, str] = {}
+    for item in filter(None, (i.strip() for i in value.split(","))):
+        channel, _, kb = (part.strip() for part in item.partition(":"))
+        if not channel or not kb:
+            raise ValueError(f"{item!r} is not CHANNEL:KB (e.g. C0123ABC:sales)")
+        out[channel] = kb
+    return out
+
+
+ChannelKbs = Annotated[dict[str, str], NoDecode, BeforeValidator(_pairs)]
 
 
 class SlackSettings(PlatformSettings):
@@ -36,6 +54,15 @@ class SlackSettings(PlatformSettings):
     )
     kb: str | None = Field(
         None, description="Knowledge base for every Slack workspace (default: the team id)."
+    )
+    stream: Literal["panel", "all", "off"] = Field(
+        "panel",
+        description="Where answers stream natively: the assistant panel, every thread, or "
+        "nowhere (a placeholder that is edited, as when Slack refuses a stream).",
+    )
+    channel_kbs: ChannelKbs = Field(
+        default_factory=dict,
+        description="CHANNEL:KB pairs: questions asked in (or beside) a channel use its KB.",
     )
     admins: CsvStrs = Field(
         default_factory=list,

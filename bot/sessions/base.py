@@ -99,9 +99,9 @@ class Sessions(Protocol):
         (``searches``) were made before ``before``; deleted too when ``apply``."""
         ...
 
-    async def scrub_answers(self, source_id: str) -> int:
-        """Stored answers that cited ``source_id`` keep their question but lose the
-        answer, its sources, citations and research trace; returns how many."""
+    async def scrub_answers(self, kb: str, source_id: str) -> int:
+        """Stored answers of ``kb`` that cited ``source_id`` keep their question but lose
+        the answer, its sources, citations and research trace; returns how many."""
         ...
 
     async def asked(

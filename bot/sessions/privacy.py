@@ -96,14 +96,17 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
-async def scrub_answers(db: Connection, source_id: str) -> int:
-    """Stored answers that cited ``source_id`` keep their question but lose every word
-    taken from the source: the answer, its sources, citations and research trace."""
+async def scrub_answers(db: Connection, kb: str, source_id: str) -> int:
+    """Stored answers of ``kb`` that cited ``source_id`` keep their question but lose every
+    word taken from the source: the answer, its sources, citations and research trace.
+    Another knowledge base's source of the same id is another recording: its answers stay.
+    An exchange stored before exchanges recorded their knowledge base is scrubbed."""
     named = json.dumps(source_id, ensure_ascii=False)
     return await db.execute(
         "UPDATE exchanges SET answer = '', sources_json = '[]', citations_json = '[]',"
-        " research_trace_json = NULL WHERE sources_json LIKE ? ESCAPE '\\'"
-        " OR research_trace_json LIKE ? ESCAPE '\\'",
+        " research_trace_json = NULL WHERE (kb = ? OR kb IS NULL)"
+        " AND (sources_json LIKE ? ESCAPE '\\' OR research_trace_json LIKE ? ESCAPE '\\')",
+        kb,
         _like(f'"source_id":{named}'),
         _like(named),
     )

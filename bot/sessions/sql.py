@@ -331,9 +331,9 @@ class SqlSessions:
             return await privacy.old_questions(tx, before, apply)
 
     @_translated
-    async def scrub_answers(self, source_id: str) -> int:
+    async def scrub_answers(self, kb: str, source_id: str) -> int:
         """Stored answers that cited a forgotten source lose its words; how many."""
-        return await privacy.scrub_answers(self.driver, source_id)
+        return await privacy.scrub_answers(self.driver, kb, source_id)
 
     @_translated
     async def asked(

@@ -8,8 +8,14 @@ the bearer token (``not_authed`` / ``invalid_auth``), ``channel`` (``channel_not
 (``thread_not_found``), ``chat.update`` of a message the bot posted (``message_not_found``
 / ``cant_update_message``), Block Kit limits (``invalid_blocks``: at most 50 blocks, 3000
 characters of section text, 10 context elements, unique action and block ids) and
-``msg_too_long``. ``rate_limited[method] = n`` answers the next n calls with a 429 and
-``Retry-After: 1``, as Slack does when an app posts too fast. Every call is recorded.
+``msg_too_long``. The AI-app methods too: ``assistant.threads.setStatus`` and
+``setSuggestedPrompts`` (the ``assistant:write`` scope, an assistant thread, 1-4 prompts
+with title and message) and the stream lifecycle (``chat.startStream`` in an existing
+thread, with recipient team and user outside DMs, refused with ``refuse_streams``;
+``appendStream``/``stopStream`` only while streaming, one stop per stream; no
+``chat.update`` of a message still streaming). ``rate_limited[method] = n`` answers
+the next n calls with a 429 and ``Retry-After: 1``, as Slack does when an app posts too
+fast. Every call is recorded.
 
     async with SlackEmulator() as slack:
         AsyncWebClient(token=BOT_TOKEN, base_url=slack.api_url)
@@ -44,6 +50,7 @@ APP_TOKEN = "xapp-emulator-app-token"
 SIGNING_SECRET = "emulator-signing-secret"
 BOT_SCOPES = (
     "app_mentions:read",
+    "assistant:write",
     "channels:history",
     "chat:write",
     "commands",
@@ -64,6 +71,9 @@ ACTION_ELEMENTS = 25
 BUTTON_TEXT = 75
 MAX_TEXT = 40000
 BLOCK_TYPES = {"section", "context", "actions", "divider", "header", "image", "rich_text"}
+
+
+_ASSISTANT: dict[str, Any] = {}  # AI-app methods, filled in below the emulator
 
 
 class SlackError(Exception):
@@ -87,6 +97,8 @@ class Message:
     bot_id: str | None = None
     thread_ts: str | None = None
     versions: list[dict[str, Any]] = field(default_factory=list)
+    streaming: bool | None = None  # None: posted whole; True while streaming; False: stopped
+    appended: list[str] = field(default_factory=list)  # each markdown_text a stream got
 
     def payload(self) -> dict[str, Any]:
         """The message as Slack shows it in an interaction payload."""
@@ -226,6 +238,12 @@ class SlackEmulator:
         self.target: str | None = None  # the app's /slack/events URL
         self.scopes = list(BOT_SCOPES)  # granted to the bot token (x-oauth-scopes)
         self.rate_limited: dict[str, int] = {}  # method -> how many more calls get a 429
+        self.refuse_streams: str | None = None  # chat.startStream's error (e.g. not_allowed)
+        self.deleted: list[Message] = []  # messages removed by chat.delete
+        self.failing: dict[str, str] = {}  # method -> the error every call of it gets
+        self.assistant_threads: set[tuple[str, str]] = set()  # (channel, thread_ts)
+        self.statuses: dict[tuple[str, str], list[str]] = {}  # setStatus per thread
+        self.prompts: dict[tuple[str, str], list[dict[str, str]]] = {}  # the latest per thread
         self.files: dict[str, bytes] = {}  # file id -> its bytes
         self.downloads: list[tuple[str, bool]] = []  # (file id, authorized) per request
         self.sent: dict[str, int] = {}  # file id -> bytes written to the downloader
@@ -333,6 +351,8 @@ class SlackEmulator:
             self._auth(auth, args, self.app_token)
             return {"url": f"ws://127.0.0.1:{self._port}/socket"}
         self._auth(auth, args, self.bot_token)
+        if method in self.failing:
+            raise SlackError(self.failing[method])
         if method == "auth.test":
             return {
                 "url": "https://quorum-emulator.slack.com/",
@@ -349,7 +369,143 @@ class SlackEmulator:
             return self._update(args)
         if method == "chat.postEphemeral":
             return self._ephemeral(args)
+        if method == "chat.delete":
+            return self._delete(args)
+        if method in _ASSISTANT:
+            return _ASSISTANT[method](self, args)
         raise SlackError("unknown_method")
+
+    # ------------------------------------------------------------ AI apps
+
+    def _scope(self, scope: str) -> None:
+        if scope not in self.scopes:
+            raise SlackError("missing_scope", f"needed: {scope}")
+
+    def _assistant_thread(self, args: dict[str, Any]) -> tuple[str, str]:
+        channel_id, thread_ts = args.get("channel_id"), args.get("thread_ts")
+        if not channel_id or not thread_ts:
+            raise SlackError("invalid_arguments", "channel_id and thread_ts are required")
+        if channel_id not in self.channels:
+            raise SlackError("channel_not_found")
+        if (channel_id, thread_ts) not in self.assistant_threads:
+            raise SlackError("invalid_thread_ts", "not an assistant thread")
+        return str(channel_id), str(thread_ts)
+
+    def _set_status(self, args: dict[str, Any]) -> dict[str, Any]:
+        self._scope("assistant:write")
+        key = self._assistant_thread(args)
+        if not isinstance(args.get("status"), str):
+            raise SlackError("invalid_arguments", "status is required")
+        self.statuses.setdefault(key, []).append(args["status"])
+        return {}
+
+    def _clear_status(self, channel: str, thread_ts: str) -> None:
+        """Slack clears an assistant thread's status when the app replies in it."""
+        shown = self.statuses.get((channel, thread_ts))
+        if shown and shown[-1]:
+            shown.append("")
+
+    def _set_prompts(self, args: dict[str, Any]) -> dict[str, Any]:
+        self._scope("assistant:write")
+        key = self._assistant_thread(args)
+        prompts = args.get("prompts")
+        if not isinstance(prompts, list) or not 1 <= len(prompts) <= 4:
+            raise SlackError("invalid_arguments", "prompts: 1 to 4 of them")
+        for p in prompts:
+            if not isinstance(p, dict) or not p.get("title") or not p.get("message"):
+                raise SlackError("invalid_arguments", "each prompt needs a title and a message")
+        self.prompts[key] = [dict(p) for p in prompts]
+        return {}
+
+    def _start_stream(self, args: dict[str, Any]) -> dict[str, Any]:
+        self._scope("chat:write")
+        channel = self._channel(args)
+        thread_ts = args.get("thread_ts")
+        if not thread_ts:
+            raise SlackError("invalid_arguments", "thread_ts is required")
+        if thread_ts not in self.messages[channel]:
+            raise SlackError("thread_not_found")
+        if self.refuse_streams:
+            raise SlackError(self.refuse_streams)
+        if self.channels[channel] != "im":  # Slack: required when streaming to channels
+            if args.get("recipient_team_id") != TEAM or not args.get("recipient_user_id"):
+                raise SlackError("invalid_arguments", "recipient_team_id and _user_id required")
+        text = str(args.get("markdown_text") or "")
+        msg = Message(channel, self._next_ts(), text, [], BOT_USER, BOT_ID, str(thread_ts))
+        msg.streaming, msg.appended = True, [text] if text else []
+        msg.versions.append({"text": text, "blocks": []})
+        self.messages[channel][msg.ts] = msg
+        self._clear_status(channel, str(thread_ts))
+        return {"channel": channel, "ts": msg.ts}
+
+    def _streaming(self, args: dict[str, Any]) -> Message:
+        channel = self._channel(args)
+        msg = self.messages[channel].get(str(args.get("ts")))
+        if msg is None:
+            raise SlackError("message_not_found")
+        if msg.bot_id != BOT_ID or msg.streaming is not True:
+            raise SlackError("message_not_in_streaming_state")
+        return msg
+
+    def _append_stream(self, args: dict[str, Any]) -> dict[str, Any]:
+        msg = self._streaming(args)
+        text = args.get("markdown_text")
+        if not text and not args.get("chunks"):
+            raise SlackError("no_text")
+        if len(msg.text) + len(text or "") > MAX_TEXT:
+            raise SlackError("msg_too_long")
+        msg.text += str(text or "")
+        msg.appended.append(str(text or ""))
+        msg.versions.append({"text": msg.text, "blocks": []})
+        return {"channel": msg.channel, "ts": msg.ts}
+
+    def _stop_stream(self, args: dict[str, Any]) -> dict[str, Any]:
+        msg = self._streaming(args)
+        msg.text += str(args.get("markdown_text") or "")
+        if args.get("blocks") is not None:
+            validate_blocks(args["blocks"])
+            msg.blocks = list(args["blocks"])
+        msg.streaming = False
+        msg.versions.append({"text": msg.text, "blocks": msg.blocks})
+        return {"channel": msg.channel, "ts": msg.ts, "message": msg.payload()}
+
+    def open_assistant(
+        self, user: str = ALICE, viewing: str | None = "C0GENERAL", channel: str = "D0ALICE"
+    ) -> dict[str, Any]:
+        """A user opens the assistant panel (beside ``viewing``): its parent message in the
+        app's DM, and the ``assistant_thread_started`` envelope Slack sends."""
+        parent = Message(channel, self._next_ts(), "New Assistant Thread", [], BOT_USER, BOT_ID)
+        self.messages[channel][parent.ts] = parent
+        self.assistant_threads.add((channel, parent.ts))
+        return self._assistant_event("assistant_thread_started", user, channel, parent.ts, viewing)
+
+    def assistant_context_changed(
+        self, thread: dict[str, Any], viewing: str, user: str = ALICE
+    ) -> dict[str, Any]:
+        """The user switches channels with the panel open."""
+        at = thread["event"]["assistant_thread"]
+        return self._assistant_event(
+            "assistant_thread_context_changed", user, at["channel_id"], at["thread_ts"], viewing
+        )
+
+    def _assistant_event(
+        self, kind: str, user: str, channel: str, thread_ts: str, viewing: str | None
+    ) -> dict[str, Any]:
+        context = {"channel_id": viewing, "team_id": TEAM, "enterprise_id": None}
+        event = {
+            "type": kind,
+            "assistant_thread": {
+                "user_id": user,
+                "context": context if viewing else {},
+                "channel_id": channel,
+                "thread_ts": thread_ts,
+            },
+            "event_ts": self._next_ts(),
+        }
+        msg = Message(channel, thread_ts, "", [])
+        envelope = self.event(msg)
+        envelope["event"] = event
+        return envelope
 
     def _channel(self, args: dict[str, Any]) -> str:
         channel = args.get("channel")
@@ -376,6 +532,8 @@ class SlackEmulator:
         msg = Message(channel, self._next_ts(), text, blocks, BOT_USER, BOT_ID, thread_ts)
         msg.versions.append({"text": text, "blocks": blocks})
         self.messages[channel][msg.ts] = msg
+        if thread_ts is not None:
+            self._clear_status(channel, thread_ts)
         return {"channel": channel, "ts": msg.ts, "message": msg.payload()}
 
     def _update(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -383,12 +541,23 @@ class SlackEmulator:
         msg = self.messages[channel].get(str(args.get("ts")))
         if msg is None:
             raise SlackError("message_not_found")
-        if msg.bot_id != BOT_ID:
+        if msg.bot_id != BOT_ID or msg.streaming is True:
             raise SlackError("cant_update_message")
         text, blocks = self._content(args)
         msg.text, msg.blocks = text, blocks
         msg.versions.append({"text": text, "blocks": blocks})
         return {"channel": channel, "ts": msg.ts, "text": text, "message": msg.payload()}
+
+    def _delete(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = self._channel(args)
+        msg = self.messages[channel].get(str(args.get("ts")))
+        if msg is None:
+            raise SlackError("message_not_found")
+        if msg.bot_id != BOT_ID:
+            raise SlackError("cant_delete_message")
+        del self.messages[channel][msg.ts]
+        self.deleted.append(msg)
+        return {"channel": channel, "ts": msg.ts}
 
     def _ephemeral(self, args: dict[str, Any]) -> dict[str, Any]:
         channel = self._channel(args)
@@ -673,3 +842,14 @@ class SlackEmulator:
             }
         )
         return envelope_id
+
+
+_ASSISTANT.update(
+    {
+        "assistant.threads.setStatus": SlackEmulator._set_status,
+        "assistant.threads.setSuggestedPrompts": SlackEmulator._set_prompts,
+        "chat.startStream": SlackEmulator._start_stream,
+        "chat.appendStream": SlackEmulator._append_stream,
+        "chat.stopStream": SlackEmulator._stop_stream,
+    }
+)
