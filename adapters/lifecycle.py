@@ -31,10 +31,14 @@ from bot.models import Core
 from bot.retention import daily
 from bot.wiring import CoreServices, open_core, retain
 from retrieval.errors import QuorumError
+from retrieval.models import LEVELS, SearchFilters
 
 log = logging.getLogger("quorum.serve")
 
 WARM_UP_QUERY = "warm up"
+# Routed to windows, topics and turns (an overview and a remark at once): every collection.
+WARM_UP_QUESTION = "Who talked about the main points of the plan?"
+WARM_KBS = 50  # knowledge bases warmed before /readyz; the others' first question pays
 # A platform's runner: answers until cancelled, calling ``on_ready`` once connected.
 Runner = Callable[[Core, Settings, Callable[[], None]], Coroutine[Any, Any, None]]
 
@@ -104,19 +108,42 @@ async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Run
 
 
 async def _warm_up(services: CoreServices) -> None:
-    """Load the model and run each path a question takes once (a query, batches of
-    sentences as long as the model reads, the source list, a hybrid search over gRPC), so
-    the first question pays nothing extra. ONNX Runtime sizes its memory for the largest
-    batch it has seen: short texts alone left the first answer 0.5 s slower."""
+    """Load the model and run each path a question takes once, so the first question pays
+    nothing extra: a query, batches of sentences as long as the model reads (ONNX Runtime
+    sizes its memory for the largest batch it has seen: short texts alone left the first
+    answer 0.5 s slower); then, for every knowledge base this process may serve
+    (``served_kbs``), its source list, its stems check and a search of every level over
+    gRPC; and one whole extractive answer, stored nowhere (``Engine.warm``): names and
+    dates read, passages widened, sentences encoded and scored, citations aligned."""
     embedder = services.retrieval.embedder
     await embedder.get()
     await embedder.embed_query(WARM_UP_QUERY)
     await embedder.embed_documents([WARM_UP_QUERY] * 8)
     await embedder.embed_documents([" ".join([WARM_UP_QUERY] * 60)] * 32)
-    search, kb = services.retrieval.search, services.settings.default_kb
-    with contextlib.suppress(QuorumError):  # an empty knowledge base is fine
-        await search.sources(kb)
-        await search.search(kb, WARM_UP_QUERY, k=8)
+    search = services.retrieval.search
+    kbs = await served_kbs(services)
+    every_level = SearchFilters(levels=LEVELS)
+    for kb in kbs:
+        with contextlib.suppress(QuorumError):  # an empty knowledge base is fine
+            await search.sources(kb)
+            await search.search(kb, WARM_UP_QUERY, every_level, k=8)
+    for kb in kbs[:1]:
+        try:
+            await services.engine.warm(kb, WARM_UP_QUESTION)
+        except Exception:  # a warm-up that fails costs the first question time, no more
+            log.warning("warming up the answer path failed", exc_info=True)
+
+
+async def served_kbs(services: CoreServices) -> list[str]:
+    """The knowledge bases to warm up: the default one first, then every other one the
+    store holds, at most ``WARM_KBS`` (names only: an empty store gives the default)."""
+    default = services.settings.default_kb
+    try:
+        stored = await services.retrieval.store.knowledge_bases()
+    except QuorumError:
+        stored = []
+    held = [default] if default in stored or not stored else []
+    return (held + [kb for kb in stored if kb != default])[:WARM_KBS]
 
 
 async def _forever() -> None:

@@ -18,6 +18,11 @@ answers) run one at a time through ``SearchService.search_timed``, which routes 
 filter, a quarter with a date range; some ask about a remark or for an overview, so every
 route is measured.
 
+Beside each routed search the same query runs twice more, untimed by the product: the
+floor (the query embedded, then one unfiltered hybrid query over windows: what any search
+costs at this size) and, for a route of several levels, its levels one after another
+instead of at once. Each route and filter is printed against the floor as a ratio of p95s.
+
 Targets: Quorum's own overhead p50 < 5 ms; total p95 < 60 ms at 100k segments and
 <= 40 ms at 1M. The cores other processes kept busy meanwhile are printed beside each
 size: on a shared 2-core box a burst of someone else's work shows up as a p95 spike.
@@ -59,7 +64,7 @@ from bench.synthetic import FIRST, Talk
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.models import SearchFilters
 from retrieval.route import OVERVIEW, REMARK, UNSURE, WINDOWS, Route, route
-from retrieval.search import SearchService, SearchTimings
+from retrieval.search import FUSE_CANDIDATES, SearchService, SearchTimings
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client
 
@@ -74,6 +79,8 @@ ROUTES: dict[Route, str] = {
 console = Console(width=None if Console().is_terminal else 120)
 # filter, route, timings, hits, CPU ms of Weaviate and of this process (embedding included)
 Measured = tuple[str, str, SearchTimings, int, tuple[float, float]]
+KINDS = ("none", "speaker", "date")
+FLOOR_TARGET = 1.3  # every route and filter's p95 within this many times the floor's
 
 QUERY_TEMPLATES = (
     "{term} migration",
@@ -164,11 +171,48 @@ async def measure(
             hits, timings = await service.search_timed(KB, text, filters, k)
             theirs, ours = process_cpu(server) - theirs, time.process_time() - ours
             cpu = (theirs * 1000, ours * 1000)
+            floor = await floor_ms(store, model, text, k, timings.embed_ms)
+            one_by_one = await sequential_ms(store, model, text, filters, k)
             if n >= warmup:
                 out.append((kind_of(filters), ROUTES[route(text)], timings, len(hits), cpu))
+                FLOORS.append(floor)
+                SEQUENTIAL.append((ROUTES[route(text)], one_by_one, timings.weaviate_ms))
             progress.advance(task)
     progress.remove_task(task)
     return out
+
+
+FLOORS: list[float] = []  # per measured query: embed ms + one unfiltered window query's ms
+# per measured query: route, its levels searched one after another (ms), and at once (ms)
+SEQUENTIAL: list[tuple[str, float, float]] = []
+
+
+async def floor_ms(
+    store: WeaviateStore, model: SentenceTransformerEmbedder, text: str, k: int, embed_ms: float
+) -> float:
+    """The floor for ``text``: its embedding (as the routed search just measured it) plus
+    one unfiltered hybrid query over windows."""
+    vector = model.encode([text])[0]
+    t = time.perf_counter()
+    await store.hybrid(KB, text, vector, None, k, 0.5, "window")
+    return embed_ms + (time.perf_counter() - t) * 1000
+
+
+async def sequential_ms(
+    store: WeaviateStore,
+    model: SentenceTransformerEmbedder,
+    text: str,
+    filters: SearchFilters,
+    k: int,
+) -> float:
+    """The route's levels searched one after another (what concurrency saves)."""
+    vector = model.encode([text])[0]
+    plan = route(text)
+    each = k if len(plan) == 1 else max(k, FUSE_CANDIDATES)
+    t = time.perf_counter()
+    for level, _ in plan:
+        await store.hybrid(KB, text, vector, filters, each, 0.5, level)
+    return (time.perf_counter() - t) * 1000
 
 
 def open_server(
@@ -318,7 +362,7 @@ def report(
     for col in ("size", "filter / route", "queries", "weaviate", "total", "hits", "CPU"):
         split.add_column(col, justify="right")
     for size, rows in results.items():
-        groups = [(kind, [r for r in rows if r[0] == kind]) for kind in ("none", "speaker", "date")]
+        groups = [(kind, [r for r in rows if r[0] == kind]) for kind in KINDS]
         groups += [(name, [r for r in rows if r[1] == name]) for name in ROUTES.values()]
         for name, picked in groups:
             if not picked:
@@ -335,6 +379,50 @@ def report(
                 ),
             )
     console.print(split)
+
+    floor = Table(
+        title="Against the floor (the query embedded + one unfiltered hybrid query over "
+        "windows, run beside each one), ms; the ratio of p95s"
+    )
+    for col in ("size", "filter / route", "queries", "total", "floor", "p95 / floor"):
+        floor.add_column(col, justify="right")
+    start = 0  # FLOORS holds every size's measured queries, in the order they ran
+    for size, rows in results.items():
+        floors_of = FLOORS[start : start + len(rows)]
+        start += len(rows)
+        indexed = [(kind, [i for i, r in enumerate(rows) if r[0] == kind]) for kind in KINDS]
+        indexed += [
+            (name, [i for i, r in enumerate(rows) if r[1] == name]) for name in ROUTES.values()
+        ]
+        for name, idx in indexed:
+            if not idx:
+                continue
+            totals = [rows[i][2].total_ms for i in idx]
+            floors = [floors_of[i] for i in idx]
+            ratio = percentile(totals, 95) / percentile(floors, 95)
+            mark = "green" if ratio <= FLOOR_TARGET else "red"
+            floor.add_row(
+                label(size),
+                name,
+                str(len(idx)),
+                _cell(totals),
+                _cell(floors),
+                f"[{mark}]{ratio:.2f}[/{mark}]",
+            )
+    console.print(floor)
+    together = Table(
+        title="A route's levels: Weaviate ms at once (asyncio.gather, the product) "
+        "vs one after another, p50 / p95"
+    )
+    for col in ("route", "queries", "at once", "one after another"):
+        together.add_column(col, justify="right")
+    for name in ROUTES.values():
+        pairs = [(seq, now) for r, seq, now in SEQUENTIAL if r == name]
+        if pairs:
+            together.add_row(
+                name, str(len(pairs)), _cell([b for _, b in pairs]), _cell([a for a, _ in pairs])
+            )
+    console.print(together)
 
     for size, rows in results.items():
         own = percentile([t.own_ms for _, _, t, _, _ in rows], 50)

@@ -15,11 +15,17 @@ The path is the user's: ``quorum ingest`` of the sample archive into a temp data
   another, then SIGTERM. Each question is new to the process (nothing cached), so the
   first answer pays only what a cold start would add.
 
+Questions differ in cost (one encodes 10 sentences, another 140), so serve is started
+``--rounds`` times with the questions rotated by one each time: each round's first
+question is also asked later in another round, and the first answer is compared with
+that same question asked later (the ratio), besides the later answers' median. The serve
+process's CPU per answer is printed too: unlike wall time it hardly moves with the load.
+
 Targets: ``quorum search`` < 3 s, /readyz green < 10 s. The load average is printed: on a
 shared machine every figure here moves with it.
 
 Run: ``.venv/bin/python bench/serve_start.py [--questions 6] [--searches 3]
-[--backends onnx,torch]``.
+[--rounds 2] [--backends onnx,torch]``.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ from pathlib import Path
 import aiohttp
 from rich.console import Console
 from rich.table import Table
+
+from bench.machine import process_cpu
 
 REPO = Path(__file__).resolve().parent.parent
 QUORUM = Path(sys.executable).parent / "quorum"
@@ -86,12 +94,28 @@ class Run:
 
     cold_search_s: list[float] = field(default_factory=list)
     warm_search_s: list[float] = field(default_factory=list)
-    alive_s: float = 0.0
-    ready_s: float = 0.0
-    latencies_ms: list[float] = field(default_factory=list)
-    stop_s: float = 0.0
-    code: int | None = None
+    alive_s: list[float] = field(default_factory=list)
+    ready_s: list[float] = field(default_factory=list)
+    first_ms: list[float] = field(default_factory=list)
+    later_ms: list[float] = field(default_factory=list)
+    first_cpu_ms: list[float] = field(default_factory=list)
+    later_cpu_ms: list[float] = field(default_factory=list)
+    # per question: [(asked first?, wall ms, serve's CPU ms)], over every round
+    asked: dict[str, list[tuple[bool, float, float]]] = field(default_factory=dict)
+    stop_s: list[float] = field(default_factory=list)
+    codes: list[int | None] = field(default_factory=list)
     left: bool = False
+
+    def paired(self, cpu: bool = False) -> list[float]:
+        """For each question asked first in one round and later in another: first / later
+        (wall time, or the serve process's CPU time)."""
+        out = []
+        for runs in self.asked.values():
+            first = [c if cpu else ms for is_first, ms, c in runs if is_first]
+            later = [c if cpu else ms for is_first, ms, c in runs if not is_first]
+            if first and later:
+                out.append(statistics.median(first) / statistics.median(later))
+        return out
 
 
 async def one_search(env: dict[str, str], question: str) -> float:
@@ -112,7 +136,7 @@ async def one_search(env: dict[str, str], question: str) -> float:
     return time.perf_counter() - t
 
 
-async def main(n: int, searches: int, backends: list[str]) -> None:
+async def main(n: int, searches: int, rounds: int, backends: list[str]) -> None:
     console = Console()
     questions = [
         json.loads(line)["question"]
@@ -146,18 +170,31 @@ async def main(n: int, searches: int, backends: list[str]) -> None:
             loads.append(os.getloadavg()[0])
             console.print(f"{backend}: quorum search (cold), quorum serve, answers ...")
             runs[backend] = await one_backend(
-                env | {"QUORUM_EMBED_BACKEND": backend}, data, pool, n, searches
+                env | {"QUORUM_EMBED_BACKEND": backend}, data, pool, n, searches, rounds
             )
     report(console, runs, n, loads)
 
 
 async def one_backend(
-    env: dict[str, str], data: Path, pool: Iterator[str], n: int, searches: int
+    env: dict[str, str], data: Path, pool: Iterator[str], n: int, searches: int, rounds: int
 ) -> Run:
-    """Cold searches, then serve: /healthz, /readyz, warm searches, answers, SIGTERM."""
+    """Cold searches, then serve ``rounds`` times (questions rotated by one each round):
+    /healthz, /readyz, warm searches (first round), answers, SIGTERM."""
     run = Run()
     for _ in range(searches):
         run.cold_search_s.append(await one_search(env, next(pool)))
+    asked = [next(pool) for _ in range(n)]
+    for r in range(rounds):
+        order = asked[r % n :] + asked[: r % n]
+        await one_serve(env, data, pool, order, searches if r == 0 else 0, run)
+    run.left = weaviate_alive(data)
+    return run
+
+
+async def one_serve(
+    env: dict[str, str], data: Path, pool: Iterator[str], order: list[str], searches: int, run: Run
+) -> None:
+    """One ``quorum serve``: ready, ``searches`` warm one-shots, ``order`` asked, SIGTERM."""
     port = free_port()
     env = env | {"QUORUM_HTTP_PORT": str(port), "QUORUM_HTTP_HOST": "127.0.0.1"}
     url = f"http://127.0.0.1:{port}"
@@ -167,23 +204,25 @@ async def one_backend(
     )
     headers = {"Authorization": f"Bearer {TOKEN}"}
     async with aiohttp.ClientSession() as http:
-        run.alive_s = await wait_for(http, f"{url}/healthz", t0)
-        run.ready_s = await wait_for(http, f"{url}/readyz", t0)
+        run.alive_s.append(await wait_for(http, f"{url}/healthz", t0))
+        run.ready_s.append(await wait_for(http, f"{url}/readyz", t0))
         for _ in range(searches):
             run.warm_search_s.append(await one_search(env, next(pool)))
-        for _ in range(n):
-            t = time.perf_counter()
-            ask = {"question": next(pool)}
-            async with http.post(f"{url}/api/ask", json=ask, headers=headers) as r:
+        for i, question in enumerate(order):
+            t, cpu = time.perf_counter(), process_cpu(serve.pid)
+            async with http.post(
+                f"{url}/api/ask", json={"question": question}, headers=headers
+            ) as r:
                 body = await r.json()
                 assert r.status == 200 and body["kind"] in ("extractive", "nothing_found")
-            run.latencies_ms.append((time.perf_counter() - t) * 1000)
+            ms, cpu_ms = (time.perf_counter() - t) * 1000, (process_cpu(serve.pid) - cpu) * 1000
+            (run.first_ms if i == 0 else run.later_ms).append(ms)
+            (run.first_cpu_ms if i == 0 else run.later_cpu_ms).append(cpu_ms)
+            run.asked.setdefault(question, []).append((i == 0, ms, cpu_ms))
     t = time.monotonic()
     serve.send_signal(signal.SIGTERM)
-    run.code = await serve.wait()
-    run.stop_s = time.monotonic() - t
-    run.left = weaviate_alive(data)
-    return run
+    run.codes.append(await serve.wait())
+    run.stop_s.append(time.monotonic() - t)
 
 
 def _span(values: list[float], unit: str, fmt: str = ".1f") -> str:
@@ -192,6 +231,12 @@ def _span(values: list[float], unit: str, fmt: str = ".1f") -> str:
     if len(values) == 1:
         return f"{values[0]:{fmt}} {unit}"
     return f"{statistics.median(values):{fmt}} {unit} ({min(values):{fmt}}-{max(values):{fmt}})"
+
+
+def _ratio(first: list[float], later: list[float]) -> str:
+    if not first or not later:
+        return "-"
+    return f"{statistics.median(first) / statistics.median(later):.2f} x"
 
 
 def report(console: Console, runs: dict[str, Run], n: int, loads: list[float]) -> None:
@@ -212,12 +257,17 @@ def report(console: Console, runs: dict[str, Run], n: int, loads: list[float]) -
             "quorum search, warm (serve's Weaviate), median (range)",
             lambda r: _span(r.warm_search_s, "s"),
         ),
-        ("/healthz answers after", lambda r: f"{r.alive_s:.1f} s"),
-        ("/readyz green after", lambda r: f"{r.ready_s:.1f} s"),
-        ("first answer after /readyz", lambda r: _span(r.latencies_ms[:1], "ms", ".0f")),
-        ("later answers, median (range)", lambda r: _span(r.latencies_ms[1:], "ms", ".0f")),
-        ("SIGTERM to exit", lambda r: f"{r.stop_s:.1f} s"),
-        ("exit code", lambda r: str(r.code)),
+        ("/healthz answers after", lambda r: _span(r.alive_s, "s")),
+        ("/readyz green after", lambda r: _span(r.ready_s, "s")),
+        ("first answer after /readyz", lambda r: _span(r.first_ms, "ms", ".0f")),
+        ("later answers, median (range)", lambda r: _span(r.later_ms, "ms", ".0f")),
+        ("first / later median", lambda r: _ratio(r.first_ms, r.later_ms)),
+        ("first / same question asked later", lambda r: _span(r.paired(), "x", ".2f")),
+        ("serve CPU, first answer", lambda r: _span(r.first_cpu_ms, "ms", ".0f")),
+        ("serve CPU, later answers, median", lambda r: _span(r.later_cpu_ms, "ms", ".0f")),
+        ("serve CPU, first / same question later", lambda r: _span(r.paired(True), "x", ".2f")),
+        ("SIGTERM to exit", lambda r: _span(r.stop_s, "s")),
+        ("exit codes", lambda r: ", ".join(str(c) for c in r.codes)),
         ("weaviate-server left running", lambda r: "yes" if r.left else "no"),
     ]
     for label, cell in rows:
@@ -229,6 +279,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--questions", type=int, default=6)
     parser.add_argument("--searches", type=int, default=3, help="one-shots, cold and warm")
+    parser.add_argument("--rounds", type=int, default=2, help="serve runs, questions rotated")
     parser.add_argument("--backends", default="onnx,torch", help="comma-separated")
     args = parser.parse_args()
-    asyncio.run(main(args.questions, args.searches, args.backends.split(",")))
+    asyncio.run(main(args.questions, args.searches, args.rounds, args.backends.split(",")))

@@ -90,6 +90,7 @@ class Engine:
         self.config = config or AnswerConfig()
         self.history_turns = history_turns
         vectors = sentence_vectors(embedder)
+        self._vectors = vectors
         if research is None:
             # The router is the only path: quick or deep per question (quick without a key).
             quick = QuickAnswerer(llm, self.config, vectors)
@@ -139,6 +140,17 @@ class Engine:
         timings["store"] = round((t2 - t1) * 1000, 2)
         timings["total"] = round((t2 - t0) * 1000, 2)
         return replace(answer, exchange_id=exchange_id, timings=timings)
+
+    async def warm(self, kb: str, text: str) -> Answer:
+        """Answer ``text`` from ``kb`` quickly and extractively, storing nothing: every step
+        a quick answer takes (names and dates read, the routed search, passages widened,
+        sentences encoded and scored, citations aligned) runs once, so the first real
+        question pays none of it (``quorum serve`` calls this before ``/readyz``)."""
+        quick = QuickAnswerer(None, self.config, self._vectors)
+        question = Question(text, ThreadKey("warm-up", "-", "-", "-"), "quorum", kb)
+        await self._history(question.thread)  # the session store's first read
+        outcome = await quick.answer(question, self.archives(kb))
+        return await self._align(question, outcome, {})
 
     async def _outcome(
         self, question: Question, sink: EventSink | None, timings: dict[str, float]

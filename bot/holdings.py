@@ -19,18 +19,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.sessions import Actor, AuditEntry, Sessions
 from bot.sessions.records import AuditAction
-from retrieval.indexer import FileResult
-from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
 from retrieval.kept_media import kept_copies
 from retrieval.models import Source, SourceInfo
 from retrieval.search import SearchService
 from retrieval.service import DATA_PARTS, TRANSCRIPTS
 from retrieval.store import Store
 from retrieval.transcribe import Transcriber
+
+if TYPE_CHECKING:
+    from retrieval.indexer import FileResult
 
 log = logging.getLogger("quorum.holdings")
 
@@ -155,6 +156,9 @@ class Holdings:
     ) -> set[str]:
         """The content hashes of the audio ``source`` was transcribed from (its file read
         only when the kept transcripts' names do not tell, and ``hash_file``)."""
+        # Here, not at the top: the readers cost a one-shot `quorum search` a second.
+        from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
+
         # With no sidecar a recording's content hash is the hash of its audio's hash, so
         # the kept transcripts' names find it even after the file is gone.
         by_hash = {hashlib.sha256(d.encode()).hexdigest(): d for d in kept}
@@ -169,6 +173,8 @@ class Holdings:
 
     def _shares(self, other: Source, source: Source, digests: set[str]) -> bool:
         """True when ``other`` was made from the same audio as ``source``."""
+        from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
+
         if other.content_hash == source.content_hash:
             return True
         if other.content_hash in {hashlib.sha256(d.encode()).hexdigest() for d in digests}:

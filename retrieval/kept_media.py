@@ -15,8 +15,16 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrieval.ingest.media import MEDIA_SUFFIXES
 from retrieval.models import Source
+
+
+def _media_suffixes() -> frozenset[str]:
+    """The suffixes of audio and video files (``retrieval.ingest.media``), imported on
+    first use: the readers behind it cost a one-shot ``quorum search`` half a second."""
+    from retrieval.ingest.media import MEDIA_SUFFIXES
+
+    return MEDIA_SUFFIXES
+
 
 # Containers Chromium and Firefox play in <audio>/<video>; others are offered as a download.
 PLAYABLE = frozenset({".mp3", ".m4a", ".wav", ".ogg", ".webm", ".mp4", ".mov"})
@@ -56,7 +64,7 @@ def kept_path(media_dir: Path, kb: str, source_id: str, suffix: str) -> Path:
 
 def _kept(media_dir: Path, kb: str, source_id: str) -> Path | None:
     folder = (media_dir / _safe(kb)).resolve()
-    for suffix in sorted(MEDIA_SUFFIXES, key=lambda s: s not in PLAYABLE):
+    for suffix in sorted(_media_suffixes(), key=lambda s: s not in PLAYABLE):
         path = kept_path(media_dir, kb, source_id, suffix)
         if path.is_file() and path.resolve().parent == folder:
             return path
@@ -65,7 +73,7 @@ def _kept(media_dir: Path, kb: str, source_id: str) -> Path | None:
 
 def kept_copies(media_dir: Path, kb: str, source_id: str) -> list[Path]:
     """Every kept copy of ``source_id``'s recording (removed with the source)."""
-    paths = (kept_path(media_dir, kb, source_id, suffix) for suffix in sorted(MEDIA_SUFFIXES))
+    paths = (kept_path(media_dir, kb, source_id, suffix) for suffix in sorted(_media_suffixes()))
     return [p for p in paths if p.is_file()]
 
 
@@ -81,9 +89,9 @@ def find_media(media_dir: Path, kb: str, source: Source) -> Found:
     original = _original(source)
     if original is None:
         return Found(None)
-    if original.suffix.lower() in MEDIA_SUFFIXES:
+    if original.suffix.lower() in _media_suffixes():
         return Found(original) if original.is_file() else Found(None, original.name)
-    for suffix in sorted(MEDIA_SUFFIXES, key=lambda s: s not in PLAYABLE):
+    for suffix in sorted(_media_suffixes(), key=lambda s: s not in PLAYABLE):
         beside = original.with_suffix(suffix)
         if beside.is_file():
             return Found(beside)
@@ -102,7 +110,7 @@ def keep(media_dir: Path, kb: str, source_id: str, original: Path) -> Path | Non
     """Copy an ingested recording beside Quorum's data (``QUORUM_KEEP_MEDIA``); None when
     ``original`` is not a recording."""
     suffix = original.suffix.lower()
-    if suffix not in MEDIA_SUFFIXES:
+    if suffix not in _media_suffixes():
         return None
     target = kept_path(media_dir, kb, source_id, suffix)
     target.parent.mkdir(parents=True, exist_ok=True)

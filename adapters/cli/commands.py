@@ -15,13 +15,12 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from adapters.chat.announce import announce, targets
 from adapters.cli.app import (
     AfterOpt,
     BeforeOpt,
@@ -39,7 +38,6 @@ from adapters.cli.app import (
     parse_levels,
     run,
 )
-from adapters.cli.ingest_progress import IngestProgress
 from adapters.cli.terminal import failure_line, plain, summary_table
 from adapters.shapes import held_json, hit_json
 from bot.answer.understand import choice_note
@@ -48,11 +46,13 @@ from bot.holdings import Forgotten, Held
 from bot.models import Actor
 from bot.wiring import holdings_of, open_holdings, open_retrieval, open_session_store
 from retrieval.errors import InvalidInput
-from retrieval.indexer import IngestReport, ingest
 from retrieval.kept_media import keep, kept_path
 from retrieval.links import locator
 from retrieval.models import Hit
 from retrieval.search import MAX_K
+
+if TYPE_CHECKING:
+    from retrieval.indexer import IngestReport
 
 
 def _report_table(report: IngestReport, elapsed: float) -> Table:
@@ -98,7 +98,12 @@ def ingest_cmd(
     course files."""
 
     async def go(settings: Settings) -> IngestReport:
+        # Here, not at the top: the readers (PDF, media) and the announcements cost a
+        # one-shot `quorum search` over a second on two cores.
+        from adapters.chat.announce import announce, targets
+        from adapters.cli.ingest_progress import IngestProgress
         from bot.summaries import claude_summarizer  # Claude's SDK only when ingesting
+        from retrieval.indexer import ingest
 
         name = kb_name(settings, kb)
         targets(settings.post_summaries)  # a malformed target fails before any work

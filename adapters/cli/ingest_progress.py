@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -17,7 +18,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from retrieval.indexer import FileResult
+if TYPE_CHECKING:
+    from retrieval.indexer import FileResult
 
 
 def realtime_factor(audio_s: float, wall_s: float) -> float:

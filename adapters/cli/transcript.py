@@ -21,17 +21,20 @@ from bot.config import Settings
 from bot.wiring import open_retrieval, retrieval_config
 from retrieval.captions import FORMATS, WRITERS
 from retrieval.errors import InvalidInput
-from retrieval.ingest.media import MEDIA_SUFFIXES, decode_audio, file_digest
 from retrieval.names import title_matches
 from retrieval.transcribe import OnProgress, Transcriber, Transcript
 
 
 def _transcribe(transcriber: Transcriber, path: Path, heard: OnProgress) -> Transcript:
+    from retrieval.ingest.media import decode_audio, file_digest
+
     return transcriber.transcribe(str(path), file_digest(path), lambda: decode_audio(path), heard)
 
 
 async def _ingested_file(settings: Settings, source: str, kb: str | None) -> Path:
     """The media file an ingested source was read from, found by id or title."""
+    from retrieval.ingest.media import MEDIA_SUFFIXES
+
     name = kb_name(settings, kb)
     async with open_retrieval(settings) as r:
         infos = await r.store.list_sources(name)
@@ -71,6 +74,10 @@ def transcript_cmd(
     ] = None,
 ) -> None:
     """Export a recording's transcript as WebVTT, SRT or timestamped text."""
+    # Here, not at the top: the media readers cost every other command (a one-shot
+    # `quorum search`) half a second on two cores.
+    from retrieval.ingest.media import MEDIA_SUFFIXES
+
     writer = WRITERS.get(fmt.lower())  # type: ignore[call-overload]
 
     given = Path(source)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import importlib
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from retrieval.errors import ConfigError
@@ -17,18 +18,23 @@ from retrieval.store.weaviate.server import (
     endpoint_from_url,
     find_binary,
 )
-from retrieval.store.weaviate.store import WeaviateStore
 
 if TYPE_CHECKING:
     from retrieval.service import RetrievalConfig
+    from retrieval.store.weaviate.store import WeaviateStore
 
 
 @contextlib.asynccontextmanager
 async def open_weaviate(config: RetrievalConfig) -> AsyncIterator[WeaviateStore]:
     """The store on the Weaviate ``config`` names (started first in embedded mode), with
-    its schema in place; the client closes, and a server started here stops, on exit."""
+    its schema in place; the client closes, and a server started here stops, on exit.
+
+    The client library is imported while the embedded server boots: a one-shot
+    ``quorum search`` pays the longer of the two, not both."""
     async with contextlib.AsyncExitStack() as stack:
-        endpoint = await _endpoint(config, stack)
+        endpoint = await _endpoint(config, stack, _load_store)
+        from retrieval.store.weaviate.store import WeaviateStore
+
         client = async_client(endpoint, timeout_s=config.weaviate_timeout_s)
         yield await stack.enter_async_context(
             WeaviateStore.connect(client, endpoint.url, config.weaviate_replicas)
@@ -40,7 +46,19 @@ DATA_DIR_NAMES = ("weaviate-server", "weaviate")
 client's data."""
 
 
-async def _endpoint(config: RetrievalConfig, stack: contextlib.AsyncExitStack) -> Endpoint:
+def _load_store() -> None:
+    """Import the store and the client library (on a worker thread: the event loop and
+    the server's start go on meanwhile)."""
+    importlib.import_module("retrieval.store.weaviate.store")
+
+
+async def _endpoint(
+    config: RetrievalConfig,
+    stack: contextlib.AsyncExitStack,
+    meanwhile: Callable[[], None] = lambda: None,
+) -> Endpoint:
+    """Where the store is; in embedded mode the server is started, ``meanwhile`` running on
+    a thread while it boots."""
     api_key = config.weaviate_api_key
     if config.weaviate_mode == "embedded":
         binary = find_binary(config.weaviate_binary)
@@ -49,8 +67,9 @@ async def _endpoint(config: RetrievalConfig, stack: contextlib.AsyncExitStack) -
         server = EmbeddedServer(config.data_dir / DATA_DIR_NAMES[0], binary)
         starting = asyncio.ensure_future(asyncio.to_thread(server.start))
         try:
+            await asyncio.to_thread(meanwhile)
             endpoint = await asyncio.shield(starting)
-        except asyncio.CancelledError:  # stopped while starting: the thread still starts it
+        except BaseException:  # stopped (or the import failed) while the thread starts it
             with contextlib.suppress(Exception):
                 await starting
                 await asyncio.to_thread(server.stop)

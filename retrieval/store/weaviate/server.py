@@ -29,12 +29,10 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-import weaviate
 from platformdirs import user_cache_dir
-from weaviate.classes.init import AdditionalConfig, Auth, Timeout
 
 from retrieval.errors import ConfigError, SearchUnavailable
 from retrieval.links import redact_url
@@ -46,6 +44,9 @@ from retrieval.store.weaviate.reaper import (
     start_reaper,
     terminate,
 )
+
+if TYPE_CHECKING:
+    import weaviate
 
 log = logging.getLogger(__name__)
 
@@ -343,6 +344,11 @@ class EmbeddedServer:
 
 def async_client(endpoint: Endpoint, *, timeout_s: float = 30.0) -> weaviate.WeaviateAsyncClient:
     """An async client for ``endpoint`` that never calls out to the internet."""
+    # Imported here: the client library takes a second to import, which a process
+    # starting the embedded server spends while the server boots (``open``).
+    import weaviate
+    from weaviate.classes.init import AdditionalConfig, Auth, Timeout
+
     auth = Auth.api_key(endpoint.api_key) if endpoint.api_key else None
     return weaviate.use_async_with_custom(
         http_host=endpoint.host,
