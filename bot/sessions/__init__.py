@@ -6,6 +6,8 @@ replicas) are its two drivers behind ``driver``'s seam, ``migrations`` their one
 ``records`` what they keep, ``privacy`` the audit trail and what forgetting and retention
 do to stored questions."""
 
+from typing import TYPE_CHECKING
+
 from bot.models import Actor
 from bot.sessions.base import EVENT_TTL_S, Sessions, open_sessions
 from bot.sessions.migrations import MIGRATIONS
@@ -16,7 +18,9 @@ from bot.sessions.records import (
     QueryRecord,
     clip,
 )
-from bot.sessions.sqlite import SessionStore
+
+if TYPE_CHECKING:
+    from bot.sessions.sqlite import SessionStore
 
 __all__ = [
     "EVENT_TTL_S",
@@ -31,3 +35,13 @@ __all__ = [
     "clip",
     "open_sessions",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # The SQLite store loads on first use: the quick path imports this package for its
+    # records, and should not pull in a database driver (and its SQL) to do so.
+    if name == "SessionStore":
+        from bot.sessions.sqlite import SessionStore
+
+        return SessionStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
