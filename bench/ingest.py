@@ -1,181 +1,73 @@
 """Ingest throughput: end-to-end ``ingest()`` against bare ``model.encode`` of the same text.
 
-A seeded synthetic corpus of meeting transcripts (half WebVTT, half ``[hh:mm:ss] Speaker:
-text``; 40 files of 15 minutes by default) is generated once into ``bench/.cache/``.
-A fresh embedded Weaviate server in a temp dir receives the whole corpus through
+Three seeded file mixes (``bench/ingest_corpus.py``), each generated once into
+``bench/.cache/``: ``transcripts``, long meeting transcripts (half WebVTT, half
+``[hh:mm:ss] Speaker: text``; 40 files of 15 minutes by default), ``markdown``, 5,000
+small handbook pages, and ``pdf``, 40 multi-page PDFs. For each mix a fresh embedded
+Weaviate server in a temp dir receives the whole corpus through
 ``retrieval.indexer.ingest``; in the same run the embedder encodes exactly the segment
-texts ingest produced, in one call with the same batch size (before and after the
+texts ingest produced, in one call with the same batch size (before and after each
 ingest, to average out load drift). The ratio of the two rates says how much the
 pipeline costs on top of the encoder.
 
 Target: ingest seg/s >= 0.85 x bare encode seg/s.
 
-The split of ingest time is busy time per stage (reading and chunking in a worker
-thread, embedding, Weaviate writes); the stages overlap, so they can add up to more
-than the wall time. CPU seconds (ours and the server's) and the cores other processes
-kept busy are printed too: on a shared machine a single run's wall-clock ratio moves by
-+-0.1, so the verdict uses the median of ``--repeat`` runs.
+The split of ingest time is busy time per stage (discovery; reading and chunking in a
+worker thread; the stored-source lookups; encoding the windows; building the other
+levels, which encodes a few topic-title candidates of long sources; Weaviate writes),
+with how many calls each took: the stages overlap, so they can add up to more than the
+wall time, and the call counts show per-file costs (many small files). CPU seconds (ours
+and the server's) and the cores other processes kept busy are printed too: on a shared
+machine a single run's wall-clock ratio moves by +-0.1, so the verdict uses the median
+of ``--repeat`` runs.
 
 ``--backend torch`` runs the same with sentence-transformers on torch instead of ONNX
 Runtime (the default), to compare the two encoders.
 
-Run: ``.venv/bin/python bench/ingest.py [--files N] [--batch-size B] [--repeat R]
-[--backend onnx|torch]``.
+Run: ``.venv/bin/python bench/ingest.py [--mix transcripts|markdown|pdf|all] [--files N]
+[--md-files N] [--pdf-files N] [--batch-size B] [--repeat R] [--backend onnx|torch]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 from unittest import mock
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import retrieval.indexer as indexer
 from bench.common import weaviate_binary
-from bench.machine import Contention, describe, process_cpu, server_pid
-from bench.synthetic import (
-    GENERATOR_VERSION,
-    Talk,
-    meeting,
-    meeting_date,
-    meeting_title,
-    to_transcript,
-    to_vtt,
+from bench.ingest_corpus import MIXES, build_corpus
+from bench.ingest_stages import (
+    RichIngestProgress,
+    StageTimes,
+    TimedEmbedder,
+    TimedStore,
+    timed_discover,
+    timed_levels,
+    timed_reader,
 )
+from bench.machine import Contention, describe, process_cpu, server_pid
 from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import FileResult, IngestReport, ingest
+from retrieval.indexer import IngestReport, ingest
 from retrieval.ingest import discover, read_source
-from retrieval.ingest.metadata import slug
 from retrieval.models import Document
-from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client
 
 T = TypeVar("T")
-CACHE = Path(__file__).resolve().parent / ".cache"
 TARGET_RATIO = 0.85
 console = Console()
-
-
-def corpus_dir(files: int, minutes: float, seed: int) -> Path:
-    """Where the corpus for these parameters is cached."""
-    return CACHE / f"ingest-v{GENERATOR_VERSION}-f{files}-m{minutes:g}-s{seed}"
-
-
-def build_corpus(files: int, minutes: float, seed: int, progress: Progress) -> Path:
-    """Write the corpus unless it is cached; returns its folder."""
-    folder = corpus_dir(files, minutes, seed)
-    if (folder / ".complete").exists():
-        return folder
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    task = progress.add_task("writing corpus", total=files)
-    for i in range(files):
-        talk = Talk(f"ingest-{seed}-{i}")
-        title, day = meeting_title(talk), meeting_date(talk)
-        lines = meeting(talk, minutes)
-        if i % 2:
-            path, text = tmp / f"{day}-{slug(title)}-{i:03d}.txt", to_transcript(lines)
-        else:
-            path, text = tmp / f"{day}-{slug(title)}-{i:03d}.vtt", to_vtt(lines)
-        path.write_text(text, encoding="utf-8")
-        progress.advance(task)
-    (tmp / ".complete").touch()
-    tmp.rename(folder)
-    return folder
-
-
-@dataclass
-class StageTimes:
-    """Busy seconds per ingest stage, and the documents ingest read."""
-
-    read_s: float = 0.0
-    embed_s: float = 0.0
-    write_s: float = 0.0
-    docs: list[Document] = field(default_factory=list)
-
-
-class TimedEmbedder:
-    """Wraps an embedder to add up the time ingest spends waiting for vectors."""
-
-    def __init__(self, inner: SentenceTransformerEmbedder, times: StageTimes) -> None:
-        self.inner = inner
-        self.times = times
-
-    @property
-    def dim(self) -> int:
-        """Vector length."""
-        return self.inner.dim
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        """Timed pass-through."""
-        t0 = time.perf_counter()
-        try:
-            return await self.inner.embed_documents(texts)
-        finally:
-            self.times.embed_s += time.perf_counter() - t0
-
-    async def embed_query(self, text: str) -> list[float]:
-        """Pass-through."""
-        return await self.inner.embed_query(text)
-
-
-class TimedStore(WeaviateStore):
-    """A store that adds up the time spent in ``upsert_many`` (the Weaviate writes)."""
-
-    times: StageTimes
-
-    async def upsert_many(self, *args: Any, **kwargs: Any) -> Any:
-        """Timed pass-through."""
-        t0 = time.perf_counter()
-        try:
-            return await super().upsert_many(*args, **kwargs)
-        finally:
-            self.times.write_s += time.perf_counter() - t0
-
-
-def timed_reader(times: StageTimes) -> Callable[..., Document]:
-    """``read_source`` that records its time and the documents it returns."""
-
-    def read(path: Path, **kwargs: Any) -> Document:
-        t0 = time.perf_counter()
-        try:
-            doc = read_source(path, **kwargs)
-        finally:
-            times.read_s += time.perf_counter() - t0
-        times.docs.append(doc)
-        return doc
-
-    return read
-
-
-class RichIngestProgress:
-    """Shows ingest's per-file progress on a rich bar."""
-
-    def __init__(self, progress: Progress, task: TaskID) -> None:
-        self.progress = progress
-        self.task = task
-
-    def started(self, files: int) -> None:
-        """Set the bar's length."""
-        self.progress.update(self.task, total=files)
-
-    def file_done(self, result: FileResult) -> None:
-        """Advance the bar."""
-        self.progress.advance(self.task)
 
 
 def encode_in_thread(embedder: SentenceTransformerEmbedder, calls: list[list[str]]) -> None:
@@ -229,14 +121,56 @@ class IngestRun:
     report: IngestReport
 
 
+@dataclass(frozen=True)
+class MixResult:
+    """One mix measured: its documents and texts, the bare encodes and the ingests."""
+
+    mix: str
+    docs: list[Document]
+    texts: list[str]
+    bares: list[Cost]
+    runs: list[IngestRun]
+    per_file: Cost | None
+
+    def ratios(self) -> list[float]:
+        """Each ingest against the mean of the bare encodes either side of it."""
+        return [
+            (self.bares[r].wall_s + self.bares[r + 1].wall_s) / 2 / one.wall_s
+            for r, one in enumerate(self.runs)
+        ]
+
+    def cpu(self) -> tuple[float, float, float, float]:
+        """Mean CPU seconds: bare (ours, server's), ingest (ours, server's)."""
+        return (
+            statistics.mean(b.cpu_s for b in self.bares),
+            statistics.mean(b.server_cpu_s for b in self.bares),
+            statistics.mean(one.cost.cpu_s for one in self.runs),
+            statistics.mean(one.cost.server_cpu_s for one in self.runs),
+        )
+
+    def cpu_ratio(self) -> float:
+        """Bare encode CPU over ingest's (this process and the server)."""
+        bare, bare_server, ours, server = self.cpu()
+        return (bare + bare_server) / (ours + server)
+
+    def others(self) -> list[float | None]:
+        """Cores other processes kept busy, per measured step."""
+        steps = [*self.bares, *(one.cost for one in self.runs)]
+        return [c.others for c in (*steps, *([self.per_file] if self.per_file else []))]
+
+
 async def run_ingest(
     endpoint: Endpoint, kb: str, embedder: TimedEmbedder, folder: Path, progress: Progress
 ) -> tuple[IngestReport, float]:
     """Ingest ``folder`` into a fresh kb; returns the report and wall seconds."""
     times = embedder.times
     task = progress.add_task(f"ingest into {kb}", total=None)
-    # Instrumentation only: the indexer looks up read_source at call time.
-    with mock.patch.object(indexer, "read_source", timed_reader(times)):
+    # Instrumentation only: the indexer looks these up at call time.
+    with (
+        mock.patch.object(indexer, "read_source", timed_reader(times)),
+        mock.patch.object(indexer, "_discover", timed_discover(times)),
+        mock.patch.object(indexer, "build", timed_levels(times)),
+    ):
         async with TimedStore.connect(async_client(endpoint), endpoint.url) as store:
             assert isinstance(store, TimedStore)
             store.times = times
@@ -249,46 +183,47 @@ async def run_ingest(
     return report, wall
 
 
-def run(args: argparse.Namespace, binary: Path) -> None:
-    """Build the corpus, then alternate bare encodes and ingests; print the tables."""
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}"))
-    with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as progress:
-        folder = build_corpus(args.files, args.minutes, args.seed, progress)
-        task = progress.add_task("loading model", total=None)
-        model = SentenceTransformerEmbedder.from_path(
-            batch_size=args.batch_size, backend=args.backend
-        )
-        assert model.backend == args.backend, "the ONNX export is missing: run `make install`"
-        model.encode(["warm-up sentence"] * args.batch_size)
+def measure_mix(
+    mix: str,
+    folder: Path,
+    model: SentenceTransformerEmbedder,
+    args: argparse.Namespace,
+    binary: Path,
+    progress: Progress,
+) -> MixResult:
+    """Alternate bare encodes and ingests of one mix's corpus."""
+    task = progress.add_task(f"reading the {mix} corpus", total=None)
+    docs = [read_source(p, root=folder) for p in discover([folder])]
+    progress.remove_task(task)
+    texts = [s.text for d in docs for s in d.segments]
+    encode_in_thread(model, [texts[: args.batch_size]])  # warm the worker-thread path
+
+    def bare(label: str, pid: int | None) -> Cost:
+        task = progress.add_task(f"{mix}: {label} ({len(texts)} segments)", total=None)
+        cost, _ = measure(lambda: encode_in_thread(model, [texts]), pid)
         progress.remove_task(task)
-        docs = [read_source(p, root=folder) for p in discover([folder])]
-        texts = [s.text for d in docs for s in d.segments]
-        encode_in_thread(model, [texts[: args.batch_size]])  # warm the worker-thread path
+        return cost
 
-        def bare(label: str, pid: int | None) -> Cost:
-            task = progress.add_task(f"{label} ({len(texts)} segments)", total=None)
-            cost, _ = measure(lambda: encode_in_thread(model, [texts]), pid)
-            progress.remove_task(task)
-            return cost
-
-        bares: list[Cost] = []
-        runs: list[IngestRun] = []
-        with tempfile.TemporaryDirectory(prefix="quorum-bench-") as tmp:
-            server = EmbeddedServer(Path(tmp), binary)
-            endpoint = server.start()
-            try:
-                pid = server_pid(Path(tmp))
-                bares.append(bare("bare encode", pid))
-                for r in range(args.repeat):
-                    times = StageTimes()
-                    embedder = TimedEmbedder(model, times)
-                    ingest_once = run_ingest(endpoint, f"bench{r}", embedder, folder, progress)
-                    cost, (report, wall) = measure(partial(asyncio.run, ingest_once), pid)
-                    runs.append(IngestRun(wall, cost, times, report))
-                    bares.append(bare("bare encode again", pid))
-            finally:
-                server.stop()
-        task = progress.add_task("bare encode, one call per file", total=None)
+    bares: list[Cost] = []
+    runs: list[IngestRun] = []
+    with tempfile.TemporaryDirectory(prefix="quorum-bench-") as tmp:
+        server = EmbeddedServer(Path(tmp), binary)
+        endpoint = server.start()
+        try:
+            pid = server_pid(Path(tmp))
+            bares.append(bare("bare encode", pid))
+            for r in range(args.repeat):
+                times = StageTimes()
+                embedder = TimedEmbedder(model, times)
+                ingest_once = run_ingest(endpoint, f"bench{r}", embedder, folder, progress)
+                cost, (report, wall) = measure(partial(asyncio.run, ingest_once), pid)
+                runs.append(IngestRun(wall, cost, times, report))
+                bares.append(bare("bare encode again", pid))
+        finally:
+            server.stop()
+    per_file = None
+    if not args.skip_per_file:
+        task = progress.add_task(f"{mix}: bare encode, one call per file", total=None)
         per_doc = [[s.text for s in d.segments] for d in docs]
         per_file, _ = measure(lambda: encode_in_thread(model, per_doc), None)
         progress.remove_task(task)
@@ -299,30 +234,48 @@ def run(args: argparse.Namespace, binary: Path) -> None:
         ordered = sorted(one.times.docs, key=lambda d: d.source.path)
         got = [s.text for d in ordered for s in d.segments]
         if got != texts:
-            raise SystemExit("ingest produced different segments than read_source did")
-    report_tables(args, docs, texts, bares, runs, per_file)
+            raise SystemExit(f"{mix}: ingest produced different segments than read_source did")
+    return MixResult(mix, docs, texts, bares, runs, per_file)
 
 
-def report_tables(
-    args: argparse.Namespace,
-    docs: Sequence[Document],
-    texts: Sequence[str],
-    bares: Sequence[Cost],
-    runs: Sequence[IngestRun],
-    per_file: Cost,
-) -> None:
-    """Print the throughput table, the split of ingest time and the CPU accounting."""
+def run(args: argparse.Namespace, binary: Path) -> None:
+    """Build each mix's corpus, measure it, print its tables; a summary for several."""
+    mixes = MIXES if args.mix == "all" else (args.mix,)
+    files = {"transcripts": args.files, "markdown": args.md_files, "pdf": args.pdf_files}
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}"))
+    results: list[MixResult] = []
+    with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as progress:
+        folders = {
+            mix: build_corpus(mix, files[mix], args.minutes, args.seed, progress) for mix in mixes
+        }
+        task = progress.add_task("loading model", total=None)
+        model = SentenceTransformerEmbedder.from_path(
+            batch_size=args.batch_size, backend=args.backend
+        )
+        assert model.backend == args.backend, "the ONNX export is missing: run `make install`"
+        model.encode(["warm-up sentence"] * args.batch_size)
+        progress.remove_task(task)
+        for mix in mixes:
+            result = measure_mix(mix, folders[mix], model, args, binary, progress)
+            progress.console.rule(f"[bold]{mix}")
+            report_tables(args, result)
+            results.append(result)
+    if len(results) > 1:
+        summary_table(args, results)
+
+
+def report_tables(args: argparse.Namespace, res: MixResult) -> None:
+    """Print one mix's throughput table, the split of ingest time and the CPU accounting."""
+    docs, texts, bares, runs = res.docs, res.texts, res.bares, res.runs
     n = len(texts)
-    table = Table(title=f"Ingest throughput ({args.backend} encoder, batch size {args.batch_size})")
+    table = Table(
+        title=f"Ingest throughput, {res.mix} ({args.backend} encoder, batch size {args.batch_size})"
+    )
     columns = ("run", "files", "segments", "ingest s", "ingest seg/s", "bare seg/s", "ratio")
     for col in (*columns, "other load, cores"):
         table.add_column(col, justify="right")
-    ratios: list[float] = []
-    for r, one in enumerate(runs):
-        # Each ingest is compared with the mean of the bare encodes either side of it.
+    for r, (one, ratio) in enumerate(zip(runs, res.ratios(), strict=True)):
         bare_s = (bares[r].wall_s + bares[r + 1].wall_s) / 2
-        ratio = bare_s / one.wall_s
-        ratios.append(ratio)
         style = "green" if ratio >= TARGET_RATIO else "red"
         table.add_row(
             str(r + 1),
@@ -337,51 +290,102 @@ def report_tables(
     console.print(table)
 
     split = Table(title="Where ingest time went (busy seconds, mean of runs; stages overlap)")
-    for col in ("stage", "seconds", "% of ingest wall"):
+    for col in ("stage", "seconds", "% of ingest wall", "calls", "items per call"):
         split.add_column(col, justify="right")
     wall = statistics.mean(one.wall_s for one in runs)
-    for stage, secs in (
-        ("read + chunk (worker thread)", statistics.mean(one.times.read_s for one in runs)),
-        ("embed (awaited)", statistics.mean(one.times.embed_s for one in runs)),
+
+    def mean(get: Callable[[StageTimes], float]) -> float:
+        return statistics.mean(get(one.times) for one in runs)
+
+    split_rows: list[tuple[str, float, float | None, str]] = [
+        ("discover files", mean(lambda t: t.discover_s), 1.0, f"{len(docs)} files"),
+        ("read + chunk (worker thread)", mean(lambda t: t.read_s), None, ""),
         (
-            "Weaviate write (WeaviateStore.upsert_many)",
-            statistics.mean(one.times.write_s for one in runs),
+            "stored-source lookups",
+            mean(lambda t: t.lookup_s),
+            mean(lambda t: t.lookups),
+            f"{len(docs) / mean(lambda t: t.lookups):.1f} files",
         ),
-    ):
-        split.add_row(stage, f"{secs:.1f}", f"{100 * secs / wall:.0f}%")
+        (
+            "embed windows (awaited)",
+            mean(lambda t: t.embed_s),
+            mean(lambda t: t.embeds),
+            f"{mean(lambda t: t.embed_texts) / mean(lambda t: t.embeds):.0f} texts",
+        ),
+        (
+            "other levels (incl. title encodes)",
+            mean(lambda t: t.levels_s),
+            mean(lambda t: t.level_embeds),
+            f"{mean(lambda t: t.level_texts) / max(1, mean(lambda t: t.level_embeds)):.0f} texts",
+        ),
+        (
+            "Weaviate write (upsert_many)",
+            mean(lambda t: t.write_s),
+            mean(lambda t: t.writes),
+            f"{len(docs) / mean(lambda t: t.writes):.1f} files",
+        ),
+    ]
+    for stage, secs, calls, per_call in split_rows:
+        split.add_row(
+            stage,
+            f"{secs:.2f}",
+            f"{100 * secs / wall:.0f}%",
+            "" if calls is None else f"{calls:.0f}",
+            per_call,
+        )
     console.print(split)
 
     per_k = 1000 / n
     cpu = Table(title="CPU seconds per 1000 segments (steadier than wall time under load)")
     for col in ("step", "Python process", "Weaviate server", "total"):
         cpu.add_column(col, justify="right")
-    bare_cpu = statistics.mean(b.cpu_s for b in bares)
-    bare_server = statistics.mean(b.server_cpu_s for b in bares)
-    ingest_cpu = statistics.mean(one.cost.cpu_s for one in runs)
-    ingest_server = statistics.mean(one.cost.server_cpu_s for one in runs)
-    for step, py, wv in (
-        ("bare encode, one call", bare_cpu, bare_server),
-        ("bare encode, one call per file (as ingest)", per_file.cpu_s, 0.0),
-        ("ingest", ingest_cpu, ingest_server),
-    ):
+    bare_cpu, bare_server, ingest_cpu, ingest_server = res.cpu()
+    rows = [("bare encode, one call", bare_cpu, bare_server)]
+    if res.per_file is not None:
+        rows.append(("bare encode, one call per file", res.per_file.cpu_s, 0.0))
+    rows.append(("ingest", ingest_cpu, ingest_server))
+    for step, py, wv in rows:
         cpu.add_row(step, f"{py * per_k:.1f}", f"{wv * per_k:.1f}", f"{(py + wv) * per_k:.1f}")
     console.print(cpu)
 
     chars = sum(map(len, texts)) / max(1, n)
-    console.print(
-        f"{n / len(docs):.1f} segments/file, {chars:.0f} chars/segment. Bare encode seg/s "
-        f"across the run: {', '.join(f'{n / b.wall_s:.1f}' for b in bares)}; one call per "
-        f"file: {n / per_file.wall_s:.1f} (all in a worker thread, like ingest's). "
-        "CPU-time ratio (bare / ingest total): "
-        f"{(bare_cpu + bare_server) / (ingest_cpu + ingest_server):.2f}."
+    per_file = (
+        f"; one call per file: {n / res.per_file.wall_s:.1f}" if res.per_file is not None else ""
     )
-    ratio = statistics.median(ratios)
+    console.print(
+        f"{n / len(docs):.1f} segments/file, {chars:.0f} chars/segment. "
+        f"Bare encode seg/s across the run: {', '.join(f'{n / b.wall_s:.1f}' for b in bares)}"
+        f"{per_file} (all in a worker thread, like ingest's). "
+        f"CPU-time ratio (bare / ingest total): {res.cpu_ratio():.2f}."
+    )
+    ratio = statistics.median(res.ratios())
     console.print(
         f"Target ratio >= {TARGET_RATIO}: "
         + ("[green]met[/green]" if ratio >= TARGET_RATIO else "[red]missed[/red]")
         + f" (median {ratio:.2f} over {len(runs)} run(s))"
     )
-    console.print(describe([c.others for c in (*bares, *(one.cost for one in runs), per_file)]))
+    console.print(describe(res.others()))
+
+
+def summary_table(args: argparse.Namespace, results: Sequence[MixResult]) -> None:
+    """One line per mix: the verdict's numbers side by side."""
+    table = Table(title=f"Ingest vs bare encode per mix ({args.backend}, median of runs)")
+    for col in ("mix", "files", "segments", "ratio", "CPU ratio", "other load, cores"):
+        table.add_column(col, justify="right")
+    for res in results:
+        seen = [x for x in res.others() if x is not None]
+        load = f"{statistics.mean(seen):.1f} (max {max(seen):.1f})" if seen else "?"
+        ratio = statistics.median(res.ratios())
+        style = "green" if ratio >= TARGET_RATIO else "red"
+        table.add_row(
+            res.mix,
+            str(len(res.docs)),
+            str(len(res.texts)),
+            f"[{style}]{ratio:.2f}[/{style}]",
+            f"{res.cpu_ratio():.2f}",
+            load,
+        )
+    console.print(table)
 
 
 def _cores(ingest_others: float | None, *bare_others: float | None) -> str:
@@ -393,13 +397,26 @@ def _cores(ingest_others: float | None, *bare_others: float | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--mix",
+        choices=(*MIXES, "all"),
+        default="transcripts",
+        help="which corpus (transcripts, the default; markdown; pdf; all, one after another)",
+    )
     parser.add_argument("--files", type=int, default=40, help="transcript files (default 40)")
     parser.add_argument("--minutes", type=float, default=15, help="minutes per file (15)")
+    parser.add_argument("--md-files", type=int, default=5000, help="Markdown files (5000)")
+    parser.add_argument("--pdf-files", type=int, default=40, help="PDF files (40)")
     parser.add_argument("--batch-size", type=int, default=64, help="encoder batch size (64)")
     parser.add_argument(
         "--repeat", type=int, default=3, help="ingest runs, each into a new kb (3; median)"
     )
     parser.add_argument("--seed", type=int, default=0, help="corpus seed (0)")
+    parser.add_argument(
+        "--skip-per-file",
+        action="store_true",
+        help="skip the reference encode of one call per file (long for many small files)",
+    )
     parser.add_argument(
         "--backend",
         choices=("onnx", "torch"),
@@ -407,6 +424,9 @@ def main() -> None:
         help="embedding runtime (onnx, the default; run again with torch to compare)",
     )
     args = parser.parse_args()
+    for name in ("files", "md_files", "pdf_files", "repeat", "batch_size"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
     binary = weaviate_binary()
     run(args, binary)
 
