@@ -126,12 +126,14 @@ async def extractive(
     centrality = [dot(tv, centre) if centre else 0.0 for tv in topic_vectors]
     ranked = sorted(range(len(topics)), key=lambda n: -centrality[n])
     shown = sorted(n for n in ranked[:MAX_TOPICS] if pools[n])
-    flat = [s.text for n in shown for s in pools[n]] if len(topics) > 1 else []
-    encoded = iter(await embedder.embed_documents(flat) if flat else [])
     titles = [pool[0].text if pool else "" for pool in pools]
-    for n in shown if flat else ():
-        scored = [(dot(next(encoded), topic_vectors[n]), s) for s in pools[n]]
-        titles[n] = max(scored, key=lambda x: x[0])[1].text
+    # Only real choices are encoded, each sentence once: a pool of one sentence is its own
+    # title (the encoder is ingest's bottleneck; small documents have many such pools).
+    choose = [n for n in shown if len(pools[n]) > 1] if len(topics) > 1 else []
+    flat = list(dict.fromkeys(s.text for n in choose for s in pools[n]))
+    encoded = dict(zip(flat, await embedder.embed_documents(flat) if flat else [], strict=True))
+    for n in choose:
+        titles[n] = max(pools[n], key=lambda s: dot(encoded[s.text], topic_vectors[n])).text
     by_text = {s.text: s for pool in pools for s in pool}
     lines = [
         Line("topic", titles[n], by_text[titles[n]].start_s, by_text[titles[n]].page) for n in shown

@@ -5,6 +5,8 @@ search tool per level."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from pathlib import Path
 
 from bot.research.schema import TOOLS, parse_args
 from bot.summaries import ClaudeSummarizer
@@ -27,6 +29,80 @@ async def _summary(
     built = await build(doc, vectors, embedder, summarizer)
     assert len(built.vectors) == len(built.doc.levels)
     return next(u for u in built.doc.levels if u.level == "summary")
+
+
+class Counting:
+    """The real embedder, remembering what each document encode was given."""
+
+    def __init__(self, inner: SentenceTransformerEmbedder) -> None:
+        self.inner = inner
+        self.calls: list[list[str]] = []
+        self.dim = inner.dim
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        return await self.inner.embed_documents(texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        return await self.inner.embed_query(text)
+
+
+async def _topic_lines(path: Path, embedder: Counting) -> list[str]:
+    doc = read_source(path)
+    vectors = await embedder.embed_documents([s.text for s in doc.segments])
+    built = await build(doc, vectors, embedder)
+    summary = next(u for u in built.doc.levels if u.level == "summary")
+    return [line.text for line in read_lines(summary) if line.section == "topic"]
+
+
+# The handbook's summary as titled when every candidate sentence was encoded (before
+# single-sentence pools and repeats were skipped): what users read must not move.
+ON_CALL_TOPICS = [
+    "For whoever holds the Northwind pager: paging, escalation, and the runbook",
+    "- **SEV2**: a major feature is degraded for many customers, or an enterprise",
+    "Acknowledge a page within 5 minutes.",
+    "**Primary on-call** owns the first response and is the incident commander",
+    "Since the cut-over on 2024-02-24, logins go through two Cognito user pools:",
+    "It shows login success and refresh success by provider and by pool, the",
+    "Refresh tokens are bound to the app client that issued them, so this nearly",
+    "Users who have not logged in since the cut-over are migrated on their first",
+    "If an SSO customer reports that their Okta or My Apps tile stopped working,",
+    "A rollback takes about 14 minutes and logs users out, so when the cause is",
+    "After that USER_PASSWORD_AUTH is disabled, the clients switch to SRP, Auth0",
+    "Hold a blameless retro within two working days, built from the incident",
+]
+
+
+async def test_topic_titles_are_unchanged_and_each_sentence_is_encoded_once(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    counting = Counting(embedder)
+    lines = await _topic_lines(EXAMPLES / "handbook" / "on-call.md", counting)
+    assert [line[: len(want)] for line, want in zip(lines, ON_CALL_TOPICS, strict=True)] == (
+        ON_CALL_TOPICS
+    )
+    titles = [t for call in counting.calls[1:] for t in call]
+    assert titles and len(titles) == len(set(titles))
+
+
+async def test_a_section_of_one_sentence_is_its_own_title_without_an_encode(
+    embedder: SentenceTransformerEmbedder, tmp_path: Path
+) -> None:
+    page = tmp_path / "deploys.md"
+    page.write_text(
+        "# Deploys\n\n## When\n\nDeploys to production happen on Tuesday mornings.\n\n"
+        "## Who\n\nThe platform team approves every change to the load balancer.\n\n"
+        "## Rollback\n\nRoll back when the error rate stays above two percent.\n",
+        encoding="utf-8",
+    )
+    counting = Counting(embedder)
+    lines = await _topic_lines(page, counting)
+    assert lines == [
+        "Deploys to production happen on Tuesday mornings.",
+        "The platform team approves every change to the load balancer.",
+        "Roll back when the error rate stays above two percent.",
+    ]
+    assert len(counting.calls) == 1  # the windows; no title had a choice to make
 
 
 async def test_without_a_key_the_summary_is_extractive_and_timed(
