@@ -37,7 +37,7 @@ class StageTimes:
     embed_texts: int = 0
     levels_s: float = 0.0
     level_embeds: int = 0
-    level_texts: int = 0
+    level_texts: list[str] = field(default_factory=list)
     write_s: float = 0.0
     writes: int = 0
     in_levels: bool = False
@@ -61,7 +61,7 @@ class TimedEmbedder:
         t = self.times
         if t.in_levels:
             t.level_embeds += 1
-            t.level_texts += len(texts)
+            t.level_texts.extend(texts)
             return await self.inner.embed_documents(texts)
         t0 = time.perf_counter()
         try:
