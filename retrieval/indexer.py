@@ -112,7 +112,10 @@ class _Ready:
     level_vectors: list[list[float]] = field(default_factory=list)
 
 
-EMBED_BATCH = 256  # windows encoded per call, across files (a few model batches)
+# Windows encoded per call, across files. The encoder sorts a call's texts by length, so a
+# bigger call pads its model batches less: small Markdown pages of uneven length cost 25%
+# more encoder CPU in calls of 256 than in one call, 10% in calls of 1024.
+EMBED_BATCH = 1024
 READ_GROUP = 32  # files read per worker-thread call and looked up per store query
 
 
