@@ -5,7 +5,6 @@ knowledge base; nothing reached through it can see another.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, field, replace
 from datetime import date
@@ -200,8 +199,8 @@ class SearchService:
         levels = filters.levels if filters else ()
         plan = fixed(levels) if levels else route(text)
         each = limit if len(plan) == 1 else max(limit, FUSE_CANDIDATES)
-        runs = await asyncio.gather(
-            *(self.store.hybrid(kb, text, vector, resolved, each, self.alpha, lv) for lv, _ in plan)
+        runs = await self.store.hybrid_levels(
+            kb, text, vector, resolved, each, self.alpha, [lv for lv, _ in plan]
         )
         hits = fuse([(weight, run) for (_, weight), run in zip(plan, runs, strict=True)], limit)
         t3 = time.perf_counter()

@@ -18,6 +18,8 @@ from retrieval.errors import InvalidInput, SearchUnavailable
 from retrieval.models import Document, Hit, Level, SearchFilters, Segment, Source
 from retrieval.store import Embedded, Store, StoredSource, UpsertResult
 from retrieval.store.memory import MemoryStore
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.schema import segment_properties, segment_uuid
 
 STANDUP = Source(
     "standup",
@@ -214,3 +216,56 @@ async def test_a_reader_during_a_write_sees_the_old_source_and_a_dead_write_leav
     }
     assert await store.clean_orphans(kb, min_age_s=0) == 3  # two windows, one summary
     assert await store.count(kb) == 3
+
+
+async def test_a_fused_routes_levels_asked_together_find_what_each_level_finds_alone(
+    any_store: Store, embedder: SentenceTransformerEmbedder, kb: str
+) -> None:
+    """``hybrid_levels`` (one round of requests for a fused route) returns, level by level,
+    exactly what ``hybrid`` returns for each: same hits, order, text, scores, similarity."""
+    await write(any_store, embedder, kb, NOTES_DOC, standup(TEXTS))
+    query = "what did Priya say about the pager"
+    vector = await embedder.embed_query(query)
+    levels: list[Level] = ["window", "summary", "turn"]
+    together = await any_store.hybrid_levels(kb, query, vector, None, 2, 0.5, levels)
+    alone = [await any_store.hybrid(kb, query, vector, None, 2, 0.5, lv) for lv in levels]
+
+    assert together == alone
+    assert [len(run) for run in together] == [2, 1, 0]  # no turns were written
+    assert together[1][0].segment.text == "Topics: failover drill, pager, cache warmup"
+    assert all(h.similarity is not None for run in together for h in run)
+    by_notes = await any_store.hybrid_levels(
+        kb, query, vector, SearchFilters(source_ids=("notes",)), 2, 0.5, levels
+    )
+    assert [[h.source.id for h in run] for run in by_notes] == [["notes"], [], []]
+    assert await any_store.hybrid_levels(f"{kb}x", query, vector, None, 2, 0.5, levels) == [
+        [],
+        [],
+        [],
+    ]
+
+
+async def test_levels_asked_together_skip_a_dead_writes_orphans_and_still_fill_k(
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str
+) -> None:
+    """Units a crashed write left behind (another generation than the source's live one)
+    match the query best, yet never come back, and each level still gets its k live hits."""
+    await write(store, embedder, kb, standup(TEXTS))
+    orphan = "Marcus: the pager rejected refresh tokens with invalid_grant, the pager again."
+    vector = await embedder.embed_query(orphan)
+    for n in range(3):
+        seg = Segment("standup", 10 + n, orphan, start_s=600.0 + n, end_s=601.0 + n)
+        await store.segments(kb).data.insert(
+            properties={**segment_properties(STANDUP, seg), "generation": 1},
+            uuid=segment_uuid("standup", 10 + n, 1),
+            vector={"default": vector},
+        )
+    query = "who said the pager rejected refresh tokens with invalid_grant"
+
+    windows, summaries = await store.hybrid_levels(
+        kb, query, vector, None, 2, 0.5, ["window", "summary"]
+    )
+
+    assert len(windows) == 2 and orphan not in [h.segment.text for h in windows]
+    assert windows[0].segment.text == TEXTS[1]
+    assert [h.segment.level for h in summaries] == ["summary"]

@@ -116,6 +116,20 @@ class Store(Protocol):
         ``similarity``. ``filters.source`` must already be resolved to ``source_ids``."""
         ...
 
+    async def hybrid_levels(
+        self,
+        kb: str,
+        query: str,
+        vector: Sequence[float],
+        filters: SearchFilters | None,
+        k: int,
+        alpha: float,
+        levels: Sequence[Level],
+    ) -> list[list[Hit]]:
+        """``hybrid`` over each of ``levels`` (their results in that order), asked together
+        where the store can share the work (a fused route's levels)."""
+        ...
+
     async def get(self, kb: str, hit_id: str) -> Hit | None:
         """One live window by its hit id; None when there is none."""
         ...
