@@ -11,11 +11,11 @@ order so the machine's load falls on all alike:
 - for every route (windows, remark, overview, unsure, whatever the question's words):
   (a) ``per level, before``: one query per level at once, each returning its properties,
       fused by ``retrieval.route.fuse`` (the product until now);
-  (a') ``per level, ids first (now)``: ``WeaviateStore.hybrid_levels``, the product: the
-      levels' queries at once asking ids and scores only, then one read by id per
-      collection and one live check for all of them;
-  (a'') ``ids first, best 3k read``: the same, but the ids ranked by the weighted RRF
-      before reading, and only the best 3k read;
+  (a') ``ids first, all read``: ``WeaviateStore.hybrid_levels`` asked for every
+      candidate: the levels' queries at once asking ids and scores only, then one read
+      by id per collection and one live check for all of them;
+  (a'') ``ids first, best 3k read (now)``: the product (``SearchService``): the same, the
+      ids ranked by the weighted RRF first (``route.best``) and only the best 3k read;
   (b) ``one request (all levels)``: ONE hybrid query over an extra collection
       (``BenchAllLevels``) holding every level of the knowledge base (windows and units
       copied with their vectors, a ``level`` property on each), filtered to the route's
@@ -57,8 +57,8 @@ from bench.search import make_queries, open_server, percentile
 from bench.search_corpus import KB, Corpus
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.models import Hit, Level, SearchFilters
-from retrieval.route import OVERVIEW, REMARK, RRF_K, UNSURE, WINDOWS, Route, fuse
-from retrieval.search import FUSE_CANDIDATES
+from retrieval.route import OVERVIEW, REMARK, UNSURE, WINDOWS, Route, fuse
+from retrieval.search import FUSE_CANDIDATES, FUSE_READ
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.filters import both, where
 from retrieval.store.weaviate.schema import (
@@ -211,44 +211,20 @@ async def per_level_before(
 async def per_level(
     store: WeaviateStore, text: str, vec: Any, f: SearchFilters, plan: Route
 ) -> list[Hit]:
-    """(a) now, the product: ``WeaviateStore.hybrid_levels`` (the levels' queries at once
-    asking ids and scores, then one read by id per collection and one live check)."""
-    levels = [lv for lv, _ in plan]
-    runs = await store.hybrid_levels(KB, text, vec, f, _each(plan), 0.5, levels)
+    """(a') now, the product: ``WeaviateStore.hybrid_levels`` (the levels' queries at once
+    asking ids and scores, then one read by id per collection and one live check) of
+    only the best ``FUSE_READ`` x k by the weighted RRF, as ``SearchService`` asks it."""
+    read = FUSE_READ * K if len(plan) > 1 else None
+    runs = await store.hybrid_levels(KB, text, vec, f, _each(plan), 0.5, plan, read)
     return fuse([(w, run) for (_, w), run in zip(plan, runs, strict=True)], K)
 
 
-async def best_ids(
+async def all_read(
     store: WeaviateStore, text: str, vec: Any, f: SearchFilters, plan: Route
 ) -> list[Hit]:
-    """(a) with the levels' ids ranked by the weighted RRF first and only the best 3k
-    read (one read per collection, one live check, instead of one each per level)."""
-    each = _each(plan)
-    cols = [store._of_level(KB, lv) for lv, _ in plan]
-    runs = await asyncio.gather(
-        *(raw_query(store, col, text, vec, f, only, each, False) for col, only in cols)
-    )
-    scores: dict[Any, float] = {}
-    for (_, w), run in zip(plan, runs, strict=True):
-        for rank, o in enumerate(run):
-            scores[o.uuid] = scores.get(o.uuid, 0.0) + w / (RRF_K + rank + 1)
-    wanted = set(sorted(scores, key=lambda u: -scores[u])[: (2 if len(plan) == 1 else 3) * K])
-    windows = {
-        o.uuid for (lv, _), run in zip(plan, runs, strict=True) if lv == "window" for o in run
-    }
-    asks = [
-        (store.segments(KB), [u for u in wanted if u in windows]),
-        (store.units(KB), [u for u in wanted if u not in windows]),
-    ]
-    reads = await asyncio.gather(*(store._by_id(col, ids) for col, ids in asks))
-    live = {o.uuid: o for o in await store._live(KB, [o for read in reads for o in read])}
-    return fuse(
-        [
-            (w, [_hit(live[o.uuid], o) for o in run if o.uuid in live])
-            for (_, w), run in zip(plan, runs, strict=True)
-        ],
-        K,
-    )
+    """(a'') the same, every level's candidates read."""
+    runs = await store.hybrid_levels(KB, text, vec, f, _each(plan), 0.5, plan)
+    return fuse([(w, run) for (_, w), run in zip(plan, runs, strict=True)], K)
 
 
 async def one_request(
@@ -286,8 +262,8 @@ async def units_windows(
 
 WAYS = {
     "per level, before": per_level_before,
-    "per level, ids first (now)": per_level,
-    "ids first, best 3k read": best_ids,
+    "ids first, all read": all_read,
+    "ids first, best 3k read (now)": per_level,
     "one request (all levels)": one_request,
     "units + windows": units_windows,
 }

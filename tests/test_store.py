@@ -16,6 +16,7 @@ import pytest
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.errors import InvalidInput, SearchUnavailable
 from retrieval.models import Document, Hit, Level, SearchFilters, Segment, Source
+from retrieval.route import Route, fuse
 from retrieval.store import Embedded, Store, StoredSource, UpsertResult
 from retrieval.store.memory import MemoryStore
 from retrieval.store.weaviate import WeaviateStore
@@ -226,19 +227,19 @@ async def test_a_fused_routes_levels_asked_together_find_what_each_level_finds_a
     await write(any_store, embedder, kb, NOTES_DOC, standup(TEXTS))
     query = "what did Priya say about the pager"
     vector = await embedder.embed_query(query)
-    levels: list[Level] = ["window", "summary", "turn"]
-    together = await any_store.hybrid_levels(kb, query, vector, None, 2, 0.5, levels)
-    alone = [await any_store.hybrid(kb, query, vector, None, 2, 0.5, lv) for lv in levels]
+    plan: Route = (("window", 1.0), ("summary", 0.5), ("turn", 0.7))
+    together = await any_store.hybrid_levels(kb, query, vector, None, 2, 0.5, plan)
+    alone = [await any_store.hybrid(kb, query, vector, None, 2, 0.5, lv) for lv, _ in plan]
 
     assert together == alone
     assert [len(run) for run in together] == [2, 1, 0]  # no turns were written
     assert together[1][0].segment.text == "Topics: failover drill, pager, cache warmup"
     assert all(h.similarity is not None for run in together for h in run)
     by_notes = await any_store.hybrid_levels(
-        kb, query, vector, SearchFilters(source_ids=("notes",)), 2, 0.5, levels
+        kb, query, vector, SearchFilters(source_ids=("notes",)), 2, 0.5, plan
     )
     assert [[h.source.id for h in run] for run in by_notes] == [["notes"], [], []]
-    assert await any_store.hybrid_levels(f"{kb}x", query, vector, None, 2, 0.5, levels) == [
+    assert await any_store.hybrid_levels(f"{kb}x", query, vector, None, 2, 0.5, plan) == [
         [],
         [],
         [],
@@ -263,9 +264,29 @@ async def test_levels_asked_together_skip_a_dead_writes_orphans_and_still_fill_k
     query = "who said the pager rejected refresh tokens with invalid_grant"
 
     windows, summaries = await store.hybrid_levels(
-        kb, query, vector, None, 2, 0.5, ["window", "summary"]
+        kb, query, vector, None, 2, 0.5, (("window", 1.0), ("summary", 1.0)), read=3
     )
 
     assert len(windows) == 2 and orphan not in [h.segment.text for h in windows]
     assert windows[0].segment.text == TEXTS[1]
     assert [h.segment.level for h in summaries] == ["summary"]
+
+
+async def test_levels_read_only_as_many_as_the_fusion_can_use_and_fuse_as_all_of_them(
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str
+) -> None:
+    """Asked to read 3, the store reads the 3 hits the weighted fusion ranks first (each
+    level's list a prefix of its own), and fusing them gives the first hits that fusing
+    every candidate gives."""
+    await write(store, embedder, kb, NOTES_DOC, standup(TEXTS))
+    query = "what was the standup about"
+    vector = await embedder.embed_query(query)
+    plan: Route = (("summary", 1.0), ("window", 0.5))
+    every = await store.hybrid_levels(kb, query, vector, None, 4, 0.5, plan)
+    some = await store.hybrid_levels(kb, query, vector, None, 4, 0.5, plan, read=3)
+
+    assert [len(run) for run in every] == [1, 4]
+    assert sum(len(run) for run in some) == 3
+    assert all(run == full[: len(run)] for run, full in zip(some, every, strict=True))
+    weighted = [(w, run) for (_, w), run in zip(plan, every, strict=True)]
+    assert fuse([(w, run) for (_, w), run in zip(plan, some, strict=True)], 3) == fuse(weighted, 3)

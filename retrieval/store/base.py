@@ -124,10 +124,14 @@ class Store(Protocol):
         filters: SearchFilters | None,
         k: int,
         alpha: float,
-        levels: Sequence[Level],
+        plan: Sequence[tuple[Level, float]],
+        read: int | None = None,
     ) -> list[list[Hit]]:
-        """``hybrid`` over each of ``levels`` (their results in that order), asked together
-        where the store can share the work (a fused route's levels)."""
+        """``hybrid`` over each level of ``plan`` (their results in its order), asked
+        together where the store can share the work (a fused route's levels). With
+        ``read``, a store may leave out all but the ``read`` hits ``route.best`` ranks
+        first across the levels (by the plan's weights): each level's list is then a
+        prefix of its own."""
         ...
 
     async def get(self, kb: str, hit_id: str) -> Hit | None:

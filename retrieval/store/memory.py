@@ -216,10 +216,11 @@ class MemoryStore:
         filters: SearchFilters | None,
         k: int,
         alpha: float,
-        levels: Sequence[Level],
+        plan: Sequence[tuple[Level, float]],
+        read: int | None = None,
     ) -> list[list[Hit]]:
-        """``hybrid`` over each level in turn."""
-        return [await self.hybrid(kb, query, vector, filters, k, alpha, lv) for lv in levels]
+        """``hybrid`` over each level in turn (all of each: reading costs nothing here)."""
+        return [await self.hybrid(kb, query, vector, filters, k, alpha, lv) for lv, _ in plan]
 
     async def get(self, kb: str, hit_id: str) -> Hit | None:
         """One live window by id."""

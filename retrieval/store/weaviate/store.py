@@ -22,6 +22,7 @@ from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 from retrieval.embed import cosine
 from retrieval.errors import SearchUnavailable
 from retrieval.models import Hit, Level, SearchFilters, SourceInfo
+from retrieval.route import best
 from retrieval.stems import has_stems, keyword_query, stemmed_query
 from retrieval.store.base import StoreInfo
 from retrieval.store.weaviate.errors import translate_errors
@@ -171,43 +172,41 @@ class WeaviateStore(Writes):
         filters: SearchFilters | None,
         k: int,
         alpha: float,
-        levels: Sequence[Level],
+        plan: Sequence[tuple[Level, float]],
+        read: int | None = None,
     ) -> list[list[Hit]]:
-        """``hybrid`` over each of ``levels`` in one round of requests: the levels' queries
-        at once (ids and scores), then one read per collection and one live check for all
-        their hits, where each level alone would read and check its own. A level whose
-        hits include orphans asks again alone (``hybrid``: rare, after a crash)."""
-        if len(levels) == 1 or not await self.has_kb(kb):
-            return [await self.hybrid(kb, query, vector, filters, k, alpha, lv) for lv in levels]
+        """``hybrid`` over each level of ``plan`` in one round of requests: the levels'
+        queries at once (ids and scores), then one read per collection and one live
+        check, of only the ``read`` hits ranked first across the levels when given (each
+        level's list then a prefix of its own). A level whose hits to read include
+        orphans asks again alone (``hybrid``: rare, after a crash)."""
+        if len(plan) == 1 or not await self.has_kb(kb):
+            return [await self.hybrid(kb, query, vector, filters, k, alpha, lv) for lv, _ in plan]
         keywords = await self._keywords(kb, query)
         narrow = to_where(filters)
-        cols = [self._of_level(kb, lv) for lv in levels]
+        cols = [self._of_level(kb, lv) for lv, _ in plan]
         with translate_errors(self.url):
+            where = [both([f for f in (only, narrow) if f is not None]) for _, only in cols]
             runs = await asyncio.gather(
                 *(
-                    self._ranked(
-                        col,
-                        both([f for f in (only, narrow) if f is not None]),
-                        keywords,
-                        vector,
-                        alpha,
-                        k,
-                    )
-                    for col, only in cols
+                    self._ranked(col, w, keywords, vector, alpha, k)
+                    for (col, _), w in zip(cols, where, strict=True)
                 )
             )
-            windows = [
-                o.uuid for lv, run in zip(levels, runs, strict=True) if lv == "window" for o in run
-            ]
-            units = [
-                o.uuid for lv, run in zip(levels, runs, strict=True) if lv != "window" for o in run
-            ]
+            ids = [(w, [str(o.uuid) for o in run]) for (_, w), run in zip(plan, runs, strict=True)]
+            wanted = best(ids, read) if read is not None else {i for _, run in ids for i in run}
+            runs = [[o for o in run if str(o.uuid) in wanted] for run in runs]
+            levels = [lv for lv, _ in plan]
+            windows: list[Any] = []
+            units: list[Any] = []
+            for lv, run in zip(levels, runs, strict=True):
+                (windows if lv == "window" else units).extend(o.uuid for o in run)
             live = await self._read_live(
                 kb, [(self.segments(kb), windows), (self.units(kb), units)]
             )
         out = []
         for lv, (col, _), run in zip(levels, cols, runs, strict=True):
-            if len(run) == k and any(o.uuid not in live for o in run):
+            if any(o.uuid not in live for o in run):
                 out.append(await self.hybrid(kb, query, vector, filters, k, alpha, lv))
             else:
                 out.append(await self._hits(col, run, live, vector, k))
