@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import date
 
@@ -16,7 +17,8 @@ import pytest
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.errors import InvalidInput, SearchUnavailable
 from retrieval.models import Document, Hit, Level, SearchFilters, Segment, Source
-from retrieval.route import Route, fuse
+from retrieval.route import Route, best, fuse
+from retrieval.search import SearchService
 from retrieval.store import Embedded, Store, StoredSource, UpsertResult
 from retrieval.store.memory import MemoryStore
 from retrieval.store.weaviate import WeaviateStore
@@ -290,3 +292,55 @@ async def test_levels_read_only_as_many_as_the_fusion_can_use_and_fuse_as_all_of
     assert all(run == full[: len(run)] for run, full in zip(some, every, strict=True))
     weighted = [(w, run) for (_, w), run in zip(plan, every, strict=True)]
     assert fuse([(w, run) for (_, w), run in zip(plan, some, strict=True)], 3) == fuse(weighted, 3)
+
+
+class ReadsWhatItIsTold(MemoryStore):
+    """The memory store, reading for a fused route only the hits ``route.best`` names (as
+    the Weaviate store does), and noting what each search asked to read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[int | None] = []
+
+    async def hybrid_levels(
+        self,
+        kb: str,
+        query: str,
+        vector: Sequence[float],
+        filters: SearchFilters | None,
+        k: int,
+        alpha: float,
+        plan: Sequence[tuple[Level, float]],
+        read: int | None = None,
+    ) -> list[list[Hit]]:
+        self.reads.append(read)
+        runs = await super().hybrid_levels(kb, query, vector, filters, k, alpha, plan)
+        if read is None:
+            return runs
+        ids = [(w, [h.id for h in run]) for (_, w), run in zip(plan, runs, strict=True)]
+        wanted = best(ids, read)
+        return [[h for h in run if h.id in wanted] for run in runs]
+
+
+async def test_a_fused_search_reads_every_candidate_when_the_best_ones_repeat_each_other(
+    embedder: SentenceTransformerEmbedder, kb: str
+) -> None:
+    """A topic outranks the seven windows it holds: of the six hits read first, five only
+    repeat it, so the search reads every candidate and still answers with two hits."""
+    store = ReadsWhatItIsTold()
+    windows = tuple(
+        Segment("standup", n, f"rollback plan step {n}", start_s=10.0 * n, end_s=10.0 * n + 9)
+        for n in range(7)
+    )
+    topic = Segment("standup", 0, "the rollback plan", start_s=0.0, end_s=100.0, level="topic")
+    other = Document(NOTES, (Segment("notes", 0, "Lunch: the rollback plan for pizza."),))
+    await write(store, embedder, kb, Document(STANDUP, windows, (topic,)), other)
+    search = SearchService(store, embedder)
+
+    hits = await search.search(kb, "rollback plan", SearchFilters(levels=("topic", "window")), 2)
+
+    assert [(h.source.id, h.segment.level) for h in hits] == [
+        ("standup", "topic"),
+        ("notes", "window"),
+    ]
+    assert store.reads == [6, None]
