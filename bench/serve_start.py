@@ -6,8 +6,8 @@ each embedding backend (ONNX Runtime, the default, and torch).
 The path is the user's: ``quorum ingest`` of the sample archive into a temp data dir
 (embedded Weaviate), then, per backend (``QUORUM_EMBED_BACKEND``):
 
-- ``quorum search`` one-shots with no server running (cold: each starts and stops its own
-  embedded ``weaviate-server``);
+- ``quorum search`` one-shots with no server running (cold: each starts its own embedded
+  ``weaviate-server``, which its reaper stops after it; the next waits until it has);
 - ``quorum serve`` with the JSON API alone (no platform, no Claude key: extractive
   answers), timed to /healthz and /readyz;
 - ``quorum search`` one-shots while serve runs (warm: they share its ``weaviate-server``);
@@ -75,6 +75,16 @@ def weaviate_alive(data_dir: Path) -> bool:
         except OSError:
             continue
     return False
+
+
+async def stopped(data_dir: Path, timeout_s: float = 30.0) -> None:
+    """Wait until no weaviate-server runs on ``data_dir``: a one-shot leaves its server to
+    the reaper, which stops it within a second or two."""
+    deadline = time.monotonic() + timeout_s
+    while weaviate_alive(data_dir):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"a weaviate-server on {data_dir} is still running")
+        await asyncio.sleep(0.1)
 
 
 async def wait_for(http: aiohttp.ClientSession, url: str, t0: float) -> float:
@@ -182,7 +192,9 @@ async def one_backend(
     /healthz, /readyz, warm searches (first round), answers, SIGTERM."""
     run = Run()
     for _ in range(searches):
+        await stopped(data)  # cold: the last command's server has gone
         run.cold_search_s.append(await one_search(env, next(pool)))
+    await stopped(data)
     asked = [next(pool) for _ in range(n)]
     for r in range(rounds):
         order = asked[r % n :] + asked[: r % n]

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.config import Settings
-from bot.holdings import Holdings
-from bot.retention import Retain
 from bot.sessions import Sessions, open_sessions
 from retrieval import service as retrieval_service
 from retrieval.chunking import ChunkConfig
@@ -22,10 +20,13 @@ from retrieval.service import Retrieval, RetrievalConfig
 
 if TYPE_CHECKING:
     from bot.engine import Engine, ResearchHook
+    from bot.holdings import Holdings
     from bot.llm import Model
+    from bot.retention import Retain
 
 __all__ = [
     "CoreServices",
+    "boot_store",
     "Retrieval",
     "holdings_of",
     "open_core",
@@ -37,8 +38,9 @@ __all__ = [
 ]
 
 
-def retrieval_config(settings: Settings) -> RetrievalConfig:
-    """The retrieval layer's settings, as plain values."""
+def retrieval_config(settings: Settings, *, one_shot: bool = False) -> RetrievalConfig:
+    """The retrieval layer's settings, as plain values; ``one_shot`` for a command that
+    exits after one job (``RetrievalConfig.one_shot``)."""
     s = settings
     return RetrievalConfig(
         data_dir=s.data_dir,
@@ -59,6 +61,7 @@ def retrieval_config(settings: Settings) -> RetrievalConfig:
         public_url=s.page_url,
         link_secret=s.link_secret.get_secret_value() if s.link_secret else None,
         link_ttl_days=s.link_ttl_days,
+        one_shot=one_shot,
         chunking=ChunkConfig(
             max_seconds=s.chunk_seconds,
             overlap_seconds=s.chunk_overlap_seconds,
@@ -68,11 +71,18 @@ def retrieval_config(settings: Settings) -> RetrievalConfig:
     )
 
 
+def boot_store(settings: Settings) -> None:
+    """Start the store's embedded server booting before a one-shot command has parsed
+    its arguments: most of a cold `quorum search` is that boot."""
+    retrieval_service.boot(retrieval_config(settings, one_shot=True))
+
+
 def open_retrieval(
-    settings: Settings, *, warm: bool = False
+    settings: Settings, *, warm: bool = False, one_shot: bool = False
 ) -> contextlib.AbstractAsyncContextManager[Retrieval]:
     """Start or reach Weaviate and hand out the retrieval services (``retrieval.service``)."""
-    return retrieval_service.open_retrieval(retrieval_config(settings), warm=warm)
+    config = retrieval_config(settings, one_shot=one_shot)
+    return retrieval_service.open_retrieval(config, warm=warm)
 
 
 def open_session_store(settings: Settings) -> contextlib.AbstractAsyncContextManager[Sessions]:
@@ -83,6 +93,8 @@ def open_session_store(settings: Settings) -> contextlib.AbstractAsyncContextMan
 
 def holdings_of(settings: Settings, retrieval: Retrieval, sessions: Sessions) -> Holdings:
     """What Quorum holds per source, over running retrieval and sessions."""
+    from bot.holdings import Holdings  # and the transcriber's NumPy: not before a boot
+
     return Holdings(
         store=retrieval.store,
         search=retrieval.search,
@@ -93,14 +105,19 @@ def holdings_of(settings: Settings, retrieval: Retrieval, sessions: Sessions) ->
 
 
 @contextlib.asynccontextmanager
-async def open_holdings(settings: Settings) -> AsyncIterator[Holdings]:
+async def open_holdings(settings: Settings, *, one_shot: bool = False) -> AsyncIterator[Holdings]:
     """Retrieval and the session store, for commands that list, audit or remove sources."""
-    async with open_retrieval(settings) as retrieval, open_session_store(settings) as sessions:
+    async with (
+        open_retrieval(settings, one_shot=one_shot) as retrieval,
+        open_session_store(settings) as sessions,
+    ):
         yield holdings_of(settings, retrieval, sessions)
 
 
 def retain(settings: Settings) -> Retain:
     """The retention settings, as plain values."""
+    from bot.retention import Retain
+
     return Retain(
         settings.retain_sources_days,
         settings.retain_transcripts_days,
@@ -126,6 +143,7 @@ async def open_core(
     *,
     retrieval: Retrieval | None = None,
     research: ResearchHook | None = None,
+    one_shot: bool = False,
 ) -> AsyncIterator[CoreServices]:
     """Retrieval (or the one given, left open), the session store, Claude (None without an
     API key: answers are then extractive), the research router (quick or deep per question)
@@ -140,7 +158,8 @@ async def open_core(
 
     async with contextlib.AsyncExitStack() as stack:
         if retrieval is None:
-            retrieval = await stack.enter_async_context(open_retrieval(settings, warm=True))
+            opened = open_retrieval(settings, warm=True, one_shot=one_shot)
+            retrieval = await stack.enter_async_context(opened)
         sessions = await stack.enter_async_context(open_session_store(settings))
         llm = model_from_settings(settings)
         if llm is not None:

@@ -10,16 +10,18 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import EmbedBackend, LazyEmbedder
-from retrieval.rerank import CrossEncoderReranker
 from retrieval.search import SearchService
 from retrieval.share import LinkSigner, load_secret
 from retrieval.store import Store
 from retrieval.store.weaviate.open import DATA_DIR_NAMES, open_weaviate
-from retrieval.transcribe import Transcriber
+from retrieval.store.weaviate.open import boot as boot_weaviate
+
+if TYPE_CHECKING:
+    from retrieval.transcribe import Transcriber
 
 WeaviateMode = Literal["embedded", "local", "cloud"]
 TRANSCRIPTS = "transcripts"
@@ -54,10 +56,15 @@ class RetrievalConfig:
     public_url: str | None = None
     link_secret: str | None = None
     link_ttl_days: float = 30.0
+    # A command that exits after one job: an embedded server it started is left to its
+    # reaper (stopped within a second) instead of waited for (``EmbeddedServer.stop``).
+    one_shot: bool = False
 
     def transcriber(self) -> Transcriber:
         """The Whisper transcriber for audio and video (its model loads on first use),
         keeping transcripts under ``data_dir/transcripts``."""
+        from retrieval.transcribe import Transcriber  # NumPy and Whisper's runtime: when used
+
         return Transcriber(self.whisper_model, self.data_dir / TRANSCRIPTS)
 
 
@@ -75,6 +82,12 @@ class Retrieval:
     def chunking(self) -> ChunkConfig:
         """How sources are cut into windows."""
         return self.config.chunking
+
+
+def boot(config: RetrievalConfig) -> None:
+    """Start the store's embedded server booting now, for a command that opens the
+    retrieval layer soon (``open_retrieval`` with the same config takes it over)."""
+    boot_weaviate(config)
 
 
 @contextlib.asynccontextmanager
@@ -96,6 +109,8 @@ async def open_retrieval(
         store = await stack.enter_async_context(open_weaviate(config))
         reranker = None
         if config.rerank_model_path:
+            from retrieval.rerank import CrossEncoderReranker
+
             reranker = await asyncio.to_thread(
                 CrossEncoderReranker.from_path, config.rerank_model_path
             )

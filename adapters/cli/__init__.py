@@ -25,8 +25,31 @@ ARCHIVE_COMMANDS = frozenset(
 )
 
 
+STORE_COMMANDS = (ARCHIVE_COMMANDS - {"audit"}) | {"ask", "eval"}
+"""The commands that open the archive's store."""
+
+
+def boot_store() -> None:
+    """For a command that opens the store, start its embedded server booting first: the
+    boot (about two seconds) then runs while the command imports and parses."""
+    if not sys.argv[1:2] or sys.argv[1] not in STORE_COMMANDS:
+        return
+    if any(arg in ("--help", "-h") for arg in sys.argv[2:]):
+        return
+    from bot.config import load_settings
+    from bot.wiring import boot_store
+    from retrieval.errors import QuorumError
+
+    try:
+        settings = load_settings()
+    except (QuorumError, ValueError):  # the command itself says what is wrong
+        return
+    boot_store(settings)
+
+
 def main() -> int:
     """Run the ``quorum`` command line (imported late: the commands pull in every SDK)."""
+    boot_store()
     if sys.argv[1:2] and sys.argv[1] in ARCHIVE_COMMANDS:
         from adapters.cli import commands, insights, privacy, transcript  # noqa: F401
         from adapters.cli.app import launch

@@ -59,7 +59,7 @@ def ask_cmd(
             mode="deep" if deep else "quick",
             filters=filters,
         )
-        async with open_core(settings) as core:
+        async with open_core(settings, one_shot=True) as core:
             if as_json:
                 return await core.engine.ask(question_)
             with err.status("Thinking...", spinner="dots") as status:
@@ -91,7 +91,7 @@ def eval_cmd(
     async def go(settings: Settings) -> Summary:
         cases = load_cases(file)
         name = kb_name(settings, kb)
-        async with open_core(settings) as core:
+        async with open_core(settings, one_shot=True) as core:
             archive = core.retrieval.search.archive(name)
             progress = Progress(
                 TextColumn("[bold]Asking"),

@@ -108,7 +108,7 @@ def ingest_cmd(
         name = kb_name(settings, kb)
         targets(settings.post_summaries)  # a malformed target fails before any work
         async with (
-            open_retrieval(settings, warm=True) as r,
+            open_retrieval(settings, warm=True, one_shot=True) as r,
             open_session_store(settings) as sessions,
             claude_summarizer(settings) as summ,
         ):
@@ -166,7 +166,7 @@ def search_cmd(
             raise InvalidInput("The query is empty: say what to search for.")
         if not 1 <= k <= MAX_K:
             raise InvalidInput(f"-k must be between 1 and {MAX_K}, not {k}.")
-        async with open_retrieval(settings, warm=True) as r:
+        async with open_retrieval(settings, warm=True, one_shot=True) as r:
             name = kb_name(settings, kb)
             if source:
                 choice = await r.search.choose_sources(name, source)
@@ -207,7 +207,7 @@ def summary_cmd(
     """A source's summary: topics, decisions and action items, each at its moment."""
 
     async def go(settings: Settings) -> Hit:
-        async with open_retrieval(settings) as r:
+        async with open_retrieval(settings, one_shot=True) as r:
             return await r.search.archive(kb_name(settings, kb)).summary(source)
 
     hit = run(go)
@@ -222,7 +222,7 @@ def sources_cmd(kb: KbOpt = None, as_json: JsonOpt = False) -> None:
     """List the sources in a knowledge base."""
 
     async def go(settings: Settings) -> list[Held]:
-        async with open_holdings(settings) as holdings:
+        async with open_holdings(settings, one_shot=True) as holdings:
             return await holdings.held(kb_name(settings, kb))
 
     held = run(go)
@@ -259,7 +259,7 @@ def remove_cmd(
     kept transcript and uploaded file, and its words in stored answers."""
 
     async def go(settings: Settings) -> Forgotten:
-        async with open_holdings(settings) as holdings:
+        async with open_holdings(settings, one_shot=True) as holdings:
             return await holdings.forget(kb_name(settings, kb), source_id, cli_actor())
 
     gone = run(go)

@@ -80,7 +80,10 @@ def insights_cmd(
     async def go(settings: Settings) -> tuple[Report, bool]:
         name = kb_name(settings, kb)
         start, end = range_of(days, since, until)
-        async with open_retrieval(settings) as r, open_session_store(settings) as sessions:
+        async with (
+            open_retrieval(settings, one_shot=True) as r,
+            open_session_store(settings) as sessions,
+        ):
             insights = Insights(sessions=sessions, embedder=r.embedder, archives=r.search.archive)
             with Progress(
                 TextColumn("{task.description}"),

@@ -93,7 +93,7 @@ def retention_cmd(
                 "No retention is set: set QUORUM_RETAIN_SOURCES_DAYS, "
                 "QUORUM_RETAIN_TRANSCRIPTS_DAYS or QUORUM_RETAIN_QUERIES_DAYS."
             )
-        async with open_holdings(settings) as holdings:
+        async with open_holdings(settings, one_shot=True) as holdings:
             return await plan(holdings, days, apply)
 
     for line in run(go).lines():

@@ -36,7 +36,7 @@ async def _ingested_file(settings: Settings, source: str, kb: str | None) -> Pat
     from retrieval.ingest.media import MEDIA_SUFFIXES
 
     name = kb_name(settings, kb)
-    async with open_retrieval(settings) as r:
+    async with open_retrieval(settings, one_shot=True) as r:
         infos = await r.store.list_sources(name)
     exact = [i.source for i in infos if i.source.id == source]
     found = exact or [i.source for i in infos if title_matches(source, i.source)]

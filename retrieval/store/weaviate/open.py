@@ -6,7 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import threading
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retrieval.errors import ConfigError
@@ -45,6 +49,40 @@ DATA_DIR_NAMES = ("weaviate-server", "weaviate")
 """What Weaviate keeps under the data dir: the server's state and data, or the embedded
 client's data."""
 
+_booting: dict[Path, tuple[EmbeddedServer, Future[Endpoint]]] = {}
+"""Embedded servers ``boot`` started in this process, by data dir, until ``open_weaviate``
+takes them over."""
+
+
+def boot(config: RetrievalConfig) -> None:
+    """Start the embedded server ``config`` names now, on a thread of its own, for a
+    command that will open the store once it has imported and parsed what it needs:
+    ``open_weaviate`` on the same data dir takes the booting server over. Nothing for a
+    server reached by URL, or without a binary (``open_weaviate`` says what is wrong)."""
+    if config.weaviate_mode != "embedded":
+        return
+    try:
+        binary = find_binary(config.weaviate_binary)
+    except ConfigError:
+        return
+    if binary is None:
+        return
+    server = EmbeddedServer(config.data_dir / DATA_DIR_NAMES[0], binary)
+    if server.data_dir in _booting:
+        return
+    started: Future[Endpoint] = Future()
+
+    def start() -> None:
+        try:
+            started.set_result(server.start())
+        except BaseException as exc:  # handed to whoever opens the store
+            started.set_exception(exc)
+
+    # A daemon: a command that ends before opening the store does not wait for the boot
+    # (the server's reaper stops a server whose users have all exited).
+    threading.Thread(target=start, name="quorum-weaviate-boot", daemon=True).start()
+    _booting[server.data_dir] = (server, started)
+
 
 def _load_store() -> None:
     """Import the store and the client library (on a worker thread: the event loop and
@@ -64,8 +102,12 @@ async def _endpoint(
         binary = find_binary(config.weaviate_binary)
         if binary is None:
             return await _client_embedded(config, stack)
-        server = EmbeddedServer(config.data_dir / DATA_DIR_NAMES[0], binary)
-        starting = asyncio.ensure_future(asyncio.to_thread(server.start))
+        booted = _booting.pop(config.data_dir / DATA_DIR_NAMES[0], None)
+        if booted is not None:
+            server, starting = booted[0], asyncio.wrap_future(booted[1])
+        else:
+            server = EmbeddedServer(config.data_dir / DATA_DIR_NAMES[0], binary)
+            starting = asyncio.ensure_future(asyncio.to_thread(server.start))
         try:
             await asyncio.to_thread(meanwhile)
             endpoint = await asyncio.shield(starting)
@@ -74,7 +116,7 @@ async def _endpoint(
                 await starting
                 await asyncio.to_thread(server.stop)
             raise
-        stack.push_async_callback(asyncio.to_thread, server.stop)
+        stack.push_async_callback(asyncio.to_thread, partial(server.stop, linger=config.one_shot))
         # If the server dies under a running bot or chat, it comes back on the same ports.
         watchdog = asyncio.create_task(server.watch(), name="quorum-weaviate-watchdog")
         stack.push_async_callback(_cancel, watchdog)

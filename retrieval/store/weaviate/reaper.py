@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -28,14 +29,20 @@ INTERVAL_S = 1.0
 
 
 def pid_alive(pid: int) -> bool:
-    """True when a process ``pid`` exists (a zombie counts until its parent reaps it)."""
+    """True when a process ``pid`` runs. A zombie does not: a server whose user exited was
+    handed to PID 1, and where that is no init (a container, a VM's agent) nothing ever
+    reaps it."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:  # gone since, or no procfs to ask (macOS: a zombie reads as alive)
+        return not Path("/proc/self").exists()
+    return stat.rpartition(b")")[2].split()[:1] != [b"Z"]
 
 
 def is_our_server(pid: int, data_dir: Path) -> bool:
@@ -60,24 +67,45 @@ def is_our_server(pid: int, data_dir: Path) -> bool:
     return f"PERSISTENCE_DATA_PATH={data_dir / 'weaviate'}".encode() in environ
 
 
-def terminate(pid: int, proc: subprocess.Popen[bytes] | None) -> None:
+def reap_child(pid: int) -> None:
+    """Collect ``pid``'s exit status if it is a dead child of this process (a zombie reads
+    as alive until its parent does this); nothing for any other pid."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def terminate(pid: int) -> None:
     """SIGTERM, wait up to 20 s for a clean shutdown (it flushes its data), then SIGKILL."""
-    if proc is not None and proc.pid == pid:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        return
     with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, 15)
+        os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 20
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if pid_alive(pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, 9)
+    while time.monotonic() < deadline:
+        reap_child(pid)
+        if not pid_alive(pid):
+            return
+        time.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    while pid_alive(pid) and time.monotonic() < deadline + 5:
+        reap_child(pid)
+        time.sleep(0.02)
+
+
+def spawn(argv: list[str], env: dict[str, str], log_path: Path) -> int:
+    """Start ``argv`` in a session of its own (Ctrl-C in a terminal must not stop it),
+    output appended to ``log_path``, input from nothing; its pid."""
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        actions = [
+            (os.POSIX_SPAWN_DUP2, null, 0),
+            (os.POSIX_SPAWN_DUP2, log, 1),
+            (os.POSIX_SPAWN_DUP2, log, 2),
+        ]
+        return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+    finally:
+        os.close(log)
+        os.close(null)
 
 
 @contextlib.contextmanager
@@ -128,7 +156,7 @@ def reap(data_dir: Path, server_pid: int, interval_s: float = INTERVAL_S) -> Non
             fd = os.open(lock_file, os.O_RDWR)
         except OSError:  # the data dir is gone: no one can find this server any more
             if is_our_server(server_pid, data_dir):
-                terminate(server_pid, None)
+                terminate(server_pid)
             return
         with os.fdopen(fd, "r+") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
@@ -138,7 +166,7 @@ def reap(data_dir: Path, server_pid: int, interval_s: float = INTERVAL_S) -> Non
             if users:
                 continue
             if is_our_server(server_pid, data_dir):
-                terminate(server_pid, None)
+                terminate(server_pid)
             if ours:
                 state_file.unlink(missing_ok=True)
             return

@@ -22,7 +22,6 @@ import logging
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 import urllib.error
@@ -41,6 +40,8 @@ from retrieval.store.weaviate.reaper import (
     locked,
     pid_alive,
     read_state,
+    reap_child,
+    spawn,
     start_reaper,
     terminate,
 )
@@ -205,7 +206,7 @@ class EmbeddedServer:
         self._state_file = data_dir / "server.json"
         self._lock_file = data_dir / "server.lock"
         self._endpoint: Endpoint | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None  # the server this process started, if any
 
     def _locked(self) -> contextlib.AbstractContextManager[None]:
         return locked(self._lock_file)
@@ -242,8 +243,8 @@ class EmbeddedServer:
         it notices first restarts it (under the lock) and owns the new one."""
         if self._endpoint is None:
             return False
-        if self._proc is not None:
-            self._proc.poll()  # reap our own dead child, so its pid reads as gone
+        if self._pid is not None:
+            reap_child(self._pid)  # our own dead child, so its pid reads as gone
         with self._locked():
             state = self._read_state()
             if not state or is_our_server(int(state["pid"]), self.data_dir):
@@ -285,31 +286,22 @@ class EmbeddedServer:
         env = _server_env(self.data_dir, grpc_port, gossip, data, raft, raft_rpc)
         cmd = [str(binary), "--host", "127.0.0.1", "--port", str(port), "--scheme", "http"]
         log_path = self.data_dir / "weaviate.log"
-        with open(log_path, "ab") as log_fh:
-            # A session of its own: Ctrl-C in one terminal must not kill a server that
-            # another Quorum process still uses.
-            proc = subprocess.Popen(
-                cmd,
-                env=env,
-                stdout=log_fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+        # A pid, not a ``Popen``: the server may outlive this process (``stop(linger=True)``).
+        pid = spawn(cmd, env, log_path)
         # At once, not once ready: a process killed while waiting must not leave it behind
         # (the reaper waits on server.lock, held until server.json names its users).
-        start_reaper(self.data_dir, proc.pid)
+        start_reaper(self.data_dir, pid)
         endpoint = Endpoint("127.0.0.1", port, "127.0.0.1", grpc_port)
-        if not self._wait_ready(endpoint, proc.pid):
-            proc.kill()
+        if not self._wait_ready(endpoint, pid):
+            terminate(pid)
             tail = log_path.read_text(errors="replace")[-800:]
             raise SearchUnavailable(
                 f"The embedded Weaviate server did not become ready at {endpoint.url} "
                 f"(log: {log_path}): {tail.strip().splitlines()[-1] if tail.strip() else ''}"
             )
-        self._proc = proc
-        log.info("started weaviate-server pid=%s at %s", proc.pid, endpoint.url)
-        return {"pid": proc.pid, "port": port, "grpc_port": grpc_port, "users": [os.getpid()]}
+        self._pid = pid
+        log.info("started weaviate-server pid=%s at %s", pid, endpoint.url)
+        return {"pid": pid, "port": port, "grpc_port": grpc_port, "users": [os.getpid()]}
 
     def _wait_ready(self, endpoint: Endpoint, pid: int) -> bool:
         deadline = time.monotonic() + self.startup_timeout
@@ -318,13 +310,17 @@ class EmbeddedServer:
                 return True
             if not pid_alive(pid):
                 return False
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)  # reap a child that died, so _pid_alive sees it
-            time.sleep(0.1)
+            reap_child(pid)  # a child that died, so pid_alive sees it gone
+            time.sleep(0.02)
         return False
 
-    def stop(self) -> None:
-        """Leave the shared server; stop it if no other live process uses it."""
+    def stop(self, *, linger: bool = False) -> None:
+        """Leave the shared server; stop it if no other live process uses it.
+
+        With ``linger`` the last user out leaves a server it started to its reaper, which
+        stops it within about a second: a one-shot command exits without waiting for
+        Weaviate's shutdown (a quarter of a second), and a command started meanwhile
+        finds the server still up and uses it instead of booting another."""
         if self._endpoint is None:
             return
         self._endpoint = None
@@ -333,12 +329,12 @@ class EmbeddedServer:
             if not state:
                 return
             users = [p for p in state["users"] if p != os.getpid() and pid_alive(p)]
-            if users:
+            if users or linger:
                 state["users"] = users
                 self._write_state(state)
                 return
-            terminate(int(state["pid"]), self._proc)
-            self._proc = None
+            terminate(int(state["pid"]))
+            self._pid = None
             self._state_file.unlink(missing_ok=True)
 
 
