@@ -56,8 +56,9 @@ async def add_range_indexes(
     t0 = time.monotonic()
     objects = await _objects(client, held)
     log.warning(
-        "Building Weaviate's date and position index for %s (once, for an archive made by an "
-        "older Quorum; searches with a date filter are slow until it is done)...",
+        "Building Weaviate's date and position index for %s (once, for an archive an older "
+        "Quorum made; until it is done, date filters and reads of a recording's passages "
+        "are slower)...",
         f"{objects:,} stored objects" if objects else "the stored objects",
     )
     pending: set[Key] = set()
@@ -72,7 +73,7 @@ async def add_range_indexes(
         if time.monotonic() - t0 >= wait_s:
             log.warning(
                 "Weaviate's date and position index is still being built after %.0f s; "
-                "going on without it meanwhile (date filters stay correct, only slower). "
+                "going on without it meanwhile (what it speeds up stays correct, only slower). "
                 "Weaviate finishes it in the background; the next start checks again.",
                 time.monotonic() - t0,
             )
@@ -101,8 +102,8 @@ async def add_range_indexes(
             )
     if refused:
         log.warning(
-            "Weaviate did not build every range index (see above); date filters stay correct, "
-            "only slower. The next start tries again."
+            "Weaviate did not build every range index (see above); what it speeds up stays "
+            "correct, only slower. The next start tries again."
         )
         return False
     log.warning("Weaviate's date and position index is built (%.1f s).", time.monotonic() - t0)
