@@ -12,7 +12,7 @@ alike. Only Weaviate's time is measured (queries are embedded before). Then it s
 indexed side and adds the indexes back to the copy as the first start after upgrading
 would, and prints how long that took. The copy is deleted at the end.
 
-Run: ``nice -n 10 .venv/bin/python bench/range_index.py [--size 20000] [--queries 200]``.
+Run: ``nice -n 10 .venv/bin/python bench/range_index.py [--size 100000] [--queries 200]``.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ async def main(size: int, count: int) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", type=int, default=20_000, help="a size bench/search.py built")
+    parser.add_argument("--size", type=int, default=100_000, help="a size bench/search.py built")
     parser.add_argument("--queries", type=int, default=200, help="date-filtered queries")
     args = parser.parse_args()
     asyncio.run(main(args.size, args.queries))
