@@ -174,3 +174,20 @@ async def test_a_slow_index_is_waited_for_a_bounded_time_and_finishes_anyway(
 async def test_a_new_store_has_range_indexes_from_the_start(store: WeaviateStore) -> None:
     assert await ranged(store.client, SEGMENTS) == set(RANGE_FILTERED)
     assert await ranged(store.client, UNITS) == set(RANGE_FILTERED)
+
+
+async def test_an_index_weaviate_refuses_is_said_and_the_start_goes_on(
+    old_archive: Endpoint, caplog: pytest.LogCaptureFixture
+) -> None:
+    await write_old(old_archive, "team")
+    client = async_client(old_archive)
+    await client.connect()
+    try:
+        with caplog.at_level(logging.WARNING, logger=LOG):
+            done = await add_range_indexes(client, {SEGMENTS: ["no_such_property"]})
+    finally:
+        await client.close()
+    assert not done
+    said = [r.getMessage() for r in caplog.records if r.name == LOG]
+    assert "did not add a range index to QuorumSegment.no_such_property (HTTP 404" in said[1]
+    assert "The next start tries again." in said[-1]
