@@ -1,8 +1,9 @@
 """Range indexes on what searches narrow by ranges (a question's dates, a source's span of
 positions and seconds, older generations): a new store makes them, and an archive an older
 Quorum made without them gets them when the store connects, once, with the same hits
-after as before. On a server of this module's own: the migration rebuilds collections
-every other test shares."""
+after as before, on one server and (slow) on a three-node cluster with three copies. On
+servers of this module's own: the migration rebuilds collections every other test
+shares."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
 from datetime import date
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
 from weaviate import WeaviateAsyncClient
 from weaviate.classes.config import Configure, Property
 
+from bench.cluster_nodes import local_cluster
 from retrieval.models import Document, SearchFilters, Segment, Source
 from retrieval.store import Embedded
 from retrieval.store.weaviate import WeaviateStore
@@ -29,6 +32,7 @@ from retrieval.store.weaviate.schema import (
     UNIT_PROPERTIES,
     UNITS,
     VECTOR,
+    replication,
 )
 from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client
 
@@ -45,9 +49,15 @@ def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
 
 @pytest_asyncio.fixture
 async def old_archive(own_server: Endpoint) -> AsyncIterator[Endpoint]:
-    """The server holding Quorum's collections as an older Quorum made them: no range
+    """The server holding Quorum's collections as an older Quorum made them."""
+    await make_old_collections(own_server)
+    yield own_server
+
+
+async def make_old_collections(endpoint: Endpoint, replicas: int = 1) -> None:
+    """Quorum's collections (and nothing else) as an older Quorum made them: no range
     index anywhere."""
-    client = async_client(own_server)
+    client = async_client(endpoint)
     await client.connect()
     try:
         await client.collections.delete_all()
@@ -65,10 +75,10 @@ async def old_archive(own_server: Endpoint) -> AsyncIterator[Endpoint]:
                 multi_tenancy_config=mt,
                 vector_config=Configure.Vectors.self_provided(name=VECTOR),
                 inverted_index_config=Configure.inverted_index(index_null_state=name != SOURCES),
+                replication_config=replication(replicas) if replicas > 1 else None,
             )
     finally:
         await client.close()
-    yield own_server
 
 
 def _unranged(prop: Property) -> Property:
@@ -88,9 +98,9 @@ def meeting(n: int, day: date) -> Embedded:
     return Embedded(Document(source, windows, summary), vectors, [[0.5, 0.1 * n, 1.0]])
 
 
-async def write_old(endpoint: Endpoint, kb: str) -> None:
+async def write_old(endpoint: Endpoint, kb: str, replicas: int = 1) -> None:
     """Meetings on each of ``DAYS``, written as an older Quorum would (its schema as is)."""
-    old = WeaviateStore(async_client(endpoint), endpoint.url)  # connected, schema untouched
+    old = WeaviateStore(async_client(endpoint), endpoint.url, replicas)  # schema untouched
     await old.client.connect()
     try:
         await old.upsert_many(kb, [meeting(n, day) for n, day in enumerate(DAYS)])
@@ -191,3 +201,29 @@ async def test_an_index_weaviate_refuses_is_said_and_the_start_goes_on(
     said = [r.getMessage() for r in caplog.records if r.name == LOG]
     assert "did not add a range index to QuorumSegment.no_such_property (HTTP 404" in said[1]
     assert "The next start tries again." in said[-1]
+
+
+@pytest.mark.slow
+async def test_an_archive_on_a_cluster_gets_its_range_indexes(
+    tmp_path: Path,
+) -> None:
+    with local_cluster(tmp_path) as cluster:
+        entry = cluster.nodes[0].endpoint
+        await make_old_collections(entry, replicas=3)
+        await write_old(entry, "team", replicas=3)
+        old = WeaviateStore(async_client(entry), entry.url, 3)
+        await old.client.connect()
+        try:
+            before = await dated(old, "team")
+        finally:
+            await old.client.close()
+        async with WeaviateStore.connect(async_client(entry), entry.url, 3) as store:
+            assert await ranged(store.client, SEGMENTS) == set(RANGE_FILTERED)
+            assert await dated(store, "team") == before
+        for node in cluster.nodes:  # asked through each node, the same hits
+            client = async_client(node.endpoint)
+            await client.connect()
+            try:
+                assert await dated(WeaviateStore(client, node.url, 3), "team") == before
+            finally:
+                await client.close()
