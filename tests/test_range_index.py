@@ -37,7 +37,7 @@ from retrieval.store.weaviate.schema import (
 from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client
 
 DAYS = [date(2024, 1, 8), date(2024, 2, 12), date(2024, 3, 11), date(2024, 4, 15)]
-LOG = "retrieval.store.weaviate.reindex"
+LOG = "quorum.store"  # where the store says what it does
 
 
 @pytest.fixture(scope="module")

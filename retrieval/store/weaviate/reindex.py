@@ -28,7 +28,7 @@ from typing import Any, Literal
 import weaviate
 from weaviate.exceptions import UnexpectedStatusCodeError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("quorum.store")
 
 WAIT_S = 300.0  # how long a start waits for the indexes before going on without them
 POLL_S = 0.25
