@@ -31,6 +31,7 @@ bench: install
 	.venv/bin/python bench/ingest.py
 	.venv/bin/python bench/transcribe.py
 	.venv/bin/python bench/search.py
+	.venv/bin/python bench/range_index.py
 	.venv/bin/python bench/quality.py
 	.venv/bin/python bench/qmsum.py
 	.venv/bin/python bench/answer.py

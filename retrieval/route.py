@@ -73,17 +73,33 @@ def _inside(small: Hit, big: Hit) -> bool:
     return a.text.strip() in b.text
 
 
+def _scores(runs: Sequence[tuple[float, Sequence[str]]]) -> dict[str, float]:
+    """Each id's weighted RRF score over ranked lists of ids, in order of first sight."""
+    scores: dict[str, float] = {}
+    for weight, ids in runs:
+        for rank, i in enumerate(ids):
+            scores[i] = scores.get(i, 0.0) + weight / (RRF_K + rank + 1)
+    return scores
+
+
+def best(runs: Sequence[tuple[float, Sequence[str]]], n: int) -> set[str]:
+    """The ``n`` ids ``fuse`` would rank first (ties as it breaks them), from the ranked
+    ids of each weighted list: fusing only their hits gives the same first hits, as long
+    as ``n`` is enough for the ``k`` wanted once contained hits are dropped."""
+    scores = _scores(runs)
+    return set(sorted(scores, key=lambda i: -scores[i])[:n])
+
+
 def fuse(runs: Sequence[tuple[float, Sequence[Hit]]], k: int) -> list[Hit]:
     """The best ``k`` of several weighted result lists (weighted RRF), best first, without
     hits another better hit already holds. A single list keeps its own scores."""
     if len(runs) == 1:
         ordered = list(runs[0][1])
     else:
-        scores: dict[str, float] = {}
+        scores = _scores([(weight, [h.id for h in hits]) for weight, hits in runs])
         first: dict[str, Hit] = {}
-        for weight, hits in runs:
-            for rank, hit in enumerate(hits):
-                scores[hit.id] = scores.get(hit.id, 0.0) + weight / (RRF_K + rank + 1)
+        for _, hits in runs:
+            for hit in hits:
                 first.setdefault(hit.id, hit)
         ordered = sorted(first.values(), key=lambda h: -scores[h.id])
         top = max(scores.values(), default=1.0)

@@ -5,7 +5,6 @@ knowledge base; nothing reached through it can see another.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, field, replace
 from datetime import date
@@ -26,7 +25,8 @@ MAX_K = 100
 EARLIEST_DATE, LATEST_DATE = date(1678, 1, 1), date(2262, 4, 11)
 MAX_RESULTS = 10_000  # Weaviate's QUERY_MAXIMUM_RESULTS: offset + limit may not pass it
 MAX_QUERY_CHARS = 2000
-FUSE_CANDIDATES = 20  # hits fetched per level when several are fused
+FUSE_CANDIDATES = 20  # hits ranked per level when several are fused
+FUSE_READ = 3  # of which this many times the hits wanted are read (the best ranked)
 
 
 class Reranker(Protocol):
@@ -200,10 +200,16 @@ class SearchService:
         levels = filters.levels if filters else ()
         plan = fixed(levels) if levels else route(text)
         each = limit if len(plan) == 1 else max(limit, FUSE_CANDIDATES)
-        runs = await asyncio.gather(
-            *(self.store.hybrid(kb, text, vector, resolved, each, self.alpha, lv) for lv, _ in plan)
-        )
-        hits = fuse([(weight, run) for (_, weight), run in zip(plan, runs, strict=True)], limit)
+        # Several levels: only the hits that can make the fused top ``limit`` are read,
+        # unless dropping contained hits left too few (then every candidate is read).
+        hits: list[Hit] = []
+        for read in (FUSE_READ * limit, None) if len(plan) > 1 else (None,):
+            runs = await self.store.hybrid_levels(
+                kb, text, vector, resolved, each, self.alpha, plan, read
+            )
+            hits = fuse([(w, run) for (_, w), run in zip(plan, runs, strict=True)], limit)
+            if read is None or len(hits) == limit or sum(map(len, runs)) < read:
+                break
         t3 = time.perf_counter()
         if self.reranker and hits:
             hits = await self.reranker.rerank(text, hits, k)

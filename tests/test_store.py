@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import date
 
@@ -16,8 +17,12 @@ import pytest
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.errors import InvalidInput, SearchUnavailable
 from retrieval.models import Document, Hit, Level, SearchFilters, Segment, Source
+from retrieval.route import Route, best, fuse
+from retrieval.search import SearchService
 from retrieval.store import Embedded, Store, StoredSource, UpsertResult
 from retrieval.store.memory import MemoryStore
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.schema import segment_properties, segment_uuid
 
 STANDUP = Source(
     "standup",
@@ -214,3 +219,128 @@ async def test_a_reader_during_a_write_sees_the_old_source_and_a_dead_write_leav
     }
     assert await store.clean_orphans(kb, min_age_s=0) == 3  # two windows, one summary
     assert await store.count(kb) == 3
+
+
+async def test_a_fused_routes_levels_asked_together_find_what_each_level_finds_alone(
+    any_store: Store, embedder: SentenceTransformerEmbedder, kb: str
+) -> None:
+    """``hybrid_levels`` (one round of requests for a fused route) returns, level by level,
+    exactly what ``hybrid`` returns for each: same hits, order, text, scores, similarity."""
+    await write(any_store, embedder, kb, NOTES_DOC, standup(TEXTS))
+    query = "what did Priya say about the pager"
+    vector = await embedder.embed_query(query)
+    plan: Route = (("window", 1.0), ("summary", 0.5), ("turn", 0.7))
+    together = await any_store.hybrid_levels(kb, query, vector, None, 2, 0.5, plan)
+    alone = [await any_store.hybrid(kb, query, vector, None, 2, 0.5, lv) for lv, _ in plan]
+
+    assert together == alone
+    assert [len(run) for run in together] == [2, 1, 0]  # no turns were written
+    assert together[1][0].segment.text == "Topics: failover drill, pager, cache warmup"
+    assert all(h.similarity is not None for run in together for h in run)
+    by_notes = await any_store.hybrid_levels(
+        kb, query, vector, SearchFilters(source_ids=("notes",)), 2, 0.5, plan
+    )
+    assert [[h.source.id for h in run] for run in by_notes] == [["notes"], [], []]
+    assert await any_store.hybrid_levels(f"{kb}x", query, vector, None, 2, 0.5, plan) == [
+        [],
+        [],
+        [],
+    ]
+
+
+async def test_levels_asked_together_skip_a_dead_writes_orphans_and_still_fill_k(
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str
+) -> None:
+    """Units a crashed write left behind (another generation than the source's live one)
+    match the query best, yet never come back, and each level still gets its k live hits."""
+    await write(store, embedder, kb, standup(TEXTS))
+    orphan = "Marcus: the pager rejected refresh tokens with invalid_grant, the pager again."
+    vector = await embedder.embed_query(orphan)
+    for n in range(3):
+        seg = Segment("standup", 10 + n, orphan, start_s=600.0 + n, end_s=601.0 + n)
+        await store.segments(kb).data.insert(
+            properties={**segment_properties(STANDUP, seg), "generation": 1},
+            uuid=segment_uuid("standup", 10 + n, 1),
+            vector={"default": vector},
+        )
+    query = "who said the pager rejected refresh tokens with invalid_grant"
+
+    windows, summaries = await store.hybrid_levels(
+        kb, query, vector, None, 2, 0.5, (("window", 1.0), ("summary", 1.0)), read=3
+    )
+
+    assert len(windows) == 2 and orphan not in [h.segment.text for h in windows]
+    assert windows[0].segment.text == TEXTS[1]
+    assert [h.segment.level for h in summaries] == ["summary"]
+
+
+async def test_levels_read_only_as_many_as_the_fusion_can_use_and_fuse_as_all_of_them(
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str
+) -> None:
+    """Asked to read 3, the store reads the 3 hits the weighted fusion ranks first (each
+    level's list a prefix of its own), and fusing them gives the first hits that fusing
+    every candidate gives."""
+    await write(store, embedder, kb, NOTES_DOC, standup(TEXTS))
+    query = "what was the standup about"
+    vector = await embedder.embed_query(query)
+    plan: Route = (("summary", 1.0), ("window", 0.5))
+    every = await store.hybrid_levels(kb, query, vector, None, 4, 0.5, plan)
+    some = await store.hybrid_levels(kb, query, vector, None, 4, 0.5, plan, read=3)
+
+    assert [len(run) for run in every] == [1, 4]
+    assert sum(len(run) for run in some) == 3
+    assert all(run == full[: len(run)] for run, full in zip(some, every, strict=True))
+    weighted = [(w, run) for (_, w), run in zip(plan, every, strict=True)]
+    assert fuse([(w, run) for (_, w), run in zip(plan, some, strict=True)], 3) == fuse(weighted, 3)
+
+
+class ReadsWhatItIsTold(MemoryStore):
+    """The memory store, reading for a fused route only the hits ``route.best`` names (as
+    the Weaviate store does), and noting what each search asked to read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[int | None] = []
+
+    async def hybrid_levels(
+        self,
+        kb: str,
+        query: str,
+        vector: Sequence[float],
+        filters: SearchFilters | None,
+        k: int,
+        alpha: float,
+        plan: Sequence[tuple[Level, float]],
+        read: int | None = None,
+    ) -> list[list[Hit]]:
+        self.reads.append(read)
+        runs = await super().hybrid_levels(kb, query, vector, filters, k, alpha, plan)
+        if read is None:
+            return runs
+        ids = [(w, [h.id for h in run]) for (_, w), run in zip(plan, runs, strict=True)]
+        wanted = best(ids, read)
+        return [[h for h in run if h.id in wanted] for run in runs]
+
+
+async def test_a_fused_search_reads_every_candidate_when_the_best_ones_repeat_each_other(
+    embedder: SentenceTransformerEmbedder, kb: str
+) -> None:
+    """A topic outranks the seven windows it holds: of the six hits read first, five only
+    repeat it, so the search reads every candidate and still answers with two hits."""
+    store = ReadsWhatItIsTold()
+    windows = tuple(
+        Segment("standup", n, f"rollback plan step {n}", start_s=10.0 * n, end_s=10.0 * n + 9)
+        for n in range(7)
+    )
+    topic = Segment("standup", 0, "the rollback plan", start_s=0.0, end_s=100.0, level="topic")
+    other = Document(NOTES, (Segment("notes", 0, "Lunch: the rollback plan for pizza."),))
+    await write(store, embedder, kb, Document(STANDUP, windows, (topic,)), other)
+    search = SearchService(store, embedder)
+
+    hits = await search.search(kb, "rollback plan", SearchFilters(levels=("topic", "window")), 2)
+
+    assert [(h.source.id, h.segment.level) for h in hits] == [
+        ("standup", "topic"),
+        ("notes", "window"),
+    ]
+    assert store.reads == [6, None]

@@ -116,6 +116,24 @@ class Store(Protocol):
         ``similarity``. ``filters.source`` must already be resolved to ``source_ids``."""
         ...
 
+    async def hybrid_levels(
+        self,
+        kb: str,
+        query: str,
+        vector: Sequence[float],
+        filters: SearchFilters | None,
+        k: int,
+        alpha: float,
+        plan: Sequence[tuple[Level, float]],
+        read: int | None = None,
+    ) -> list[list[Hit]]:
+        """``hybrid`` over each level of ``plan`` (their results in its order), asked
+        together where the store can share the work (a fused route's levels). With
+        ``read``, a store may leave out all but the ``read`` hits ``route.best`` ranks
+        first across the levels (by the plan's weights): each level's list is then a
+        prefix of its own."""
+        ...
+
     async def get(self, kb: str, hit_id: str) -> Hit | None:
         """One live window by its hit id; None when there is none."""
         ...

@@ -208,6 +208,20 @@ class MemoryStore:
         ranked = sorted(units, key=lambda u: (-fused[u.id], u.source.id, u.segment.position))
         return [_hit(u, fused[u.id], near[u.id]) for u in ranked[:k]]
 
+    async def hybrid_levels(
+        self,
+        kb: str,
+        query: str,
+        vector: Sequence[float],
+        filters: SearchFilters | None,
+        k: int,
+        alpha: float,
+        plan: Sequence[tuple[Level, float]],
+        read: int | None = None,
+    ) -> list[list[Hit]]:
+        """``hybrid`` over each level in turn (all of each: reading costs nothing here)."""
+        return [await self.hybrid(kb, query, vector, filters, k, alpha, lv) for lv, _ in plan]
+
     async def get(self, kb: str, hit_id: str) -> Hit | None:
         """One live window by id."""
         found = [u for u in self._live(kb, "window") if u.id == hit_id]

@@ -1,7 +1,8 @@
 """Quorum's Weaviate collections and what they hold for a source: the schema (created or
-extended idempotently), one tenant per knowledge base, the per-tenant collections of each
-level, the stored record of a source, and the filter that keeps only live generations
-(``writes`` explains generations)."""
+extended idempotently; range indexes an older archive lacks added by ``reindex``), one
+tenant per knowledge base, the per-tenant collections of each level, the stored record of
+a source, and the filter that keeps only live generations (``writes`` explains
+generations)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from retrieval.errors import ConfigError
 from retrieval.models import Level, check_kb
 from retrieval.store.base import StoredSource
 from retrieval.store.weaviate.errors import _already_exists, translate_errors
+from retrieval.store.weaviate.reindex import add_range_indexes
 from retrieval.store.weaviate.schema import (
+    RANGE_FILTERED,
     SEGMENT_PROPERTIES,
     SEGMENTS,
     SOURCE_PROPERTIES,
@@ -54,9 +57,10 @@ class Collections:
             )
             if self.replicas > 1 and not {SEGMENTS, UNITS, SOURCES} <= set(existing):
                 await self._check_nodes()
+            unranged: dict[str, list[str]] = {}
             for name, props in ((SEGMENTS, SEGMENT_PROPERTIES), (UNITS, UNIT_PROPERTIES)):
                 if name in existing:
-                    await self._add_missing_properties(name, props)
+                    unranged[name] = await self._add_missing_properties(name, props)
                 else:
                     await self._create(
                         name,
@@ -74,6 +78,8 @@ class Collections:
                     multi_tenancy_config=mt,
                     vector_config=Configure.Vectors.self_provided(name=VECTOR),
                 )
+            if any(unranged.values()):
+                await add_range_indexes(self.client, unranged)
 
     async def _check_nodes(self) -> None:
         """More copies than nodes cannot be kept: say so before Weaviate refuses."""
@@ -99,9 +105,10 @@ class Collections:
             if not _already_exists(exc):
                 raise
 
-    async def _add_missing_properties(self, name: str, wanted: Sequence[Property]) -> None:
+    async def _add_missing_properties(self, name: str, wanted: Sequence[Property]) -> list[str]:
         """Add properties a newer Quorum defines to a collection an older one created, so
-        an existing archive keeps working (its old segments simply lack the new fields)."""
+        an existing archive keeps working (its old segments simply lack the new fields).
+        Returns the range-filtered properties it has without their range index."""
         col = self.client.collections.use(name)
         config = await col.config.get()  # the full config: the simple one lacks replication
         factor = config.replication_config.factor
@@ -113,6 +120,11 @@ class Collections:
                 "changed in Weaviate, not by Quorum)."
             )
         have = {p.name for p in config.properties}
+        unranged = [
+            p.name
+            for p in config.properties
+            if p.name in RANGE_FILTERED and not p.index_range_filters
+        ]
         for prop in wanted:
             if prop.name not in have:
                 try:
@@ -120,6 +132,7 @@ class Collections:
                 except UnexpectedStatusCodeError as exc:
                     if not _already_exists(exc):  # another process added it first
                         raise
+        return unranged
 
     async def _ensure_tenant(self, kb: str) -> None:
         if kb in self._tenants:

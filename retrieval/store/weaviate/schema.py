@@ -76,23 +76,36 @@ def as_datetime(d: date) -> datetime:
 # Which write of a source a segment belongs to; the source record names the live one.
 GENERATION = Property(name="generation", data_type=DataType.INT)
 
+# The properties units are narrowed by ranges of (``filters``: a search's dates, a source's
+# span of positions or seconds; ``writes``: older generations). Each gets Weaviate's range
+# index, which answers ``>=``/``<=`` in one read however many distinct values the property
+# holds; the filterable index alone reads one bitmap per value in the range (every date,
+# every second of every recording). Collections made before these existed get the index
+# added when the store connects (``reindex``).
+RANGE_FILTERED = ("recorded_at", "position", "start_s", "end_s", "generation")
+
+
+def _ranged(kind: DataType, name: str) -> Property:
+    return Property(name=name, data_type=kind, index_range_filters=True)
+
+
 SEGMENT_PROPERTIES = [
     Property(name="text", data_type=DataType.TEXT, tokenization=Tokenization.WORD),
     Property(name="source_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
     Property(name="source_title", data_type=DataType.TEXT, skip_vectorization=True),
     Property(name="source_url", data_type=DataType.TEXT, index_searchable=False),
     Property(name="source_kind", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
-    Property(name="recorded_at", data_type=DataType.DATE),
+    _ranged(DataType.DATE, "recorded_at"),
     Property(name="speakers", data_type=DataType.TEXT_ARRAY, index_searchable=False),
     Property(name="speaker_keys", data_type=DataType.TEXT_ARRAY, tokenization=Tokenization.FIELD),
-    Property(name="start_s", data_type=DataType.NUMBER),
-    Property(name="end_s", data_type=DataType.NUMBER),
+    _ranged(DataType.NUMBER, "start_s"),
+    _ranged(DataType.NUMBER, "end_s"),
     Property(name="page", data_type=DataType.INT),
     Property(name="heading", data_type=DataType.TEXT),
     Property(name="lesson", data_type=DataType.INT),
     Property(name="lesson_title", data_type=DataType.TEXT),
     Property(name="lesson_url", data_type=DataType.TEXT, index_searchable=False),
-    Property(name="position", data_type=DataType.INT),
+    _ranged(DataType.INT, "position"),
     # Where each cue starts in ``text`` and when it is said (``Mark``), as three parallel
     # arrays: a sentence's second comes from these, never from the window's start.
     *(
@@ -103,7 +116,7 @@ SEGMENT_PROPERTIES = [
             ("mark_end", DataType.NUMBER_ARRAY),
         )
     ),
-    GENERATION,
+    _ranged(DataType.INT, "generation"),
     # What the unit is part of (title, speakers, heading): searched, never displayed.
     Property(name="context", data_type=DataType.TEXT, tokenization=Tokenization.WORD),
 ]

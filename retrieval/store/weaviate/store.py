@@ -8,6 +8,7 @@ never sees half a source.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -21,6 +22,7 @@ from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 from retrieval.embed import cosine
 from retrieval.errors import SearchUnavailable
 from retrieval.models import Hit, Level, SearchFilters, SourceInfo
+from retrieval.route import best
 from retrieval.stems import has_stems, keyword_query, stemmed_query
 from retrieval.store.base import StoreInfo
 from retrieval.store.weaviate.errors import translate_errors
@@ -140,7 +142,12 @@ class WeaviateStore(Writes):
         level: Level = "window",
     ) -> list[Hit]:
         """Hybrid search (BM25 on the text and its context, vector on our own embedding),
-        relativeScore fusion, over the units of one level."""
+        relativeScore fusion, over the units of one level.
+
+        In two steps: the hybrid query asks for ids and scores only, then the ranked
+        objects are read by id. A query returning properties costs Weaviate 2-6 ms more
+        CPU, about the same for 8 hits as for 20 (it seems to read every candidate of
+        both halves before fusing): most of a small level's cost (``bench/fused_query.py``)."""
         if not await self.has_kb(kb):
             return []
         limit = k
@@ -149,36 +156,122 @@ class WeaviateStore(Writes):
         where = both([f for f in (only, to_where(filters)) if f is not None])
         with translate_errors(self.url):
             while True:
-                res = await col.query.hybrid(
-                    query=keywords,
-                    vector=list(vector),
-                    target_vector=VECTOR,
-                    alpha=alpha,
-                    fusion_type=HybridFusion.RELATIVE_SCORE,
-                    query_properties=QUERY_PROPERTIES,
-                    filters=where,
-                    limit=limit,
-                    # The explanation carries each hit's cosine to the query: fetching
-                    # the vectors to compute it costs ~5 ms more at 1M segments.
-                    return_metadata=MetadataQuery(score=True, explain_score=True),
-                )
-                live = await self._live(kb, res.objects)
+                ranked = await self._ranked(col, where, keywords, vector, alpha, limit)
+                live = await self._read_live(kb, [(col, [o.uuid for o in ranked])])
                 # Orphans took places: ask once more with room for them (rare: after a crash).
-                if len(live) == len(res.objects) or len(res.objects) < limit or limit > k:
+                if len(live) == len(ranked) or len(ranked) < limit or limit > k:
                     break
-                limit = min(k + 2 * (len(res.objects) - len(live)) + 10, 1000)
+                limit = min(k + 2 * (len(ranked) - len(live)) + 10, 1000)
+        return await self._hits(col, ranked, live, vector, k)
+
+    async def hybrid_levels(
+        self,
+        kb: str,
+        query: str,
+        vector: Sequence[float],
+        filters: SearchFilters | None,
+        k: int,
+        alpha: float,
+        plan: Sequence[tuple[Level, float]],
+        read: int | None = None,
+    ) -> list[list[Hit]]:
+        """``hybrid`` over each level of ``plan`` in one round of requests: the levels'
+        queries at once (ids and scores), then one read per collection and one live
+        check, of only the ``read`` hits ranked first across the levels when given (each
+        level's list then a prefix of its own). A level whose hits to read include
+        orphans asks again alone (``hybrid``: rare, after a crash)."""
+        if len(plan) == 1 or not await self.has_kb(kb):
+            return [await self.hybrid(kb, query, vector, filters, k, alpha, lv) for lv, _ in plan]
+        keywords = await self._keywords(kb, query)
+        narrow = to_where(filters)
+        cols = [self._of_level(kb, lv) for lv, _ in plan]
+        with translate_errors(self.url):
+            where = [both([f for f in (only, narrow) if f is not None]) for _, only in cols]
+            runs = await asyncio.gather(
+                *(
+                    self._ranked(col, w, keywords, vector, alpha, k)
+                    for (col, _), w in zip(cols, where, strict=True)
+                )
+            )
+            ids = [(w, [str(o.uuid) for o in run]) for (_, w), run in zip(plan, runs, strict=True)]
+            wanted = best(ids, read) if read is not None else {i for _, run in ids for i in run}
+            runs = [[o for o in run if str(o.uuid) in wanted] for run in runs]
+            levels = [lv for lv, _ in plan]
+            windows: list[Any] = []
+            units: list[Any] = []
+            for lv, run in zip(levels, runs, strict=True):
+                (windows if lv == "window" else units).extend(o.uuid for o in run)
+            live = await self._read_live(
+                kb, [(self.segments(kb), windows), (self.units(kb), units)]
+            )
+        out = []
+        for lv, (col, _), run in zip(levels, cols, runs, strict=True):
+            if any(o.uuid not in live for o in run):
+                out.append(await self.hybrid(kb, query, vector, filters, k, alpha, lv))
+            else:
+                out.append(await self._hits(col, run, live, vector, k))
+        return out
+
+    async def _ranked(
+        self,
+        col: Any,
+        where: Any,
+        keywords: str,
+        vector: Sequence[float],
+        alpha: float,
+        limit: int,
+    ) -> list[Any]:
+        """One hybrid query's ranked objects: ids, scores and explanations, no properties."""
+        res = await col.query.hybrid(
+            query=keywords,
+            vector=list(vector),
+            target_vector=VECTOR,
+            alpha=alpha,
+            fusion_type=HybridFusion.RELATIVE_SCORE,
+            query_properties=QUERY_PROPERTIES,
+            filters=where,
+            limit=limit,
+            return_properties=[],
+            # The explanation carries each hit's cosine to the query: fetching
+            # the vectors to compute it costs ~5 ms more at 1M segments.
+            return_metadata=MetadataQuery(score=True, explain_score=True),
+        )
+        return list(res.objects)
+
+    async def _read_live(
+        self, kb: str, wanted: Sequence[tuple[Any, Sequence[Any]]]
+    ) -> dict[Any, Any]:
+        """The objects of each (collection, ids) pair read at once, with every property,
+        those of a live generation only, by id."""
+        reads = await asyncio.gather(*(self._by_id(col, ids) for col, ids in wanted if ids))
+        return {o.uuid: o for o in await self._live(kb, [o for read in reads for o in read])}
+
+    async def _hits(
+        self, col: Any, ranked: Sequence[Any], live: dict[Any, Any], vector: Sequence[float], k: int
+    ) -> list[Hit]:
+        """The first ``k`` live ones of ``ranked`` as hits, with their similarity."""
         hits = [
             hit_from_object(
-                o,
+                live[o.uuid],
                 float(o.metadata.score or 0.0),
                 similarity=hybrid_similarity(o.metadata.explain_score),
             )
-            for o in live[:k]
-        ]
+            for o in ranked
+            if o.uuid in live
+        ][:k]
         if hits and all(h.similarity is None for h in hits):
             # None came from the vector half (or the explanation changed): their vectors.
             hits = await self._with_similarity(col, hits, vector)
         return hits
+
+    async def _by_id(self, col: Any, ids: Sequence[Any]) -> list[Any]:
+        """The objects of ``ids`` (those still there), with every property."""
+        if not ids:
+            return []
+        res = await col.query.fetch_objects(
+            filters=Filter.by_id().contains_any(list(ids)), limit=len(ids)
+        )
+        return list(res.objects)
 
     async def _with_similarity(
         self, col: Any, hits: list[Hit], query: Sequence[float]
