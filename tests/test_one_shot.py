@@ -12,22 +12,14 @@ import time
 from pathlib import Path
 
 from retrieval.store.weaviate.reaper import pid_alive, spawn
+from tests.test_weaviate_server import servers_of
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def _servers_of(data_dir: Path) -> list[int]:
-    """Pids of running weaviate-servers keeping their data in ``data_dir``."""
-    mark = f"PERSISTENCE_DATA_PATH={data_dir / 'weaviate-server' / 'weaviate'}".encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if mark in (proc / "environ").read_bytes().split(b"\0"):
-                    found.append(int(proc.name))
-            except OSError:
-                continue
-    return [pid for pid in found if pid_alive(pid)]
+    """Pids of running weaviate-servers of a Quorum data dir."""
+    return servers_of(data_dir / "weaviate-server")
 
 
 def _quorum(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -99,7 +99,7 @@ def test_server_does_not_outlive_users_killed_with_sigkill(tmp_path: Path) -> No
         fresh.stop()
 
 
-def _servers_of(data_dir: Path) -> list[int]:
+def servers_of(data_dir: Path) -> list[int]:
     """Pids of live weaviate-servers keeping their data in ``data_dir``."""
     mark = f"PERSISTENCE_DATA_PATH={data_dir / 'weaviate'}".encode()
     found = []
@@ -123,17 +123,17 @@ def test_a_process_killed_while_its_server_starts_leaves_none(tmp_path: Path) ->
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     starter = subprocess.Popen([sys.executable, "-c", script], env=env)
     deadline = time.monotonic() + 60
-    while not _servers_of(tmp_path) and time.monotonic() < deadline:
+    while not servers_of(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _servers_of(tmp_path), "the server never started"
+    assert servers_of(tmp_path), "the server never started"
     # Killed at once, while it waits for the server to answer (about 2 s): without a
     # reaper from the start, nothing would ever stop this server.
     starter.kill()
     starter.wait()
     deadline = time.monotonic() + 30
-    while _servers_of(tmp_path) and time.monotonic() < deadline:
+    while servers_of(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _servers_of(tmp_path), "weaviate-server outlived the process starting it"
+    assert not servers_of(tmp_path), "weaviate-server outlived the process starting it"
 
 
 def test_reaper_leaves_a_deleted_data_dir_deleted(tmp_path: Path) -> None:
