@@ -68,8 +68,9 @@ def is_our_server(pid: int, data_dir: Path) -> bool:
 
 
 def reap_child(pid: int) -> None:
-    """Collect ``pid``'s exit status if it is a dead child of this process (a zombie reads
-    as alive until its parent does this); nothing for any other pid."""
+    """Collect ``pid``'s exit status if it is a dead child of this process, so it leaves
+    no zombie behind (and reads as gone where there is no procfs to tell a zombie by);
+    nothing for any other pid."""
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
 

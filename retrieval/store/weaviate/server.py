@@ -244,7 +244,7 @@ class EmbeddedServer:
         if self._endpoint is None:
             return False
         if self._pid is not None:
-            reap_child(self._pid)  # our own dead child, so its pid reads as gone
+            reap_child(self._pid)  # our own dead child: no zombie left behind
         with self._locked():
             state = self._read_state()
             if not state or is_our_server(int(state["pid"]), self.data_dir):
@@ -310,7 +310,7 @@ class EmbeddedServer:
                 return True
             if not pid_alive(pid):
                 return False
-            reap_child(pid)  # a child that died, so pid_alive sees it gone
+            reap_child(pid)  # a child that died: no zombie left behind
             time.sleep(0.02)
         return False
 
