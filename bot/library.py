@@ -21,6 +21,7 @@ from retrieval.embed import Embedder
 from retrieval.errors import InvalidInput
 from retrieval.indexer import FileResult, ingest
 from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
+from retrieval.kept_media import MediaStore
 from retrieval.models import SourceInfo
 from retrieval.search import SearchService
 from retrieval.service import Retrieval
@@ -64,10 +65,11 @@ class KbLibrary:
         transcriber: Transcriber | None = None,
         summarize: Summarizer | None = None,
         holdings: Holdings | None = None,
+        media: MediaStore | None = None,
     ) -> None:
         self.store, self.embedder, self.search = store, embedder, search
         self.uploads_dir, self.chunking, self.transcriber = uploads_dir, chunking, transcriber
-        self.summarize, self.holdings = summarize, holdings
+        self.summarize, self.holdings, self.media = summarize, holdings, media
 
     @classmethod
     def of(
@@ -95,6 +97,7 @@ class KbLibrary:
             transcriber=retrieval.transcriber,
             summarize=summarize or stored,
             holdings=holdings,
+            media=retrieval.media,
         )
 
     def inbox(self, kb: str) -> Path:
@@ -115,6 +118,7 @@ class KbLibrary:
             chunking=self.chunking,
             progress=_Heard(heard),
             transcriber=self.transcriber,
+            media=self.media,
         )
         self.search.forget_sources(kb)
         result = report.results[0]

@@ -10,7 +10,8 @@ file that fails is reported with its reason and skipped, and each source becomes
 whole (``Store.upsert_many``); nothing already indexed is touched by a failure. A source
 id (from the file's stem unless its metadata gives one) already holding another file
 that still exists is never silently replaced: the second file fails, saying how to give
-it its own id.
+it its own id. With a media store, each source's recording or document is kept there
+before the source is written (``retrieval.kept_media``): its page serves that copy only.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from typing import Literal, Protocol, runtime_checkable
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
 from retrieval.errors import ConfigError, IngestError, QuorumError
-from retrieval.ingest import discover, read_source
+from retrieval.ingest import discover, read_source, transcribed_beside
 from retrieval.ingest.media import MEDIA_SUFFIXES
+from retrieval.kept_media import MediaStore
 from retrieval.models import Document, check_kb
 from retrieval.multilevel import build
 from retrieval.store import Embedded, Store, StoredSource
@@ -130,11 +132,14 @@ async def ingest(
     force: bool = False,
     transcriber: Transcriber | None = None,
     summarizer: Summarizer | None = None,
+    media: MediaStore | None = None,
 ) -> IngestReport:
     """Ingest files and folders into ``kb``; unchanged files are skipped unless ``force``.
-    Audio and video are transcribed with ``transcriber`` (without one they fail)."""
+    Audio and video are transcribed with ``transcriber`` (without one they fail); what a
+    page serves of each source is kept in ``media`` (without one, pages show text only)."""
     check_kb(kb)
     run = _Run(store, embedder, kb, chunking, force, transcriber, summarizer, progress)
+    run.media = media
     # What a crashed ingest left behind (never visible to search) is removed first.
     if removed := await store.clean_orphans(kb):
         log.info("removed %d orphan segments from %s", removed, kb)
@@ -176,6 +181,7 @@ class _Run:
         self.progress = progress or _Silent()
         self.report = IngestReport()
         self.owners: dict[str, str] = {}  # source id -> the file that took it in this run
+        self.media: MediaStore | None = None
 
     def record(self, result: FileResult) -> None:
         """One file's outcome: into the report, and out to the progress display."""
@@ -255,6 +261,9 @@ class _Run:
                 out.append(taken)
             elif not self.force and stored and stored.content_hash == doc.source.content_hash:
                 out.append(FileResult(str(path), "skipped", doc.source.id, len(doc.segments)))
+                # Ingested before Quorum kept media: kept now (unless retention would drop it).
+                if self.media is not None and self.media.retain_days is None:
+                    await self.hold(doc)
             else:
                 out.append(_Ready(path, doc, stored))
         return out
@@ -301,6 +310,8 @@ class _Run:
         Weaviate itself fails (then every file of the batch says why)."""
         known = {r.doc.source.id: r.stored for r in batch if r.stored is not None}
         items = [Embedded(r.doc, r.vectors, r.level_vectors) for r in batch]
+        for r in batch:  # kept first, so a page finds its media the moment the source shows
+            await self.hold(r.doc)
         try:
             results = await self.store.upsert_many(self.kb, items, known=known)
         except QuorumError as exc:
@@ -314,7 +325,34 @@ class _Run:
             else:
                 status: Status = "added" if up.status == "added" else "updated"
                 out.append(FileResult(str(r.path), status, sid, up.segments))
+        replaced = [
+            r.stored.content_hash
+            for r, res in zip(batch, out, strict=True)
+            if r.stored is not None
+            and res.status == "updated"
+            and r.stored.content_hash != r.doc.source.content_hash
+        ]
+        if replaced and self.media is not None:
+            await self.drop_unused(replaced)
         return out
+
+    async def hold(self, doc: Document) -> None:
+        """Keep what ``doc``'s page serves in the media store; a copy that cannot be made
+        costs its page the player (said in the log), never the source."""
+        if self.media is None or doc.original is None:
+            return
+        try:
+            await asyncio.to_thread(self.media.keep, self.kb, doc.source.content_hash, doc.original)
+        except Exception as exc:  # unreadable now, changed since it was read, no sound
+            log.warning("not kept for its page: %s (%s)", doc.original.path.name, exc)
+
+    async def drop_unused(self, hashes: list[str]) -> None:
+        """Delete the kept files of replaced versions no live source still has."""
+        assert self.media is not None
+        live = {i.source.content_hash for i in await self.store.list_sources(self.kb)}
+        for h in set(hashes) - live:
+            for path in await asyncio.to_thread(self.media.copies, self.kb, h):
+                path.unlink(missing_ok=True)
 
 
 def _groups(files: Sequence[tuple[Path, Path]]) -> list[list[tuple[Path, Path]]]:
@@ -339,13 +377,17 @@ def _discover(paths: Sequence[Path]) -> tuple[list[tuple[Path, Path]], list[Path
     """Files to read, each with the folder its manifest lookups stop at; missing paths."""
     files: list[tuple[Path, Path]] = []
     missing: list[Path] = []
-    for root in paths:
+    # Resolved once, here: a stored path never depends on the folder a later command
+    # (``quorum serve``) runs in.
+    for given in paths:
+        root = given.absolute()
         if not root.exists():
-            missing.append(root)
+            missing.append(given)
             continue
         base = root if root.is_dir() else root.parent
         files.extend((f, base) for f in discover([root]))
-    return files, missing
+    found = {f for f, _ in files}  # a recording named beside its named transcript: its media
+    return [(f, b) for f, b in files if not transcribed_beside(f, found)], missing
 
 
 def _another_file(stored: str, path: Path) -> bool:

@@ -89,9 +89,21 @@ def may_manage(
     return user in admins or manages_server or (admin_role is not None and admin_role in roles)
 
 
+def shown_name(name: str, limit: int = 100) -> str:
+    """A file name as a message shows it: one line, cut in its stem so the extension
+    still shows."""
+    flat = one_line(name, len(name) + 1)
+    if len(flat) <= limit:
+        return flat
+    suffix = Path(flat).suffix[:16]
+    return one_line(flat[: len(flat) - len(suffix)], limit - len(suffix)) + suffix
+
+
 def refusal(name: str, size: int, max_mb: int) -> str | None:
-    """Why a file is refused before it is downloaded, or None to accept it."""
+    """Why a file is refused before it is downloaded, or None to accept it. ``name`` is the
+    file's whole name: its type is read from it, never from a shortened one."""
     suffix = Path(name).suffix.lower()
+    name = shown_name(name)
     if suffix not in SUPPORTED_SUFFIXES:
         kinds = " ".join(sorted(SUPPORTED_SUFFIXES))
         what = f"*{suffix}* files" if suffix else "files without an extension"
@@ -200,11 +212,12 @@ class Uploads:
         """Check, download, ingest and report one file in ``reply``; never raises. A
         refused file is never downloaded; a failed one is not kept. ``by`` (who shared
         it) goes to the audit trail."""
-        name = one_line(Path(upload.name).name, 100)
+        whole = Path(upload.name.replace("\\", "/")).name
+        name = shown_name(whole)
         if self.library is None:
             await reply.done(NO_LIBRARY)
             return None
-        if refused := refusal(name, upload.size, self.max_mb):
+        if refused := refusal(whole, upload.size, self.max_mb):
             await reply.done(refused)
             return None
         library = self.library

@@ -8,7 +8,6 @@ sentence and a non-zero exit.
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import json
 import sys
@@ -46,7 +45,6 @@ from bot.holdings import Forgotten, Held
 from bot.models import Actor
 from bot.wiring import holdings_of, open_holdings, open_retrieval, open_session_store
 from retrieval.errors import InvalidInput
-from retrieval.kept_media import keep, kept_path
 from retrieval.links import locator
 from retrieval.models import Hit
 from retrieval.search import MAX_K
@@ -76,16 +74,6 @@ def cli_actor() -> Actor:
         return Actor("cli", getpass.getuser())
     except (KeyError, OSError):  # no login name (a container without a passwd entry)
         return Actor("cli")
-
-
-def _keep_media(settings: Settings, kb: str, report: IngestReport) -> None:
-    """QUORUM_KEEP_MEDIA: copy each ingested recording beside Quorum's data for its page."""
-    for result in report.results:
-        if result.source_id and result.status != "failed":
-            path = Path(result.path)
-            kept = kept_path(settings.media_dir, kb, result.source_id, path.suffix)
-            if result.status != "skipped" or not kept.exists():  # new, changed, or never kept
-                keep(settings.media_dir, kb, result.source_id, path)
 
 
 @app.command("ingest")
@@ -124,10 +112,9 @@ def ingest_cmd(
                     force=force,
                     transcriber=r.transcriber,
                     summarizer=summ,
+                    media=r.media,
                 )
             r.search.forget_sources(name)
-            if settings.keep_media:
-                await asyncio.to_thread(_keep_media, settings, name, report)
             await holdings_of(settings, r, sessions).note_ingest(name, report.results, cli_actor())
             elapsed = time.perf_counter() - t0
             posted = await announce(settings, r.search.archive(name), report.results)

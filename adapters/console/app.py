@@ -244,7 +244,7 @@ def demo_command(
             t0 = time.perf_counter()
             with err.status("Ingesting the sample archive...", spinner="dots"):
                 report = await ingest(
-                    r.store, r.embedder, DEMO_KB, demo_paths(), chunking=r.chunking
+                    r.store, r.embedder, DEMO_KB, demo_paths(), chunking=r.chunking, media=r.media
                 )
             r.search.forget_sources(DEMO_KB)
             changed = report.count("added") + report.count("updated")
@@ -260,7 +260,7 @@ def demo_command(
             spoken: list[str] = []
             if speak:
                 with err.status("Speaking the sample recordings with espeak-ng...", spinner="dots"):
-                    spoken = await give_voices(r, DEMO_KB, settings.media_dir)
+                    spoken = await give_voices(r, DEMO_KB)
             if spoken:
                 out.print(
                     f"Spoke {len(spoken)} recordings with espeak-ng, a voice per speaker "
