@@ -116,12 +116,13 @@ class Holdings:
         data_dir: Path,
         transcriber: Transcriber | None = None,
         hooks: Sequence[ForgetHook] = (),
+        media: MediaStore | None = None,
     ) -> None:
         self.store, self.search, self.sessions = store, search, sessions
         self.data_dir = data_dir
         self.uploads_dir = data_dir / "uploads"
         self.transcriber = transcriber or Transcriber(cache_dir=data_dir / TRANSCRIPTS)
-        self.media = MediaStore(data_dir / MEDIA)
+        self.media = media or MediaStore(data_dir / MEDIA)
         self.hooks = list(hooks)
 
     def add_hook(self, hook: ForgetHook) -> None:

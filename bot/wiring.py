@@ -103,6 +103,7 @@ def holdings_of(settings: Settings, retrieval: Retrieval, sessions: Sessions) ->
         sessions=sessions,
         data_dir=settings.data_dir,
         transcriber=retrieval.transcriber,
+        media=retrieval.media,
     )
 
 

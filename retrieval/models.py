@@ -158,7 +158,7 @@ def check_kb(kb: str) -> str:
 
 # Pages route on ids (``/v/{token}`` signs one; ``~insights`` and friends are Quorum's own
 # names): an id starts with a letter or digit and holds no '/', '~', space or control.
-SOURCE_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+SOURCE_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
 def check_source_id(source_id: str) -> str:
@@ -168,7 +168,7 @@ def check_source_id(source_id: str) -> str:
         shown = source_id if len(source_id) <= 60 else source_id[:57] + "..."
         raise InvalidInput(
             f"source id {shown!r} is not allowed: an id starts with a letter or digit and "
-            "uses only letters, digits, '.', '-' and '_' (at most 128); names starting with "
+            "uses only letters, digits, '.', '-' and '_' (at most 200); names starting with "
             "'~' and anything with '/' are Quorum's own"
         )
     return source_id

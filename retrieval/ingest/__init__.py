@@ -139,7 +139,9 @@ def read_source(
         .over(Metadata(kind=kind))
     )
     source_id = (
-        meta.id or slug(path.stem) or "source-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+        meta.id
+        or slug(path.stem)[:200].strip("-")  # a long file name still names its source
+        or "source-" + hashlib.sha256(name.encode()).hexdigest()[:8]
     )
     try:
         check_source_id(source_id)

@@ -1,0 +1,178 @@
+"""A page link serves only what Quorum holds: after ingest, a symlink swapped in for the
+recording, the PDF, or the recording beside a transcript, a link planted beside a
+transcript before ingest, a link or a ``.gz`` in the media store itself — the link still
+plays the copy Quorum kept (or 404s), never the file the link names (here the link
+secret and the session database, what an attacker wants)."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from bot.config import load_settings
+from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.indexer import IngestReport, ingest
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
+from tests.conftest import EXAMPLES
+from tests.media_fixtures import speak
+from tests.pages_harness import Served, serving
+
+VTT = """WEBVTT
+
+00:00:01.000 --> 00:00:04.000
+<v Priya>The heliotrope vendor contract renews in March.
+"""
+
+
+@dataclass
+class World:
+    served: Served
+    kb: str
+    files: Path
+    data: Path
+    originals: dict[str, bytes]  # file name -> the bytes ingested
+    report: IngestReport
+
+    def secrets(self) -> list[Path]:
+        """Files of the data dir a page must never serve."""
+        return [self.data / "link-secret", self.data / "sessions.sqlite3"]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def world(
+    weaviate_endpoint: Endpoint,
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[World]:
+    """A recording, a PDF and a transcript beside its recording, ingested from disk; a
+    link to the link secret beside another transcript before ingest."""
+    folder = tmp_path_factory.mktemp("hostile-media")
+    kb = f"t{uuid.uuid4().hex[:12]}"
+    data = folder / "data"
+    settings = load_settings(data_dir=data)
+    files = folder / "files"
+    files.mkdir()
+    speak(files / "call.wav", ["The budget review moves to Friday."])
+    shutil.copy(EXAMPLES / "docs" / "auth-migration-plan.pdf", files / "plan.pdf")
+    (files / "vendor.vtt").write_text(VTT)
+    speak(files / "vendor.wav", ["The vendor call was recorded here."])
+    (files / "planted.vtt").write_text(VTT.replace("heliotrope", "marigold"))
+    async with serving(settings, weaviate_endpoint, store, embedder) as served:
+        (files / "planted.wav").symlink_to(data / "link-secret")
+        originals = {p.name: p.read_bytes() for p in files.iterdir() if not p.is_symlink()}
+        r = served.services.retrieval
+        report = await ingest(
+            store,
+            r.embedder,
+            kb,
+            [files],
+            chunking=r.chunking,
+            transcriber=r.transcriber,
+            media=r.media,
+        )
+        assert not report.failed, report.failed
+        yield World(served, kb, files, data, originals, report)
+
+
+async def fetch(world: World, source_id: str, route: str, **headers: str) -> tuple[int, bytes]:
+    link = world.served.signer.page(world.kb, source_id) + route
+    async with world.served.http.get(link, headers=headers) as r:
+        return r.status, await r.read()
+
+
+def swap_for_link(path: Path, target: Path) -> None:
+    path.unlink()
+    path.symlink_to(target)
+
+
+def assert_no_secret(world: World, body: bytes) -> None:
+    for secret in world.secrets():
+        data = secret.read_bytes()
+        assert data[:64] not in body, f"{secret.name} was served"
+
+
+async def test_a_link_swapped_in_for_a_recording_after_ingest_still_plays_the_kept_copy(
+    world: World,
+) -> None:
+    status, before = await fetch(world, "call", "/media")
+    assert status == 200 and before == world.originals["call.wav"]
+    for secret in world.secrets():
+        swap_for_link(world.files / "call.wav", secret)
+        status, body = await fetch(world, "call", "/media")
+        assert status == 200 and body == world.originals["call.wav"]
+        assert_no_secret(world, body)
+
+
+async def test_a_link_swapped_in_for_a_document_after_ingest_still_serves_the_kept_pdf(
+    world: World,
+) -> None:
+    swap_for_link(world.files / "plan.pdf", world.data / "link-secret")
+    status, body = await fetch(world, "plan", "/file")
+    assert status == 200 and body == world.originals["plan.pdf"]
+    assert_no_secret(world, body)
+
+
+async def test_a_link_beside_a_transcript_serves_the_recording_kept_at_ingest_or_nothing(
+    world: World,
+) -> None:
+    # call.vtt next to call.wav: the transcript is the source, the recording its media.
+    status, body = await fetch(world, "vendor", "/media")
+    assert status == 200 and body == world.originals["vendor.wav"]
+    swap_for_link(world.files / "vendor.wav", world.data / "sessions.sqlite3")
+    status, body = await fetch(world, "vendor", "/media")
+    assert status == 200 and body == world.originals["vendor.wav"]
+
+    # A link already there at ingest is never taken for the recording.
+    status, body = await fetch(world, "planted", "")
+    assert status == 200 and b"marigold" in body and b"id=media" not in body
+    status, body = await fetch(world, "planted", "/media")
+    assert status == 404
+    assert_no_secret(world, body)
+
+
+async def test_a_link_or_a_precompressed_sibling_in_the_store_itself_is_never_served(
+    world: World,
+) -> None:
+    media = world.served.services.retrieval.media
+    source = next(
+        i.source
+        for i in await world.served.services.retrieval.store.list_sources(world.kb)
+        if i.source.id == "call"
+    )
+    [kept] = media.copies(world.kb, source.content_hash)
+    for sibling in (".gz", ".br"):
+        kept.with_name(kept.name + sibling).write_bytes(
+            world.data.joinpath("link-secret").read_bytes()
+        )
+    status, body = await fetch(world, "call", "/media", **{"Accept-Encoding": "gzip, br"})
+    assert status == 200 and body == world.originals["call.wav"]
+    assert_no_secret(world, body)
+
+    held = kept.read_bytes()
+    kept.unlink()
+    kept.symlink_to(world.data / "link-secret")
+    try:
+        status, body = await fetch(world, "call", "/media")
+        assert status == 404
+        assert_no_secret(world, body)
+    finally:
+        kept.unlink()
+        kept.write_bytes(held)
+
+
+async def test_range_requests_are_answered_from_the_kept_copy(world: World) -> None:
+    wav = world.originals["call.wav"]
+    status, body = await fetch(world, "call", "/media", Range="bytes=10-19")
+    assert status == 206 and body == wav[10:20]
+    status, body = await fetch(world, "call", "/media", Range="bytes=-5")
+    assert status == 206 and body == wav[-5:]
+    status, _ = await fetch(world, "call", "/media", Range=f"bytes={len(wav) + 10}-")
+    assert status == 416
