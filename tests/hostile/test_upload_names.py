@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from retrieval.search import SearchService
 from tests.emulators.slack import SlackEmulator
-from tests.test_slack import GENERAL, bot_replies
-from tests.test_uploads_slack import VTT, Bot, bot, library, share, slack
+from tests.test_slack import GENERAL, Bot, bot_replies
+from tests.test_uploads_slack import VTT, bot, library, share, slack
 
 __all__ = ["bot", "library", "slack"]  # the Slack upload tests' fixtures, used here
 
