@@ -49,6 +49,7 @@ KEPT = (*sorted(PLAYABLE), *sorted(DOCUMENTS))  # every suffix a kept file may h
 _HASH = re.compile(r"[0-9a-f]{64}")
 _BLOCK = 1 << 20
 DAY_S = 86_400.0
+_AAC_RATES = frozenset({8_000, 11_025, 12_000, 16_000, 22_050, 24_000, 32_000, 44_100, 48_000})
 
 
 def content_type(path: Path) -> str:
@@ -264,10 +265,13 @@ def render_audio(source: Path, out: Path) -> None:
     with av.open(str(source)) as inp, av.open(str(out), "w", format="mp4") as outc:
         if not inp.streams.audio:
             raise ValueError(f"{source.name} has no sound")
-        stream = outc.add_stream("aac", rate=48_000, layout="mono")
+        sound = inp.streams.audio[0]
+        # The recording's own rate where AAC has it: resampling is most of the cost.
+        rate = sound.rate if sound.rate in _AAC_RATES else 48_000
+        stream = outc.add_stream("aac", rate=rate, layout="mono")
         stream.bit_rate = 64_000
-        resampler = av.AudioResampler(format="fltp", layout="mono", rate=48_000)
-        for frame in inp.decode(inp.streams.audio[0]):
+        resampler = av.AudioResampler(format="fltp", layout="mono", rate=rate)
+        for frame in inp.decode(sound):
             for out_frame in resampler.resample(frame):
                 for packet in stream.encode(out_frame):
                     outc.mux(packet)
