@@ -21,6 +21,7 @@ import os
 import re
 import stat
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,7 +126,8 @@ class MediaStore:
         if target.is_file():
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.{os.getpid()}.part")
+        # Its own name: two ingests (two chat uploads of one file) may keep it at once.
+        partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.part")
         try:
             _copy_checked(original, partial)
             if suffix in MEDIA_SUFFIXES:

@@ -6,6 +6,8 @@ secret and the session database, what an attacker wants)."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator
@@ -14,13 +16,14 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from typer.testing import CliRunner
 
+from adapters.cli.main import app
 from bot.config import load_settings
 from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import IngestReport, ingest
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
-from tests.conftest import EXAMPLES
+from tests.conftest import _PREFIXES, EXAMPLES
 from tests.media_fixtures import speak
 from tests.pages_harness import Served, serving
 
@@ -38,11 +41,23 @@ class World:
     files: Path
     data: Path
     originals: dict[str, bytes]  # file name -> the bytes ingested
-    report: IngestReport
 
     def secrets(self) -> list[Path]:
         """Files of the data dir a page must never serve."""
         return [self.data / "link-secret", self.data / "sessions.sqlite3"]
+
+
+def cli_ingest(endpoint: Endpoint, data: Path, files: Path, kb: str) -> tuple[int, str, str]:
+    """``quorum ingest FILES --kb KB`` with this data dir, against the session Weaviate."""
+    with pytest.MonkeyPatch.context() as env:
+        for name in [n for n in os.environ if n.startswith(_PREFIXES)]:
+            env.delenv(name)
+        env.setenv("QUORUM_DATA_DIR", str(data))
+        env.setenv("QUORUM_WEAVIATE_MODE", "local")
+        env.setenv("QUORUM_WEAVIATE_URL", endpoint.url)
+        env.setenv("QUORUM_WEAVIATE_GRPC_PORT", str(endpoint.grpc_port))
+        result = CliRunner().invoke(app, ["ingest", str(files), "--kb", kb])
+    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
@@ -68,18 +83,10 @@ async def world(
     async with serving(settings, weaviate_endpoint, store, embedder) as served:
         (files / "planted.wav").symlink_to(data / "link-secret")
         originals = {p.name: p.read_bytes() for p in files.iterdir() if not p.is_symlink()}
-        r = served.services.retrieval
-        report = await ingest(
-            store,
-            r.embedder,
-            kb,
-            [files],
-            chunking=r.chunking,
-            transcriber=r.transcriber,
-            media=r.media,
-        )
-        assert not report.failed, report.failed
-        yield World(served, kb, files, data, originals, report)
+        # `quorum ingest`, as a user runs it (in a thread: it runs its own event loop).
+        code, out, err = await asyncio.to_thread(cli_ingest, weaviate_endpoint, data, files, kb)
+        assert code == 0, err + out
+        yield World(served, kb, files, data, originals)
 
 
 async def fetch(world: World, source_id: str, route: str, **headers: str) -> tuple[int, bytes]:
@@ -176,3 +183,7 @@ async def test_range_requests_are_answered_from_the_kept_copy(world: World) -> N
     assert status == 206 and body == wav[-5:]
     status, _ = await fetch(world, "call", "/media", Range=f"bytes={len(wav) + 10}-")
     assert status == 416
+    link = world.served.signer.page(world.kb, "call") + "/media"
+    async with world.served.http.head(link) as r:
+        assert r.status == 200 and r.headers["Content-Length"] == str(len(wav))
+        assert await r.read() == b""
