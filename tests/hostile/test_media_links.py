@@ -155,13 +155,15 @@ async def test_a_link_or_a_precompressed_sibling_in_the_store_itself_is_never_se
         if i.source.id == "call"
     )
     [kept] = media.copies(world.kb, source.content_hash)
-    for sibling in (".gz", ".br"):
-        kept.with_name(kept.name + sibling).write_bytes(
-            world.data.joinpath("link-secret").read_bytes()
-        )
+    secret = world.data.joinpath("link-secret").read_bytes()
+    for sibling in (".gz", ".br"):  # beside the kept copy, and beside the ingested file
+        kept.with_name(kept.name + sibling).write_bytes(secret)
+        (world.files / f"plan.pdf{sibling}").write_bytes(secret)
     status, body = await fetch(world, "call", "/media", **{"Accept-Encoding": "gzip, br"})
     assert status == 200 and body == world.originals["call.wav"]
     assert_no_secret(world, body)
+    status, body = await fetch(world, "plan", "/file", **{"Accept-Encoding": "gzip, br"})
+    assert status == 200 and body == world.originals["plan.pdf"]
 
     held = kept.read_bytes()
     kept.unlink()
