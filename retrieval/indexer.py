@@ -138,8 +138,7 @@ async def ingest(
     Audio and video are transcribed with ``transcriber`` (without one they fail); what a
     page serves of each source is kept in ``media`` (without one, pages show text only)."""
     check_kb(kb)
-    run = _Run(store, embedder, kb, chunking, force, transcriber, summarizer, progress)
-    run.media = media
+    run = _Run(store, embedder, kb, chunking, force, transcriber, summarizer, progress, media)
     # What a crashed ingest left behind (never visible to search) is removed first.
     if removed := await store.clean_orphans(kb):
         log.info("removed %d orphan segments from %s", removed, kb)
@@ -174,6 +173,7 @@ class _Run:
         transcriber: Transcriber | None,
         summarizer: Summarizer | None,
         progress: Progress | None,
+        media: MediaStore | None = None,
     ) -> None:
         self.store, self.embedder, self.kb = store, embedder, kb
         self.chunking, self.force = chunking, force
@@ -181,7 +181,7 @@ class _Run:
         self.progress = progress or _Silent()
         self.report = IngestReport()
         self.owners: dict[str, str] = {}  # source id -> the file that took it in this run
-        self.media: MediaStore | None = None
+        self.media = media
 
     def record(self, result: FileResult) -> None:
         """One file's outcome: into the report, and out to the progress display."""
