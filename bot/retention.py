@@ -32,6 +32,7 @@ class Retain:
     sources_days: int | None = None
     transcripts_days: int | None = None
     queries_days: int | None = None
+    media_days: int | None = None  # what pages serve, in the media store
 
     @property
     def any(self) -> bool:
@@ -137,9 +138,10 @@ async def plan(holdings: Holdings, retain: Retain, apply: bool = False) -> Plan:
         )
         if apply:
             await asyncio.to_thread(unlink, [f for f, _ in out.transcripts])
-    out.media = await asyncio.to_thread(holdings.media.expired, now)
-    if apply:
-        await asyncio.to_thread(unlink, [f for f, _ in out.media])
+    if retain.media_days is not None:
+        out.media = await asyncio.to_thread(holdings.media.expired, retain.media_days, now)
+        if apply:
+            await asyncio.to_thread(unlink, [f for f, _ in out.media])
     if retain.queries_days is not None:
         counts = await holdings.sessions.old_questions(now - retain.queries_days * DAY_S, apply)
         out.questions, out.searches = counts["questions"], counts["searches"]

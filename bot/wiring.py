@@ -125,6 +125,7 @@ def retain(settings: Settings) -> Retain:
         settings.retain_sources_days,
         settings.retain_transcripts_days,
         settings.retain_queries_days,
+        settings.media_retain_days,
     )
 
 

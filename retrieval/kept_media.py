@@ -173,16 +173,10 @@ class MediaStore:
             log.warning("media store: %d kept file(s) past their days or size dropped", len(doomed))
         return doomed
 
-    def expired(self, now: float | None = None) -> list[tuple[Path, float]]:
-        """Kept files older than the retention days, with their age in days."""
-        if self.retain_days is None:
-            return []
+    def expired(self, days: float, now: float | None = None) -> list[tuple[Path, float]]:
+        """Kept files older than ``days``, with their age in days."""
         now = time.time() if now is None else now
-        return [
-            (p, (now - at) / DAY_S)
-            for p, at, _ in self._files()
-            if now - at > self.retain_days * DAY_S
-        ]
+        return [(p, (now - at) / DAY_S) for p, at, _ in self._files() if now - at > days * DAY_S]
 
     def _files(self) -> Iterator[tuple[Path, float, int]]:
         if not self.root.is_dir():

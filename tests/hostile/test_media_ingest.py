@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import av
@@ -141,3 +142,25 @@ def test_the_store_keeps_to_its_size_and_forgets_a_removed_source(
     code, out, err = quorum("remove", held, "--kb", kb)
     assert code == 0, err
     assert [p for p in media.rglob("*") if p.is_file()] == []
+
+
+def test_kept_media_past_its_days_goes_with_quorum_retention_and_the_page_keeps_its_text(
+    tmp_path: Path, weaviate_env: Endpoint, kb: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "call.vtt").write_text(VTT)
+    hiss(tmp_path / "call.wav", 3.0)
+    monkeypatch.setenv("QUORUM_MEDIA_RETAIN_DAYS", "7")
+    code, _, err = quorum("ingest", str(tmp_path / "call.vtt"), "--kb", kb)
+    assert code == 0, err
+    (kept,) = [p for p in (tmp_path / "data" / "media").rglob("*") if p.is_file()]
+    code, out, _ = quorum("retention", "--dry-run")
+    assert code == 0 and "Would delete" in out and kept.name not in out
+    eight_days_ago = kept.stat().st_mtime - 8 * 86_400
+    os.utime(kept, (eight_days_ago, eight_days_ago))
+
+    code, out, _ = quorum("retention", "--apply")
+    assert code == 0 and f"Deleted kept media {kept.name}, 8 days old" in " ".join(out.split())
+    assert not kept.exists()
+    status, _, body = served(kb, "call", "")
+    assert status == 200 and b"heliotrope" in body and b"id=media" not in body
+    assert served(kb, "call", "/media")[0] == 404
