@@ -58,6 +58,13 @@ def content_type(path: Path) -> str:
     return CONTENT_TYPES.get(path.suffix.lower(), "application/octet-stream")
 
 
+def is_recording(path: str) -> bool:
+    """True when ``path`` names an audio or video file (a source ingested from one)."""
+    from retrieval.ingest.media import MEDIA_SUFFIXES  # PyAV's readers: only when asked
+
+    return Path(path).suffix.lower() in MEDIA_SUFFIXES
+
+
 def _safe(name: str) -> str:
     """A name as one file name (knowledge bases are checked; this is belt and braces)."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "_"

@@ -28,7 +28,14 @@ from adapters.http import views
 from bot.cite.sentences import Sentence, link_second, merge_sentences, sentences_of
 from bot.wiring import CoreServices
 from retrieval.errors import InvalidInput, QuorumError
-from retrieval.kept_media import CONTENT_TYPES, DOCUMENTS, PLAYABLE, MediaStore, Opened
+from retrieval.kept_media import (
+    CONTENT_TYPES,
+    DOCUMENTS,
+    PLAYABLE,
+    MediaStore,
+    Opened,
+    is_recording,
+)
 from retrieval.models import Hit, Source
 from retrieval.search import KbArchive
 from retrieval.share import BadLink, Grant
@@ -151,7 +158,7 @@ class Pages:
             media = services.retrieval.media
             kept = await asyncio.to_thread(media.find, grant.kb, source, PLAYABLE)
             notes = []
-            if kept is None and source.path:
+            if kept is None and is_recording(source.path):
                 notes.append(
                     "Quorum keeps no playable copy of this recording (ingested before Quorum "
                     "kept them, or dropped by its media limits), so it cannot play here; the "

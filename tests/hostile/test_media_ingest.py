@@ -163,4 +163,5 @@ def test_kept_media_past_its_days_goes_with_quorum_retention_and_the_page_keeps_
     assert not kept.exists()
     status, _, body = served(kb, "call", "")
     assert status == 200 and b"heliotrope" in body and b"id=media" not in body
+    assert b"keeps no playable copy" not in body  # said of ingested recordings only
     assert served(kb, "call", "/media")[0] == 404
