@@ -256,13 +256,16 @@ async def _send(request: web.Request, opened: Opened) -> web.StreamResponse:
     if request.method == "HEAD":
         return response
     at = start
-    while at <= end:
-        block = await asyncio.to_thread(os.pread, opened.fd, min(BLOCK, end - at + 1), at)
-        if not block:  # the file shrank: end the response short rather than pad it
-            break
-        await response.write(block)
-        at += len(block)
-    await response.write_eof()
+    try:
+        while at <= end:
+            block = await asyncio.to_thread(os.pread, opened.fd, min(BLOCK, end - at + 1), at)
+            if not block:  # the file shrank: end the response short rather than pad it
+                break
+            await response.write(block)
+            at += len(block)
+        await response.write_eof()
+    except ConnectionError:  # the player hung up (it seeks by dropping one range for another)
+        pass
     return response
 
 
