@@ -110,14 +110,10 @@ class MediaStore:
         return [p for s in KEPT if (p := folder / f"{content_hash}{s}").is_file()]
 
     def legacy_copies(self, kb: str, source_id: str) -> list[Path]:
-        """Copies older versions kept by source id (``media/<kb>/<id>.<ext>``)."""
+        """Copies earlier versions of Quorum kept by source id (``media/<kb>/<id>.<ext>``)."""
         folder = self.root / _safe(kb)
         suffixes = (*KEPT, ".mov", ".mkv")
         return [p for s in suffixes if (p := folder / f"{_safe(source_id)}{s}").is_file()]
-
-    def has(self, kb: str, source: Source) -> bool:
-        """True when a kept file of ``source`` is in the store."""
-        return bool(self.copies(kb, source.content_hash))
 
     def keep(self, kb: str, content_hash: str, original: Original) -> Path | None:
         """Copy ``original`` into the store (a rendition when a browser cannot play it),

@@ -7,6 +7,7 @@ secret and the session database, what an attacker wants)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import shutil
 import uuid
@@ -21,6 +22,8 @@ from typer.testing import CliRunner
 from adapters.cli.main import app
 from bot.config import load_settings
 from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.kept_media import ChangedWhileRead, MediaStore
+from retrieval.models import Original
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
 from tests.conftest import _PREFIXES, EXAMPLES
@@ -189,3 +192,17 @@ async def test_range_requests_are_answered_from_the_kept_copy(world: World) -> N
     async with world.served.http.head(link) as r:
         assert r.status == 200 and r.headers["Content-Length"] == str(len(wav))
         assert await r.read() == b""
+
+
+def test_a_file_swapped_between_reading_and_keeping_is_not_kept(tmp_path: Path) -> None:
+    secret = tmp_path / "link-secret"
+    secret.write_text("0123456789abcdef0123456789abcdef")
+    pdf = tmp_path / "plan.pdf"
+    read = b"%PDF-1.4 what ingest read"
+    pdf.write_bytes(read)
+    digest = hashlib.sha256(read).hexdigest()
+    swap_for_link(pdf, secret)  # after ingest read it, before the store copies it
+    store = MediaStore(tmp_path / "media")
+    with pytest.raises(ChangedWhileRead):
+        store.keep("kb", "0" * 64, Original(pdf, digest))
+    assert [p for p in (tmp_path / "media").rglob("*") if p.is_file()] == []
