@@ -95,6 +95,10 @@ class Usage:
         self.cache_creation_input_tokens += other.cache_creation_input_tokens
 
 
+CUT_REASONS = frozenset({"max_tokens", "length"})  # Claude's and Chat Completions' words
+CUT_LINE = "(Cut short: the model reached its length limit here; ask for less, or in parts.)"
+
+
 @dataclass(frozen=True)
 class Completion:
     """One reply: its text, the tools it calls (if any), and what it cost."""
@@ -105,6 +109,17 @@ class Completion:
     usage: Usage
     attempts: int = 1
     tool_calls: tuple[ToolCall, ...] = ()
+
+    @property
+    def cut(self) -> bool:
+        """True when the model stopped at its length limit, not at the end of its answer."""
+        return self.stop_reason in CUT_REASONS
+
+    def shown(self) -> str:
+        """The text as a person may read it: a reply cut at the length limit says so on a
+        line of its own, never passing for a whole answer."""
+        text = self.text.rstrip()
+        return f"{text}\n\n{CUT_LINE}" if self.cut and text else text
 
 
 @dataclass(frozen=True)
