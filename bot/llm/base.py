@@ -29,6 +29,7 @@ from typing import Any, Literal, Protocol, TypedDict
 from bot.errors import LLMError
 
 log = logging.getLogger("quorum.llm")
+TOOLS_RECHECK_S = 120.0
 TextSink = Callable[[str], Awaitable[None]]
 Role = Literal["user", "assistant"]
 
@@ -176,7 +177,11 @@ class LLM(Protocol):
 
     model: str
     fast_model: str
-    tools_supported: bool | None  # False once the model or server refused tools
+
+    @property
+    def tools_supported(self) -> bool | None:
+        """False while a refusal of tools is recent, True once tools worked, else None."""
+        ...
 
     async def complete(
         self,
@@ -250,7 +255,21 @@ class Model:
     usage: Usage = field(default_factory=Usage)
     retries: int = 0  # requests sent again after a transient failure
     errors: int = 0  # calls that ended in an LLMError
-    tools_supported: bool | None = None  # None: not known yet
+    # A refusal of tools is believed this long, then tools are tried again: a server
+    # given a model that calls tools, or restarted with them on, gets deep research
+    # back without restarting Quorum, and a server without them is asked once a while.
+    tools_recheck_s: float = TOOLS_RECHECK_S
+    _tools_ok: bool | None = field(default=None, repr=False)
+    _tools_refused_at: float | None = field(default=None, repr=False)
+
+    @property
+    def tools_supported(self) -> bool | None:
+        """False while a refusal of tools is recent, True once tools worked, else None
+        (not known, or the refusal is old enough to try again)."""
+        refused = self._tools_refused_at
+        if refused is not None and time.monotonic() - refused < self.tools_recheck_s:
+            return False
+        return self._tools_ok
 
     @property
     def name(self) -> str:
@@ -272,13 +291,13 @@ class Model:
             done = await self._with_retries(request, on_text, timeout_s, kind)
         except NoTools:
             self.errors += 1
-            self.tools_supported = False
+            self._tools_ok, self._tools_refused_at = None, time.monotonic()
             raise
         except LLMError:
             self.errors += 1
             raise
         if request.tools:
-            self.tools_supported = True
+            self._tools_ok, self._tools_refused_at = True, None
         self.usage.add(done.usage)
         return done
 
