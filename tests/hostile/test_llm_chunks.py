@@ -3,11 +3,15 @@ without validating them: no ``choices``, ``"delta": null``, content that is not 
 list where a chunk should be, usage that is not counts, tool arguments sent as an object.
 What can be read is read (the model's answer is shown); what cannot is a broken reply,
 retried and then the quoted-passages fallback, for quick answers, follow-up rewrites and
-deep research alike, never "Something went wrong" and never a traceback in the log."""
+deep research alike, and ``quorum ask`` in a terminal, never "Something went wrong" and
+never a traceback in the log."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,9 +30,11 @@ from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 from tests.backends import Served
 from tests.emulators.openai import OpenAIEmulator, Reply
 
+QUORUM = Path(sys.executable).parent / "quorum"
 THREAD = ThreadKey("console", "local", "c", "hostile")
 SAID = "We left Auth0 because the bill tripled [1]."
 CHUNK = {"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 0, "model": "m"}
@@ -190,3 +196,32 @@ async def test_tool_arguments_sent_as_an_object_are_taken(
     assert results and results[0]["tool_call_id"] == "call_obj"
     assert "bill tripled" in results[0]["content"]  # the search ran with the object's query
     assert tracebacks(caplog) == []
+
+
+@pytest.mark.parametrize("probe", ["a list chunk", "content a number"])
+async def test_quorum_ask_in_a_terminal_quotes_the_passages(
+    emu: OpenAIEmulator, chunks_kb: str, weaviate_env: Endpoint, tmp_path: Path, probe: str
+) -> None:
+    emu.default = Reply(text=SAID, chunks=BROKEN[probe])
+    env = {
+        **os.environ,
+        **Served("openai", emu).env(),
+        "QUORUM_LLM_MAX_RETRIES": "1",
+        "COLUMNS": "200",
+    }
+    proc = await asyncio.create_subprocess_exec(
+        str(QUORUM),
+        "ask",
+        "Why did we move off Auth0?",
+        "--kb",
+        chunks_kb,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    shown = out.decode() + err.decode()
+    assert proc.returncode == 0, shown
+    assert "bill tripled" in shown and "We left Auth0" not in shown
+    assert "Traceback" not in shown and "Something went wrong" not in shown
+    assert len(emu.requests) >= 2  # the model was asked, and its reply could not be read
