@@ -280,16 +280,31 @@ class OpenAIBackend:
                 tools=tools,
                 timeout=timeout_s,
             )
+        broken: BrokenReply | None = None
         async with stream:
             chunks = stream.__aiter__()
             while True:
                 with _translated(self.label, bool(request.tools), reading=True):
                     chunk = await anext(chunks, None)
-                    if chunk is None:
-                        break
+                if chunk is None:
+                    break
+                if broken is not None:
+                    # The rest is read and dropped: leaving the SDK's generators suspended
+                    # mid-stream gets them finalised later, beside the closed connection
+                    # ("Exception ignored ... already executing" on the terminal).
+                    continue
+                try:
                     added = reply.take(chunk)
+                except BrokenReply as exc:
+                    broken = exc
+                    continue
+                except Exception as exc:  # a shape take() did not foresee: the server's too
+                    broken = BrokenReply(f"a broken reply ({type(exc).__name__})")
+                    continue
                 if added and on_text is not None:  # its own errors are not the server's
                     await on_text("".join(reply.parts))
+        if broken is not None:
+            raise broken
         return reply.completion()
 
 
