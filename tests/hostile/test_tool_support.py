@@ -5,7 +5,6 @@ research back in the same running Quorum."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -62,7 +61,7 @@ async def test_deep_research_comes_back_once_the_server_calls_tools(
 ) -> None:
     emu.default = Reply(text="We left Auth0 because the bill tripled [1].")
     llm = Served("openai", emu).model(timeout_s=5)
-    llm.tools_recheck_s = 0.5
+    llm.tools_recheck_s = 60.0
     async with SessionStore.open(tmp_path / "s.sqlite3") as sessions:
         engine = Engine(
             archives=search.archive,
@@ -79,7 +78,7 @@ async def test_deep_research_comes_back_once_the_server_calls_tools(
         assert with_tools(emu) == asked  # not asked again while the refusal is fresh
 
         emu.supports_tools = True  # the operator gave the server a model that calls tools
-        await asyncio.sleep(0.6)
+        llm.tools_recheck_s = 0.0  # ... and the refusal has grown old (no sleeping here)
         emu.enqueue(Reply.tools(ToolUse("search", {"query": "Auth0 bill"})))
         answer = await engine.ask(deep(tools_kb))
     await llm.aclose()
