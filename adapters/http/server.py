@@ -50,7 +50,8 @@ class _MalformedRequests(logging.Filter):
             record.msg = "refused a malformed request (HTTP %d): %s"
             record.args = (exc.code, str(exc.message)[:200])  # what a client sent, cut
             record.exc_info = record.exc_text = None
-            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            if record.levelno > logging.WARNING:  # aiohttp's debug lines stay debug
+                record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
 
 
