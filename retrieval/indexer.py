@@ -10,7 +10,7 @@ file that fails is reported with its reason and skipped, and each source becomes
 whole (``Store.upsert_many``); nothing already indexed is touched by a failure. A source
 id (from the file's stem unless its metadata gives one) already holding another file
 that still exists is never silently replaced: the second file fails, saying how to give
-it its own id; nor is one another ingest in this process is writing at the same moment
+it its own id; nor is one that another ingest in this process is writing at that moment
 (two people sharing the same file name at once).
 """
 
