@@ -24,7 +24,7 @@ from bot.cite.citations import citation_json, resolve, source_json
 from bot.cite.vectors import sentence_vectors
 from bot.config import Settings
 from bot.errors import InvalidInput, LLMError, QuorumError, SearchUnavailable
-from bot.llm import LLM, Message
+from bot.llm import CUT_LINE, LLM, Message
 from bot.models import Answer, EventSink, Library, Question, ThreadKey, guarded_sink
 from bot.research.loop import Researcher
 from bot.router import ResearchRouter
@@ -211,7 +211,8 @@ class Engine:
         history = await self._history(question.thread)
         messages: list[Message] = [
             *prompts.answer_messages(question.text, history, answer.sources),
-            {"role": "assistant", "content": answer.text},
+            # the model's own words: a cut line is Quorum's, said again if this is cut too
+            {"role": "assistant", "content": answer.text.replace(CUT_LINE, "").rstrip()},
             {"role": "user", "content": prompts.revision_request(untraced)},
         ]
         try:
@@ -226,7 +227,7 @@ class Engine:
             return None
         if not done.text.strip():
             return None
-        resolved = resolve(done.text, answer.sources)
+        resolved = resolve(done.shown(), answer.sources)
         log.info("revised an answer with %d unsupported claim(s)", len(untraced))
         return replace(answer, text=resolved.text, citations=resolved.citations)
 

@@ -123,9 +123,8 @@ class KbLibrary:
         self.search.forget_sources(kb)
         result = report.results[0]
         if result.status == "failed" and result.holder and result.source_id:
-            return Added(
-                "failed", path.name, reason=self._clash(kb, result.source_id, result.holder)
-            )
+            why = self._clash(kb, result.source_id, result.holder, path)
+            return Added("failed", path.name, reason=why)
         if result.status == "failed" or result.source_id is None:
             return Added("failed", path.name, reason=result.reason or "it could not be read")
         info = next(
@@ -151,8 +150,11 @@ class KbLibrary:
             summary,
         )
 
-    def _clash(self, kb: str, source_id: str, holder: str) -> str:
-        """Why a file whose source id another file holds is refused, said for chat."""
+    def _clash(self, kb: str, source_id: str, holder: str, path: Path) -> str:
+        """Why a file whose source id another file holds (or is being added as, at this
+        moment) is refused, said for chat."""
+        if Path(holder) == path:  # the same person's same file, shared twice at once
+            return f"`{source_id}` is being added from this same file right now; wait for it"
         shared = Path(holder).resolve().is_relative_to((self.uploads_dir / kb).resolve())
         fix = f"rename yours and share it again, or /forget {source_id} first to replace it"
         if shared:

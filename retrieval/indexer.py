@@ -10,8 +10,10 @@ file that fails is reported with its reason and skipped, and each source becomes
 whole (``Store.upsert_many``); nothing already indexed is touched by a failure. A source
 id (from the file's stem unless its metadata gives one) already holding another file
 that still exists is never silently replaced: the second file fails, saying how to give
-it its own id. With a media store, each source's recording or document is kept there
-before the source is written (``retrieval.kept_media``): its page serves that copy only.
+it its own id; nor is one that another ingest in this process is writing at that moment
+(two people sharing the same file name at once). With a media store, each source's
+recording or document is kept there before the source is written
+(``retrieval.kept_media``): its page serves that copy only.
 """
 
 from __future__ import annotations
@@ -120,6 +122,13 @@ class _Ready:
 EMBED_BATCH = 1024
 READ_GROUP = 32  # files read per worker-thread call and looked up per store query
 
+# The source ids being written by the ingests running in this process, per store and
+# knowledge base, with the file each is for. Checking the store for an id's holder and
+# then writing is not atomic: two people sharing "plan.vtt" at the same moment both saw
+# it free, both were told "Added", and one meeting replaced the other. An id is claimed
+# here before the store is asked, and released when its ingest ends (written or not).
+_writing: dict[tuple[int, str, str], str] = {}
+
 
 async def ingest(
     store: Store,
@@ -139,23 +148,10 @@ async def ingest(
     page serves of each source is kept in ``media`` (without one, pages show text only)."""
     check_kb(kb)
     run = _Run(store, embedder, kb, chunking, force, transcriber, summarizer, progress, media)
-    # What a crashed ingest left behind (never visible to search) is removed first.
-    if removed := await store.clean_orphans(kb):
-        log.info("removed %d orphan segments from %s", removed, kb)
-    files, missing = await asyncio.to_thread(_discover, paths)
-    for p in missing:
-        run.record(FileResult(str(p), "failed", reason="no such file or folder"))
-    run.progress.started(len(files) + len(missing))
-    queue: asyncio.Queue[list[_Ready] | None] = asyncio.Queue(maxsize=2)
-    producer = asyncio.create_task(run.produce(files, queue))
     try:
-        while (batch := await queue.get()) is not None:
-            for result in await run.write(batch):
-                run.record(result)
-        await producer
+        return await run.go(paths)
     finally:
-        producer.cancel()
-    return run.report
+        run.release()
 
 
 class _Run:
@@ -182,6 +178,33 @@ class _Run:
         self.report = IngestReport()
         self.owners: dict[str, str] = {}  # source id -> the file that took it in this run
         self.media = media
+
+    async def go(self, paths: Sequence[Path]) -> IngestReport:
+        """Ingest ``paths``: files read and checked, then written batch by batch."""
+        # What a crashed ingest left behind (never visible to search) is removed first.
+        if removed := await self.store.clean_orphans(self.kb):
+            log.info("removed %d orphan segments from %s", removed, self.kb)
+        files, missing = await asyncio.to_thread(_discover, paths)
+        for p in missing:
+            self.record(FileResult(str(p), "failed", reason="no such file or folder"))
+        self.progress.started(len(files) + len(missing))
+        queue: asyncio.Queue[list[_Ready] | None] = asyncio.Queue(maxsize=2)
+        producer = asyncio.create_task(self.produce(files, queue))
+        try:
+            while (batch := await queue.get()) is not None:
+                for result in await self.write(batch):
+                    self.record(result)
+            await producer
+        finally:
+            producer.cancel()
+        return self.report
+
+    def release(self) -> None:
+        """Give back the source ids this run claimed."""
+        for sid in self.owners:
+            key = (id(self.store), self.kb, sid)
+            if _writing.get(key) == self.owners[sid]:
+                del _writing[key]
 
     def record(self, result: FileResult) -> None:
         """One file's outcome: into the report, and out to the progress display."""
@@ -248,7 +271,14 @@ class _Run:
     ) -> list[_Ready | FileResult]:
         """Each read file's fate before encoding: failed (unreadable, or its id is taken),
         skipped (unchanged), or ready. One store lookup for the whole group."""
-        ids = [doc.source.id for _, doc in read if isinstance(doc, Document)]
+        # Claimed before the store is asked, with no await in between: an ingest still
+        # writing an id holds its claim, one that finished has written its record.
+        claims = {
+            path: self._claim(path, doc.source.id)
+            for path, doc in read
+            if isinstance(doc, Document)
+        }
+        ids = [doc.source.id for p, doc in read if isinstance(doc, Document) and not claims[p]]
         stored_by_id = await self.store.stored_sources(self.kb, ids)
         out: list[_Ready | FileResult] = []
         for path, doc in read:
@@ -256,7 +286,7 @@ class _Run:
                 out.append(doc)
                 continue
             stored = stored_by_id.get(doc.source.id)
-            taken = await self._taken(path, doc.source.id, stored)
+            taken = claims[path] or await self._taken(path, doc.source.id, stored)
             if taken is not None:
                 out.append(taken)
             elif not self.force and stored and stored.content_hash == doc.source.content_hash:
@@ -268,9 +298,9 @@ class _Run:
                 out.append(_Ready(path, doc, stored))
         return out
 
-    async def _taken(self, path: Path, sid: str, stored: StoredSource | None) -> FileResult | None:
-        """The failure of a file whose source id belongs to another file (of this run, or
-        indexed and still there); None when the id is this file's to use."""
+    def _claim(self, path: Path, sid: str) -> FileResult | None:
+        """The failure of a file whose source id another file of this run took, or that
+        another ingest in this process is writing; else the id is claimed for it."""
         if sid in self.owners:
             return FileResult(
                 str(path),
@@ -279,7 +309,23 @@ class _Run:
                 reason=f"source id {sid!r} is already used by {self.owners[sid]}; "
                 "give one of them an 'id' in its .meta.json",
             )
-        self.owners[sid] = str(path)
+        key = (id(self.store), self.kb, sid)
+        other = _writing.get(key)
+        if other is not None:
+            return FileResult(
+                str(path),
+                "failed",
+                sid,
+                reason=f"source id {sid!r} is being added from {other} right now; add this "
+                "file again when that is done, or give it an 'id' in its .meta.json",
+                holder=other,
+            )
+        _writing[key] = self.owners[sid] = str(path)
+        return None
+
+    async def _taken(self, path: Path, sid: str, stored: StoredSource | None) -> FileResult | None:
+        """The failure of a file whose source id belongs to another file indexed and still
+        there; None when the id is this file's to use."""
         if stored is not None and await asyncio.to_thread(_another_file, stored.path, path):
             return FileResult(
                 str(path),

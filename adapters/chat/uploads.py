@@ -205,6 +205,10 @@ class Uploads:
 
     def __init__(self, library: Library | None, max_mb: int) -> None:
         self.library, self.max_mb = library, max_mb
+        # One upload at a time per kept file: the same person sharing the same name twice
+        # at once is one file updated twice, not two downloads replacing each other under
+        # an ingest (another person's same name is refused by the ingest's own claim).
+        self._shelves: dict[Path, tuple[asyncio.Lock, int]] = {}  # the lock, its users
 
     async def add(
         self, kb: str, upload: Upload, reply: UploadReply, by: Actor | None = None
@@ -229,12 +233,40 @@ class Uploads:
             pending.add(task)
             task.add_done_callback(pending.discard)
 
+        folder = library.inbox(kb) / shelf(by)
+        target = folder / safe_name(upload.name)
+        lock, users = self._shelves.get(target, (asyncio.Lock(), 0))
+        self._shelves[target] = (lock, users + 1)
+        try:
+            async with lock:
+                return await self._add(kb, name, upload, folder, reply, by, heard, pending)
+        finally:
+            lock, users = self._shelves[target]
+            if users > 1:
+                self._shelves[target] = (lock, users - 1)
+            else:  # the last one out: no lock kept per file name ever shared
+                del self._shelves[target]
+
+    async def _add(
+        self,
+        kb: str,
+        name: str,
+        upload: Upload,
+        folder: Path,
+        reply: UploadReply,
+        by: Actor | None,
+        heard: Callable[[float, float], None],
+        pending: set[asyncio.Task[None]],
+    ) -> Added | None:
+        """Download, ingest and report one checked file."""
+        assert self.library is not None
+        library = self.library
         path: Path | None = None
         previous: Path | None = None
         kept = False
         try:
             await reply.start(f"Downloading {name}…")
-            downloaded = await self._download(library.inbox(kb) / shelf(by), upload)
+            downloaded = await self._download(folder, upload)
             if isinstance(downloaded, str):
                 await reply.done(downloaded.format(name=name, max_mb=self.max_mb))
                 return None

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from adapters.http import api
 from adapters.http.insights import InsightsRoutes
@@ -35,6 +36,27 @@ from retrieval.errors import ConfigError
 log = logging.getLogger("quorum.http")
 
 READY_CHECK_S = 2.0  # how long /readyz waits for Weaviate before calling it down
+
+
+class _MalformedRequests(logging.Filter):
+    """A request aiohttp could not parse (a bad request line, an over-long line or
+    header, too many headers) is answered 400 by aiohttp and logged here as one line
+    without a traceback: anyone can send one, and a log of tracebacks for each hides
+    the errors that matter. Quorum's own failures keep theirs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.msg = "refused a malformed request (HTTP %d): %s"
+            record.args = (exc.code, str(exc.message)[:200])  # what a client sent, cut
+            record.exc_info = record.exc_text = None
+            if record.levelno > logging.WARNING:  # aiohttp's debug lines stay debug
+                record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+protocol_log = logging.getLogger("quorum.http.protocol")
+protocol_log.addFilter(_MalformedRequests())
 
 
 @dataclass
@@ -94,6 +116,7 @@ class OpsServer:
             access_log=None,
             shutdown_timeout=self.settings.shutdown_s / 2,
             handler_cancellation=True,
+            logger=protocol_log,
         )
         await self._runner.setup()
         port = self.settings.http_port if port is None else port

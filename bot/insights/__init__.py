@@ -11,14 +11,19 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from datetime import UTC, date, datetime
 
 from bot.insights.gaps import Progress, find_gaps
 from bot.insights.report import Cited, Gap, Moment, Report, build
 from bot.sessions.base import Sessions
 from retrieval.archive import Archive
 from retrieval.embed import Embedder
+from retrieval.errors import InvalidInput
 
-__all__ = ["Cited", "Gap", "Insights", "Moment", "Report"]
+__all__ = ["Cited", "Gap", "Insights", "Moment", "Report", "day_range"]
+
+DAY_S = 86400
+EPOCH = date(1970, 1, 1)
 
 CACHE_S = 600.0
 """How long a built report is served again (a page's reload, the API, a chat link)."""
@@ -85,6 +90,41 @@ class Insights:
             archive = self.archives(kb) if self.archives is not None else None
             report.gaps = await find_gaps(rows, self.embedder, archive, progress=progress)
         return report
+
+
+def day_range(
+    days: int,
+    since: date | None,
+    until: date | None,
+    *,
+    spell: str = "{}",
+    now: float | None = None,
+) -> tuple[float, float | None]:
+    """A report's ``[since, until)`` in seconds from UTC days (``until`` included), or the
+    ``days`` before ``until`` (or now); ``until`` None means now. The one rule every
+    surface uses: a day before 1970 (no question is older) or a ``since`` after today is
+    one sentence (``spell`` writes an option's name as the surface does: ``since`` or
+    ``--since``), and an ``until`` from today on means now, so no calendar end
+    (``9999-12-31``) becomes a date past what a timestamp holds."""
+    now = time.time() if now is None else now
+    today = datetime.fromtimestamp(now, UTC).date()
+    for name, day in (("since", since), ("until", until)):
+        if day is not None and day < EPOCH:
+            raise InvalidInput(
+                f"{spell.format(name)} {day.isoformat()} is before 1970-01-01, "
+                "older than any question Quorum logs."
+            )
+    if since is not None and since > today:
+        raise InvalidInput(f"{spell.format('since')} {since.isoformat()} is after today.")
+    end = None if until is None or until >= today else _midnight(until) + DAY_S
+    start = _midnight(since) if since is not None else max(0.0, (end or now) - days * DAY_S)
+    if end is not None and end <= start:
+        raise InvalidInput(f"{spell.format('until')} is before {spell.format('since')}.")
+    return start, end
+
+
+def _midnight(day: date) -> float:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
 
 
 def _hour(ts: float) -> int:
