@@ -341,3 +341,74 @@ async def test_a_client_that_hangs_up_mid_ask_cancels_it(world: World, mode: str
     assert world.claude.hung_up == hung_up + 1  # Quorum stopped reading Claude's stream
     thread = ThreadKey("mcp", world.kb, "mcp", session)
     assert await world.served.services.sessions.history(thread, 10) == []  # nothing stored
+
+
+@contextlib.asynccontextmanager
+async def over_stdio(world: World, port: int) -> AsyncIterator[Client]:
+    """The SDK's client on a `quorum mcp --kb KB` process, as a desktop client starts it."""
+    env = {**world.env, "QUORUM_HTTP_PORT": str(port)}
+    params = StdioServerParameters(command=str(QUORUM), args=["mcp", "--kb", world.kb], env=env)
+    async with Client(params, read_timeout_seconds=120) as client:
+        yield client
+
+
+async def test_over_stdio_search_plays_the_second_and_ask_follows_up(world: World) -> None:
+    port = free_port()
+    async with over_stdio(world, port) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        assert tools == {"search", "ask", "sources", "transcript", "summary"}
+        found = await client.call_tool(
+            "search", {"query": "migration checklist", "source": "Warehouse planning", "k": 1}
+        )
+        [hit] = data(found)["hits"]
+        link = hit["page_link"]
+        assert link.startswith(f"http://localhost:{port}/v/"), link  # pages it serves itself
+        second = int(re.findall(r"#t=(\d+)", link)[0])
+        assert second == int(hit["start_s"]) and second > 5
+        page = await opened(world.browser, link)
+        assert abs((await media_state(page))["t"] - second) < 1.0
+        await page.close()
+
+        first = data(await client.call_tool("ask", {"question": QUESTION}))
+        assert first["citations"][0]["link"].startswith(HOSTED_UI_LINK)
+        again = data(
+            await client.call_tool(
+                "ask", {"question": "and what about it?", "session_id": first["session_id"]}
+            )
+        )
+        assert again["standalone_query"] == "limits of the Cognito hosted UI login page"
+        assert again["citations"][0]["start_s"] == HOSTED_UI_S
+
+        transcript = await client.call_tool("transcript", {"source": "kickoff", "end_s": 60})
+        said = text(transcript)
+        assert "(0:00) Priya Raman:" in said and "(end of the range)" in said
+
+
+async def test_over_stdio_a_client_that_goes_away_mid_ask_cancels_it(world: World) -> None:
+    hung_up = world.claude.hung_up
+    session = uuid.uuid4().hex
+    started = asyncio.Event()
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        if message and "writing" in message.lower():
+            started.set()
+
+    async with over_stdio(world, free_port()) as client:
+        call = asyncio.create_task(
+            client.call_tool(
+                "ask", {"question": SLOW, "session_id": session}, progress_callback=progress
+            )
+        )
+        await asyncio.wait_for(started.wait(), 60)
+        await asyncio.sleep(0.3)
+    # The client closed the process's stdin (and ended it): the answer went with it.
+    call.cancel()
+    with contextlib.suppress(BaseException):
+        await call
+    for _ in range(50):
+        if world.claude.hung_up > hung_up:
+            break
+        await asyncio.sleep(0.1)
+    assert world.claude.hung_up == hung_up + 1
+    thread = ThreadKey("mcp", world.kb, "mcp", session)
+    assert await world.served.services.sessions.history(thread, 10) == []
