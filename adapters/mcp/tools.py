@@ -64,9 +64,10 @@ def _hit_data(hit: Hit) -> dict[str, Any]:
 def _hit_line(n: int, hit: Hit) -> str:
     where = locator(hit.segment)
     head = f"{n}. {hit.source.title}" + (f" @ {where}" if where else "")
-    who = f"{hit.segment.speaker}: " if hit.segment.speaker else ""
+    said, speaker = _clip(hit.segment.text), hit.segment.speaker
+    who = f"{speaker}: " if speaker and not said.startswith(f"{speaker}:") else ""
     link = _page_link(hit) or hit.link
-    return f'{head}\n   {who}"{_clip(hit.segment.text)}"' + (f"\n   {link}" if link else "")
+    return f'{head}\n   {who}"{said}"' + (f"\n   {link}" if link else "")
 
 
 async def _one_source(services: CoreServices, kb: str, name: str) -> SourceInfo:
