@@ -412,3 +412,27 @@ async def test_over_stdio_a_client_that_goes_away_mid_ask_cancels_it(world: Worl
     assert world.claude.hung_up == hung_up + 1
     thread = ThreadKey("mcp", world.kb, "mcp", session)
     assert await world.served.services.sessions.history(thread, 10) == []
+
+
+async def test_a_hostile_caller_gets_a_short_refusal(world: World) -> None:
+    """With a good token, what is not an MCP request is refused whole, without a traceback:
+    a body past the port's limit, a body that is not JSON, another method than POST."""
+    http, url = world.served.http, f"{world.served.url}/mcp"
+    auth = {
+        "Authorization": f"Bearer {TOKEN}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    huge = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "x": "' + b"a" * 300_000 + b'"}'
+    async with http.post(url, data=huge, headers=auth) as r:
+        assert r.status == 413
+    async with http.post(url, data=b"{not json", headers=auth) as r:
+        body = await r.text()
+        assert r.status == 400 and "Parse error" in body and "Traceback" not in body
+    for method in ("GET", "DELETE", "PUT"):  # no stream to hold open, no session to end
+        async with http.request(method, url, headers=auth) as r:
+            assert r.status == 405 and r.headers["Allow"] == "POST"
+            assert "POST" in (await r.json())["error"]
+    async with http.get(f"{world.served.url}/healthz") as r:
+        assert r.status == 200  # the port is still up

@@ -162,6 +162,12 @@ class McpRoute:
         kb = owner(self.tokens, token.strip().encode("utf-8", "backslashreplace"))
         if kb is None:
             return _refuse(401, "Unknown API token.")
+        if request.method != "POST":
+            # Stateless: the server never speaks first, so a GET stream would only hold a
+            # connection open; the spec's answer for a server without one is 405.
+            return web.json_response(
+                {"error": "POST a JSON-RPC message to /mcp."}, status=405, headers={"Allow": "POST"}
+            )
         return await bridge(self.managers[kb].handle_request, request)
 
 
