@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from mcp_types import CallToolResult, TextContent
 from playwright.async_api import Browser
 
 from bot.config import load_settings
+from bot.insights import Insights
 from bot.models import ThreadKey
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
@@ -234,6 +236,9 @@ async def test_ask_cites_the_second_with_progress_and_a_follow_up(world: World) 
     thread = ThreadKey("mcp", world.kb, "mcp", answer["session_id"])
     history = await world.served.services.sessions.history(thread, 10)
     assert [e.question for e in history] == [QUESTION, "and what about it?"]
+    insights = Insights(sessions=world.served.services.sessions, embedder=None, archives=None)
+    report = await insights.report(world.kb, time.time() - 3600, gaps=False, fresh=True)
+    assert "mcp" in report.platforms and report.questions >= 2
 
 
 async def test_another_knowledge_bases_token_sees_none_of_these_sources(world: World) -> None:
