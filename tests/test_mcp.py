@@ -441,3 +441,13 @@ async def test_a_hostile_caller_gets_a_short_refusal(world: World) -> None:
             assert "POST" in (await r.json())["error"]
     async with http.get(f"{world.served.url}/healthz") as r:
         assert r.status == 200  # the port is still up
+
+
+def test_serve_and_chat_do_not_import_the_sdk_until_an_mcp_request() -> None:
+    """The SDK takes seconds to import on a busy machine: ``quorum serve``'s port (and
+    ``quorum chat``'s pages) open without it."""
+    import subprocess
+
+    code = "import sys, adapters.http.server; print(sorted({'mcp', 'mcp_types'} & {*sys.modules}))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -17,22 +17,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 
 from adapters.http.api import STOPPING, owner
-from adapters.mcp.server import build_server
 from adapters.mcp.tools import Reach
 from bot.errors import InvalidInput
 from bot.models import Core
 from bot.wiring import CoreServices
 
 if TYPE_CHECKING:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
     from adapters.http.server import OpsServer
 
 log = logging.getLogger("quorum.mcp")
@@ -108,22 +108,17 @@ async def bridge(app: Asgi, request: web.Request) -> web.StreamResponse:
 
 
 class McpRoute:
-    """``/mcp``: a token's knowledge base, its MCP server, and the bridge to it."""
+    """``/mcp``: a token's knowledge base, its MCP server, and the bridge to it.
+
+    The SDK takes a second or more to import on a busy machine, so the servers are built
+    on the first MCP request, not when ``quorum serve`` (or ``quorum chat``'s pages) start.
+    """
 
     def __init__(self, server: OpsServer, tokens: dict[str, str]) -> None:
         self.server = server
         self.tokens = tokens
         self.managers: dict[str, StreamableHTTPSessionManager] = {}
-        for kb in sorted(set(tokens.values())):
-            mcp = build_server(Reach(kb, self.running))
-            mcp.streamable_http_app(
-                stateless_http=True,
-                max_request_body_size=MAX_BODY,
-                # Every request carries a bearer token, which a page that rebinds DNS to
-                # this host cannot have; Host checks would only refuse the public address.
-                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-            )
-            self.managers[kb] = mcp.session_manager
+        self._starting = asyncio.Lock()
         self._stop = asyncio.Event()
         self._hub: asyncio.Task[None] | None = None
 
@@ -135,6 +130,24 @@ class McpRoute:
             raise InvalidInput(STOPPING)
         return self.server.core, self.server.services
 
+    def _build(self) -> dict[str, StreamableHTTPSessionManager]:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from adapters.mcp.server import build_server
+
+        managers = {}
+        for kb in sorted(set(self.tokens.values())):
+            mcp = build_server(Reach(kb, self.running))
+            mcp.streamable_http_app(
+                stateless_http=True,
+                max_request_body_size=MAX_BODY,
+                # Every request carries a bearer token, which a page that rebinds DNS to
+                # this host cannot have; Host checks would only refuse the public address.
+                transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            )
+            managers[kb] = mcp.session_manager
+        return managers
+
     async def _run(self, up: asyncio.Event) -> None:
         async with contextlib.AsyncExitStack() as stack:
             for manager in self.managers.values():
@@ -142,11 +155,22 @@ class McpRoute:
             up.set()
             await self._stop.wait()
 
-    async def start(self, app: web.Application) -> None:
-        """Run the SDK's session managers (their task groups) while the port is open."""
-        up = asyncio.Event()
-        self._hub = asyncio.create_task(self._run(up))
-        await up.wait()
+    async def _started(self) -> dict[str, StreamableHTTPSessionManager]:
+        """The session managers, their task groups running (built on first use)."""
+        async with self._starting:
+            if self._hub is None:
+                # Imported off the loop, so /healthz and the API answer meanwhile.
+                await asyncio.to_thread(importlib.import_module, "adapters.mcp.server")
+                self.managers = self._build()
+                up = asyncio.Event()
+                hub = asyncio.create_task(self._run(up))
+                waiting = asyncio.create_task(up.wait())
+                await asyncio.wait({hub, waiting}, return_when=asyncio.FIRST_COMPLETED)
+                waiting.cancel()
+                if hub.done():
+                    hub.result()  # it failed to start: say why, and try again next time
+                self._hub = hub
+        return self.managers
 
     async def close(self, app: web.Application) -> None:
         """Stop the session managers, ending any call still in flight."""
@@ -168,13 +192,13 @@ class McpRoute:
             return web.json_response(
                 {"error": "POST a JSON-RPC message to /mcp."}, status=405, headers={"Allow": "POST"}
             )
-        return await bridge(self.managers[kb].handle_request, request)
+        managers = await self._started()
+        return await bridge(managers[kb].handle_request, request)
 
 
 def add_route(app: web.Application, server: OpsServer, tokens: dict[str, str]) -> McpRoute:
-    """Mount ``/mcp`` on ``app``, its session managers running with the app."""
+    """Mount ``/mcp`` on ``app``; its session managers stop with the app."""
     route = McpRoute(server, tokens)
     app.router.add_route("*", PATH, route.handle)
-    app.on_startup.append(route.start)
     app.on_cleanup.append(route.close)
     return route
