@@ -451,3 +451,22 @@ def test_serve_and_chat_do_not_import_the_sdk_until_an_mcp_request() -> None:
     code = "import sys, adapters.http.server; print(sorted({'mcp', 'mcp_types'} & {*sys.modules}))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+async def test_over_stdio_a_core_that_cannot_start_says_why_in_each_tool(
+    world: World, tmp_path: Path
+) -> None:
+    closed = free_port()  # nothing listens there
+    env = {
+        **world.env,
+        "QUORUM_DATA_DIR": str(tmp_path / "data"),
+        "QUORUM_WEAVIATE_URL": f"http://127.0.0.1:{closed}",
+        "QUORUM_HTTP_PORT": str(free_port()),
+    }
+    params = StdioServerParameters(command=str(QUORUM), args=["mcp", "--kb", "demo"], env=env)
+    async with Client(params, read_timeout_seconds=120) as client:
+        assert len((await client.list_tools()).tools) == 5  # it answers all the same
+        for tool, args in (("search", {"query": "x"}), ("ask", {"question": "why?"})):
+            said = text(await client.call_tool(tool, args))
+            assert said.startswith("Quorum could not start: ") and f":{closed}" in said, said
+            assert "Restart this MCP server" in said and "Traceback" not in said

@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError
 
 from adapters.mcp import tools
 from adapters.mcp.tools import Reach, Result
-from bot.errors import InvalidInput, QuorumError, SearchUnavailable
+from bot.errors import ConfigError, InvalidInput, QuorumError, SearchUnavailable
 from bot.models import Event, ProgressEvent
 from retrieval.search import MAX_K, MAX_QUERY_CHARS
 
@@ -99,7 +99,7 @@ class QuorumMCP(MCPServer[Any]):
             cause = exc.__cause__
             if isinstance(cause, ValidationError):
                 raise ToolError(_sentence(name, cause)) from cause
-            if isinstance(cause, InvalidInput):
+            if isinstance(cause, InvalidInput | ConfigError):  # each says how to fix it
                 raise ToolError(str(cause)) from cause
             if isinstance(cause, SearchUnavailable):
                 log.error("MCP %s failed: search unavailable", name, exc_info=cause)

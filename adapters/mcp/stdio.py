@@ -39,7 +39,13 @@ class _Opening:
     async def running(self) -> tuple[Core, CoreServices]:
         """The core, once open; the sentence saying why when it could not open."""
         assert self.ready is not None
-        return await asyncio.shield(self.ready)
+        try:
+            return await asyncio.shield(self.ready)
+        except QuorumError as exc:  # it will not open by itself: the assistant restarts it
+            raise ConfigError(
+                f"Quorum could not start: {exc} Restart this MCP server in your assistant "
+                "once that is fixed."
+            ) from exc
 
     async def _keep_open(self) -> None:
         assert self.ready is not None
