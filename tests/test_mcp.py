@@ -102,7 +102,7 @@ async def world(
             fast_model=FAST_MODEL,
             llm_max_retries=0,
             chunk_seconds=15.0,  # short windows: a passage starts well into the recording
-            chunk_overlap_seconds=2.0,
+            chunk_overlap_seconds=8.0,  # and overlapping ones: a page says no line twice
             api_tokens=f"{TOKEN}:{kb},{OTHER_TOKEN}:{other}",
         )
         async with serving(settings, weaviate_endpoint, store, embedder) as served:
@@ -470,3 +470,28 @@ async def test_over_stdio_a_core_that_cannot_start_says_why_in_each_tool(
             said = text(await client.call_tool(tool, args))
             assert said.startswith("Quorum could not start: ") and f":{closed}" in said, said
             assert "Restart this MCP server" in said and "Traceback" not in said
+
+
+async def test_long_results_are_paged_without_gaps_or_repeats(world: World) -> None:
+    async with over_http(world) as client:
+        for source in ("kickoff", "warehouse-planning"):
+            whole = data(await client.call_tool("transcript", {"source": source}))
+            assert whole["next_offset"] is None
+            lines, offset, calls = [], 0, 0
+            while offset is not None:
+                page = await client.call_tool(
+                    "transcript", {"source": source, "offset": offset, "limit": 1}
+                )
+                lines += data(page)["lines"]
+                offset = data(page)["next_offset"]
+                calls += 1
+                if offset is not None:
+                    assert f"offset={offset}" in text(page)  # the model is told how to go on
+            assert calls >= 2, source
+            said = " ".join(t["text"] for t in lines)
+            assert said == " ".join(t["text"] for t in whole["lines"]), source  # no repeats
+
+        first = data(await client.call_tool("sources", {"limit": 2}))
+        rest = data(await client.call_tool("sources", {"offset": first["next_offset"]}))
+        ids = [s["id"] for s in first["sources"] + rest["sources"]]
+        assert len(ids) == len(set(ids)) == first["total"] == 4 and rest["next_offset"] is None

@@ -257,12 +257,14 @@ class QuorumMCP(MCPServer[Any]):
             offset: Annotated[
                 int, Field(ge=0, le=100_000, description="Where to start (next_offset).")
             ] = 0,
+            limit: Annotated[
+                int, Field(ge=1, le=200, description="How many sources at most.")
+            ] = tools.SOURCES_PAGE,
         ) -> CallToolResult:
-            return _result(
-                await tools.sources(
-                    reach, query=query, kind=kind, since=since, until=until, offset=offset
-                )
+            found = await tools.sources(
+                reach, query=query, kind=kind, since=since, until=until, offset=offset, limit=limit
             )
+            return _result(found)
 
         @self.tool(
             title="Read a transcript",
@@ -284,10 +286,14 @@ class QuorumMCP(MCPServer[Any]):
             offset: Annotated[
                 int, Field(ge=0, le=9_000, description="Where to continue (next_offset).")
             ] = 0,
+            limit: Annotated[
+                int, Field(ge=1, le=200, description="How many passages (windows) at most.")
+            ] = tools.TRANSCRIPT_PAGE,
         ) -> CallToolResult:
-            return _result(
-                await tools.transcript(reach, source, start_s=start_s, end_s=end_s, offset=offset)
+            read = await tools.transcript(
+                reach, source, start_s=start_s, end_s=end_s, offset=offset, limit=limit
             )
+            return _result(read)
 
         @self.tool(
             title="Summarize a source",

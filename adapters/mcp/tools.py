@@ -260,8 +260,10 @@ async def transcript(
     start_s: float | None = None,
     end_s: float | None = None,
     offset: int = 0,
+    limit: int = TRANSCRIPT_PAGE,
 ) -> Result:
-    """A source's lines with speakers and seconds, within ``start_s``..``end_s``, paged."""
+    """A source's lines with speakers and seconds, within ``start_s``..``end_s``, paged
+    by ``limit`` windows."""
     _, services = await reach.running()
     info = await _one_source(services, reach.kb, source)
     s = info.source
@@ -274,12 +276,16 @@ async def transcript(
     if start_s is not None and end_s is not None and start_s > end_s:
         raise InvalidInput(f"start_s ({start_s:g}) is after end_s ({end_s:g}).")
     archive = services.retrieval.search.archive(reach.kb)
-    windows = await archive.transcript(
-        s.id, start_s, end_s, offset=offset, limit=TRANSCRIPT_PAGE + 1
+    # The window before the page too: what it shares with the page's first (the chunks'
+    # overlap) was on the page before, and is not said twice.
+    start = max(0, offset - 1)
+    got = await archive.transcript(
+        s.id, start_s, end_s, offset=start, limit=limit + 1 + offset - start
     )
-    more = len(windows) > TRANSCRIPT_PAGE
-    windows = windows[:TRANSCRIPT_PAGE]
-    said = _lines(windows)
+    before, windows = got[: offset - start], got[offset - start :]
+    more = len(windows) > limit
+    windows = windows[:limit]
+    said = _lines(before + windows)[len(_lines(before)) :]
     view = windows[0].source.view if windows else None
     data: dict[str, Any] = {
         "kb": reach.kb,
