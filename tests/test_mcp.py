@@ -179,6 +179,10 @@ async def test_tools_resources_and_their_schemas(world: World) -> None:
         listed = {str(r.uri): r for r in (await client.list_resources()).resources}
         assert "quorum://transcript/warehouse-planning" in listed
         assert "quorum://transcript/kickoff" in listed
+        summary = await client.call_tool("summary", {"source": "Warehouse planning"})
+        [topic] = [line for line in data(summary)["lines"] if line["kind"] == "topic"]
+        assert topic["start_s"] > 5 and f"#t={int(topic['start_s'])}" in topic["link"]
+        assert re.search(r"- Topic \(0:\d\d\): .*second week of June\. http", text(summary))
         read = await client.read_resource("quorum://transcript/warehouse-planning")
         body = read.contents[0].text  # type: ignore[union-attr]
         assert body.startswith("# Warehouse planning (audio)") and "(0:00)" in body

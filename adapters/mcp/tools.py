@@ -16,13 +16,15 @@ from datetime import date
 from typing import Any, Literal
 
 from adapters.shapes import answer_json, hit_json
+from bot.cite.citations import at_second
 from bot.cite.sentences import Sentence, merge_sentences, sentences_of, timed_lines
 from bot.errors import InvalidInput
 from bot.models import Answer, Core, EventSink, Question, ThreadKey
 from bot.wiring import CoreServices
-from retrieval.links import locator, view_link
+from retrieval.links import format_timestamp, locator, view_link
 from retrieval.models import Hit, Level, SearchFilters, SourceInfo
 from retrieval.names import choose_sources, title_matches
+from retrieval.summary import LABELS, read_lines
 
 PLATFORM = "mcp"  # how metrics, the query log and insights name this door
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -311,9 +313,31 @@ async def summary(reach: Reach, source: str) -> Result:
     _, services = await reach.running()
     info = await _one_source(services, reach.kb, source)
     hit = await services.retrieval.search.archive(reach.kb).summary(info.source.id)
-    data = {"kb": reach.kb, **_hit_data(hit)}
-    link = _page_link(hit) or hit.link
-    return Result(f"{info.source.title}:\n{hit.segment.text}" + (f"\n{link}" if link else ""), data)
+    lines = []
+    for line in read_lines(hit.segment):
+        label, link = None, None
+        if line.start_s is not None:
+            label, link = at_second(hit, line.start_s)
+        lines.append(
+            {
+                "kind": line.section,
+                "text": line.text,
+                "start_s": line.start_s,
+                "page": line.page,
+                "label": label,
+                "link": link,
+            }
+        )
+    data = {"kb": reach.kb, "lines": lines, **_hit_data(hit)}
+    said = [
+        f"- {LABELS[line.section]}"
+        + (f" ({format_timestamp(line.start_s)})" if line.start_s is not None else "")
+        + (f" (p. {line.page})" if line.page is not None else "")
+        + f": {line.text}"
+        + (f" {row['link']}" if row["link"] else "")
+        for line, row in zip(read_lines(hit.segment), lines, strict=True)
+    ]
+    return Result(f"{info.source.title}, summary:\n" + "\n".join(said), data)
 
 
 async def transcripts(reach: Reach) -> list[SourceInfo]:
