@@ -6,6 +6,7 @@
     /metrics   Prometheus text (``bot.metrics``)
     /api/...   the JSON API (``adapters.http.api``), answered once the core is up
     /v/...     a source's page, opened by a signed link (``adapters.http.pages``)
+    /mcp       the MCP server over Streamable HTTP, same tokens (``adapters.mcp.http``)
 
 The server starts before the core, so an orchestrator sees the process alive (and not
 yet ready) while Weaviate starts and the model loads.
@@ -27,6 +28,7 @@ from adapters.http import api
 from adapters.http.insights import InsightsRoutes
 from adapters.http.openapi import openapi_document
 from adapters.http.pages import Pages
+from adapters.mcp.http import add_route as add_mcp_route
 from bot.config import Settings
 from bot.metrics import Metrics
 from bot.models import Core
@@ -99,6 +101,7 @@ class OpsServer:
         self.api = api.add_routes(self.app, self, api.parse_tokens(settings.api_tokens))
         Pages(self).add_routes(self.app)  # /v/...: signed pages of recordings and documents
         InsightsRoutes(self, self.api.tokens).add_routes(self.app)  # /insights: admins only
+        add_mcp_route(self.app, self, self.api.tokens)  # /mcp: the MCP server, same tokens
         self._runner: web.AppRunner | None = None
         self.port = 0
 
