@@ -199,7 +199,7 @@ async def local_pages(settings: Settings, services: CoreServices) -> AsyncIterat
     try:
         # Local only unless the pages have a public address.
         await server.start(host=settings.http_host if settings.public_url else "127.0.0.1")
-    except OSError:
+    except ConfigError:  # start says "cannot listen": the port is taken
         yield None
         return
     metrics = Metrics(services.llm)

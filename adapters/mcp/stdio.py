@@ -51,10 +51,8 @@ class _Opening:
         assert self.ready is not None
         try:
             async with open_core(self.settings) as services, contextlib.AsyncExitStack() as pages:
-                try:  # where its links open
-                    await pages.enter_async_context(local_pages(self.settings, services))
-                except ConfigError as exc:  # the port is taken: a `quorum serve` has the pages
-                    log.warning("Pages not served here: %s", exc)
+                # Where its links open (None: the port is taken, a `quorum serve` has them).
+                await pages.enter_async_context(local_pages(self.settings, services))
                 self.ready.set_result((services.engine, services))
                 await self.stop.wait()
         except QuorumError as exc:
