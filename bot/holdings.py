@@ -230,6 +230,10 @@ class Holdings:
         await self.sessions.record_audit(
             AuditEntry(action, kb, source_id, actor, source.title, detail)
         )
+        # Again, now that the trail says it: an answer being written meanwhile (in this
+        # process or another) was stored before this or sees the removal as it is stored.
+        answers += await self.sessions.scrub_answers(kb, source_id)
+        await self.sessions.purge()
         return Forgotten(source_id, passages, tuple(files), answers, shared)
 
     async def held(self, kb: str) -> list[Held]:
