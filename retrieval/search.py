@@ -155,14 +155,19 @@ class SearchService:
         return infos
 
     async def current_source(self, kb: str, source_id: str) -> SourceInfo | None:
-        """A source as the store holds it now: the cached list finds it, the store confirms
-        it (one record read), so a source removed by another process within the cache's
-        seconds is gone here at once (what a page plays must not outlive its removal)."""
-        info = next((i for i in await self.sources(kb) if i.source.id == source_id), None)
-        if info is not None and source_id not in await self.store.stored_sources(kb, [source_id]):
+        """A source as the store holds it now: the store confirms it (one record read)
+        and the cached list describes it, read again when it does not know it yet. A
+        source removed by another process within the cache's seconds is gone here at
+        once: what a page plays must not outlive its removal."""
+        if source_id not in await self.store.stored_sources(kb, [source_id]):
             self.forget_sources(kb)
             return None
-        return info
+        for _ in range(2):
+            found = [i for i in await self.sources(kb) if i.source.id == source_id]
+            if found:
+                return found[0]
+            self.forget_sources(kb)  # added since the list was cached
+        return None
 
     async def choose_sources(self, kb: str, name: str) -> SourceChoice:
         """The sources a typed name selects (``retrieval.names``: exact names win)."""
