@@ -155,8 +155,9 @@ HYBRID_CANDIDATES = 100
 # older one holding the object then drops both. Weaviate flushes a memtable 60 s after
 # its first write, and never while its WAL is under 4 KB (a small WAL is reused, not
 # flushed): a removed source's words could stay on disk indefinitely. Flushed after
-# FLUSH_DIRTY_S, small WALs included, a removal is gone from every file within about
-# FLUSH_DIRTY_S + 10 s (bench/forget_bound.py measures it and what it costs).
+# FLUSH_DIRTY_S, small WALs included, a removal usually leaves every file within a
+# minute, as soon as a compaction pairs its tombstones with the segment holding the
+# words (bench/forget_bound.py measures it, what it costs, and when no pair comes).
 FLUSH_DIRTY_S = 10
 FORGETTING = {
     "PERSISTENCE_MEMTABLES_FLUSH_DIRTY_AFTER_SECONDS": str(FLUSH_DIRTY_S),
