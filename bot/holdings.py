@@ -233,6 +233,13 @@ class Holdings:
         await self.sessions.record_audit(
             AuditEntry(action, kb, source_id, actor, source.title, detail)
         )
+        # Again, now that the trail says it: an answer being written meanwhile (in this
+        # process or another) was stored before this or sees the removal as it is stored.
+        answers += await self.sessions.scrub_answers(kb, source_id)
+        try:
+            await self.sessions.purge()
+        except Exception:  # the removal is done; only the database's own files may lag
+            log.warning("could not purge the session database's files after a removal")
         return Forgotten(source_id, passages, tuple(files), answers, shared)
 
     async def _media_copies(self, kb: str, source: Source) -> list[Path]:

@@ -145,6 +145,8 @@ async def plan(holdings: Holdings, retain: Retain, apply: bool = False) -> Plan:
     if retain.queries_days is not None:
         counts = await holdings.sessions.old_questions(now - retain.queries_days * DAY_S, apply)
         out.questions, out.searches = counts["questions"], counts["searches"]
+        if apply and (out.questions or out.searches):
+            await holdings.sessions.purge()  # the deleted rows' words out of the WAL too
     return out
 
 

@@ -125,16 +125,15 @@ class Pages:
             raise _refused(*(EXPIRED if exc.expired else FORBIDDEN)) from None
         try:
             archive = services.retrieval.search.archive(grant.kb)
-            infos = await archive.sources()
+            info = await services.retrieval.search.current_source(grant.kb, grant.source_id)
         except InvalidInput:  # a knowledge base name the store refuses: nothing there
             raise _refused(*REMOVED) from None
         except QuorumError:
             log.warning("listing sources for a page failed", exc_info=True)
             raise _refused(*DOWN) from None
-        source = next((i.source for i in infos if i.source.id == grant.source_id), None)
-        if source is None:
+        if info is None:
             raise _refused(*REMOVED)
-        return services, grant, archive, source
+        return services, grant, archive, info.source
 
     async def page(self, request: web.Request) -> web.Response:
         """A recording's or a document's page."""

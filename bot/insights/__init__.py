@@ -46,8 +46,8 @@ class Insights:
         self.embedder = embedder
         self.archives = archives
         self.cache_s = cache_s
-        self._cache: OrderedDict[_Key, Report] = OrderedDict()
-        self._building: dict[_Key, asyncio.Task[Report]] = {}
+        self._cache: OrderedDict[_Key, tuple[float, Report]] = OrderedDict()
+        self._building: dict[_Key, asyncio.Task[tuple[float, Report]]] = {}
 
     async def report(
         self,
@@ -66,30 +66,35 @@ class Insights:
         second page's reload, is the same report)."""
         key = (kb, _hour(since), "now" if until is None else _hour(until), gaps)
         cached = self._cache.get(key)
-        if cached is not None and not fresh and time.time() - cached.built_at < self.cache_s:
-            self._cache.move_to_end(key)
-            return cached
+        if cached is not None and not fresh and time.time() - cached[1].built_at < self.cache_s:
+            # A removal since it was read (by any process: the audit trail says) makes a
+            # report that may quote the removed source stale at once.
+            if await self.sessions.last_removal(kb) < cached[0]:
+                self._cache.move_to_end(key)
+                return cached[1]
         task = self._building.get(key)
         if task is None:  # one build per range, however many pages ask at once
             end = time.time() if until is None else until
             task = asyncio.create_task(self._build(kb, since, end, gaps, progress))
             self._building[key] = task
             task.add_done_callback(lambda _t: self._building.pop(key, None))
-        report = await asyncio.shield(task)
-        self._cache[key] = report
+        built = await asyncio.shield(task)
+        self._cache[key] = built
         while len(self._cache) > CACHED_REPORTS:
             self._cache.popitem(last=False)
-        return report
+        return built[1]
 
     async def _build(
         self, kb: str, since: float, until: float, gaps: bool, progress: Progress | None
-    ) -> Report:
+    ) -> tuple[float, Report]:
+        """The report, and when its rows were read."""
+        read_at = time.time()
         rows = await self.sessions.asked(kb, since, until)
         report = build(kb, since, until, rows)
         if gaps and self.embedder is not None:
             archive = self.archives(kb) if self.archives is not None else None
             report.gaps = await find_gaps(rows, self.embedder, archive, progress=progress)
-        return report
+        return read_at, report
 
 
 def day_range(

@@ -154,6 +154,20 @@ def is_ready(url: str, timeout: float = 1.0) -> bool:
 
 HYBRID_CANDIDATES = 100
 
+# How Weaviate forgets. A deleted object is a tombstone in the memtable (and its WAL)
+# until the memtable is flushed to a segment; a compaction of that segment with the
+# older one holding the object then drops both. Weaviate flushes a memtable 60 s after
+# its first write, and never while its WAL is under 4 KB (a small WAL is reused, not
+# flushed): a removed source's words could stay on disk indefinitely. Flushed after
+# FLUSH_DIRTY_S, small WALs included, a removal usually leaves every file within a
+# minute, as soon as a compaction pairs its tombstones with the segment holding the
+# words (bench/forget_bound.py measures it, what it costs, and when no pair comes).
+FLUSH_DIRTY_S = 10
+FORGETTING = {
+    "PERSISTENCE_MEMTABLES_FLUSH_DIRTY_AFTER_SECONDS": str(FLUSH_DIRTY_S),
+    "PERSISTENCE_MAX_REUSE_WAL_SIZE": "0",
+}
+
 
 def node_env(
     data_dir: Path, name: str, grpc_port: int, gossip: int, data: int, raft: int, raft_rpc: int
@@ -183,6 +197,7 @@ def node_env(
         "RAFT_PORT": str(raft),
         "RAFT_INTERNAL_RPC_PORT": str(raft_rpc),
         "LOG_LEVEL": "warning",
+        **FORGETTING,
     }
 
 
