@@ -285,10 +285,11 @@ def show_examples(label: str, results: Sequence[EvalResult], n: int) -> None:
         g = r.case.gold
         where = g.windows or g.page or g.lesson or g.heading
         first = r.first
-        cited = "-" if first is None else f"{first.label} @ {first.start_s}"
+        cited = "-" if first is None else f"{first.label[:24]} @ {first.start_s}"
         verdict = "[green]inside[/]" if r.first_inside else "[red]outside[/]"
         console.print(
-            f"[bold]{r.case.id}[/] ({r.kind}) gold {g.source} {where}: first {cited} {verdict}"
+            f"[bold]{r.case.id}[/] ({r.kind}) gold {(g.source or '')[:24]} {where}: "
+            f"first {cited} {verdict}"
         )
 
 

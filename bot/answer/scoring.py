@@ -81,7 +81,8 @@ _RELATIONS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
     (
         re.compile(
             r"\bwhat (?:went wrong|happened|broke|failed|caused)\b|\broot cause\b|\bcaus\w*\b"
-            r"|\b(?:problems?|issues?|errors?|incident|outage|fail\w*|wrong)\b",
+            r"|\bwhat (?:was|were) the (?:\w+ )?(?:problems?|issues?|errors?)\b|\bwrong\b"
+            r"|\bwhy did .{0,60}\b(?:fail|break|crash|go down)\b",
             re.I,
         ),
         _CAUSE,
@@ -112,7 +113,7 @@ _RELATIONS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
         re.compile(r"\bask(?:ed|s)? for\b|\b(?:request\w*|demand\w*|insist\w*|wanted)\b", re.I),
         re.compile(
             r"\b(?:I want|I'd like|I would like|must|should|needs? to|please|has to|have to"
-            r"|make sure|requir\w*|never|always)\b",
+            r"|make sure|requir\w*)\b",
             re.I,
         ),
     ),
