@@ -179,8 +179,11 @@ class EvalScript:
         gold = case.gold
         if gold.windows:
             titles = _titles_by_number(block.group(1))
+            # a line is stamped with its turn's whole second, floored: a turn that starts
+            # up to a second before the window holds the gold's first words
+            early = [(max(0.0, lo - 1), hi) for lo, hi in gold.windows]
             for n, second, text in source_lines(content):
-                if _is_title(gold, titles.get(n, "")) and inside(second, gold.windows):
+                if _is_title(gold, titles.get(n, "")) and inside(second, early):
                     return n, split_sentences(text)[0] if text else text
             return None
         holds = _place(case)

@@ -27,7 +27,7 @@ from retrieval.chunking import Unit, chunk
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.links import segment_link
-from retrieval.models import Hit, Source
+from retrieval.models import Hit, SearchFilters, Source
 from retrieval.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 
@@ -536,3 +536,31 @@ async def test_the_demos_suggested_questions_are_answered_by_their_first_quote(
         score_answer(result.case, answer, result)
         landed.append(result.first_inside)
     assert any(landed), answer.text
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        # vague, but about the meeting: its best moments, not "nothing found"
+        ("Summarize the discussion on future directions.", "extractive"),
+        # about nothing the meeting holds: still "nothing found"
+        ("Who is sorting out catering for the holiday offsite?", "nothing_found"),
+    ],
+)
+async def test_inside_one_source_nothing_found_only_when_nothing_there_relates(
+    demo_kb: str, search: SearchService, tmp_path: Path, question: str, kind: str
+) -> None:
+    retro = "2024-02-27-cutover-retro"
+    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
+        engine = Engine(
+            archives=search.archive,
+            sessions=sessions,
+            llm=None,
+            config=AnswerConfig(),
+            embedder=search.embedder,
+        )
+        thread = ThreadKey("test", "local", "scoped", question)
+        scoped = SearchFilters(source_ids=(retro,))
+        answer = await engine.ask(Question(question, thread, "u", demo_kb, filters=scoped))
+    assert answer.kind == kind, answer.text
+    assert all(s.hit.source.id == retro for s in answer.sources)
