@@ -179,12 +179,24 @@ class EvalScript:
         gold = case.gold
         if gold.windows:
             titles = _titles_by_number(block.group(1))
-            # a line is stamped with its turn's whole second, floored: a turn that starts
-            # up to a second before the window holds the gold's first words
+            ends = _section_ends(block.group(1))
+            # a line is stamped with its turn's whole second, floored (a turn that starts
+            # up to a second before the window holds the gold's first words); a sentence
+            # later in a long turn is said about its share of the turn's characters in
             early = [(max(0.0, lo - 1), hi) for lo, hi in gold.windows]
-            for n, second, text in source_lines(content):
-                if _is_title(gold, titles.get(n, "")) and inside(second, early):
-                    return n, split_sentences(text)[0] if text else text
+            lines = source_lines(content)
+            for i, (n, second, text) in enumerate(lines):
+                if not _is_title(gold, titles.get(n, "")) or not text:
+                    continue
+                following = lines[i + 1] if i + 1 < len(lines) else None
+                end = following[1] if following and following[0] == n else ends.get(n, second)
+                offset = 0
+                for sentence in split_sentences(text):
+                    at = text.find(sentence, offset)
+                    offset = max(offset, at)
+                    said = second + (end - second) * max(0, at) / len(text)
+                    if inside(said, early):
+                        return n, sentence
             return None
         holds = _place(case)
         title, body = "", list[str]()
@@ -201,6 +213,17 @@ class EvalScript:
             elif at is not None and line.strip():
                 body.append(line.strip())
         return None
+
+
+def _section_ends(block: str) -> dict[int, float]:
+    """Where each numbered source's time range ends (``[n] 8:46–8:58``), in seconds."""
+    out: dict[int, float] = {}
+    for line in block.split("\n"):
+        found = re.match(r"^\[(\d+)\] [\d:]+\u2013([\d:]+)", line)
+        if found:
+            parts = [int(x) for x in found.group(2).split(":")]
+            out[int(found.group(1))] = float(sum(p * 60**k for k, p in enumerate(reversed(parts))))
+    return out
 
 
 def _titles_by_number(block: str) -> dict[int, str]:
