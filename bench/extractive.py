@@ -192,9 +192,9 @@ class EvalScript:
                 end = following[1] if following and following[0] == n else ends.get(n, second)
                 offset = 0
                 for sentence in split_sentences(text):
-                    at = text.find(sentence, offset)
-                    offset = max(offset, at)
-                    said = second + (end - second) * max(0, at) / len(text)
+                    pos = text.find(sentence, offset)
+                    offset = max(offset, pos)
+                    said = second + (end - second) * max(0, pos) / len(text)
                     if inside(said, early):
                         return n, sentence
             return None

@@ -1,7 +1,7 @@
-"""The replies written without Claude: the best passages quoted briefly (the one or two
-sentences of each that answer the query best, ``bot.answer.scoring``), each linked to the
-second its quote starts; and the "nothing found" reply with concrete suggestions (wider
-dates, no speaker filter, the closest names and titles).
+"""The replies written without a model: the best passages quoted briefly (the one or two
+sentences of each that answer the query best, ``bot.answer.scoring``), the best first and
+one per point, each linked to the second its quote starts; and the "nothing found" reply
+with concrete suggestions (wider dates, no speaker filter, the closest names and titles).
 """
 
 from __future__ import annotations

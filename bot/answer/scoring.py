@@ -1,7 +1,9 @@
-"""How well a passage's sentences answer a question, without Claude: the weighted share
-of its rare words, its meaning by MiniLM, the relation it asks for (a reason for "why", a
-date for "when"), the asked speaker's voice, and a meeting's reply to a question like the
-user's; and a passage's best one or two consecutive sentences with its score.
+"""How well a passage's sentences answer a question, without a model: the weighted share
+of its rare words, its meaning by MiniLM, what the question asks for (a reason for "why",
+a date for "when", a cause for "what went wrong", what was done for "how was it fixed", a
+decision, a list, a view, a request), the asked speaker's voice, and a meeting's reply to
+a question like the user's, with sentences that only frame the meeting or say what did
+not happen below; and a passage's best one or two consecutive sentences with its score.
 """
 
 from __future__ import annotations
