@@ -183,10 +183,14 @@ async def ask_all(
 
 
 async def run(
-    data: Path, paths: list[str], limit: int | None, index: Path | None = None
+    data: Path,
+    paths: list[str],
+    limit: int | None,
+    index: Path | None = None,
+    progress_bar: Progress | None = None,
 ) -> dict[str, list[Result]]:
     """Ingest the meetings (unless ``index`` already holds them), then ask every case on
-    each path."""
+    each path (shown on ``progress_bar`` when given, e.g. one that also prints lines)."""
     embedder = SentenceTransformerEmbedder.from_path()
     results: dict[str, list[Result]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -199,7 +203,7 @@ async def run(
             SessionStore.open(Path(tmp) / "sessions.sqlite3") as sessions,
         ):
             service = SearchService(store, embedder)
-            with Progress(console=console) as progress:
+            with progress_bar or Progress(console=console) as progress:
                 t0 = time.perf_counter()
                 if not kept.reused(progress.console.print):
                     report = await ingest(

@@ -91,7 +91,7 @@ class Answer:
     mode: Mode
     citations: tuple[Citation, ...] = ()
     sources: tuple[NumberedSource, ...] = ()
-    note: str | None = None  # e.g. "No Claude API key is set, so ..." or "research stopped early"
+    note: str | None = None  # e.g. "research stopped early"
     timings: dict[str, float] = field(default_factory=dict)  # ms: rewrite, search, llm, total
     exchange_id: int | None = None
     standalone_query: str | None = None

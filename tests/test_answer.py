@@ -15,7 +15,7 @@ from bot.answer.answer import (
     heuristic_rewrite,
     looks_like_follow_up,
 )
-from bot.answer.extractive import NO_KEY, UNAVAILABLE, closest
+from bot.answer.extractive import NO_MODEL, UNAVAILABLE, closest
 from bot.answer.followup import precheck
 from bot.engine import Engine
 from bot.models import PartialAnswer, ProgressEvent, Question, ThreadKey
@@ -178,7 +178,7 @@ async def test_no_key_gives_extractive_answer_with_quotes_and_links(archive: KbA
     answer = out.answer
     assert answer.kind == "extractive"
     assert "John" in (answer.standalone_query or "")
-    assert answer.text.startswith(NO_KEY)
+    assert answer.text.startswith(NO_MODEL)
     assert answer.citations and all(c.link for c in answer.citations)
     # the label links to the quoted moment when it is not where the passage starts
     assert re.search(

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 import adapters.cli.main  # noqa: F401  (registers chat, demo and serve on the app)
 from adapters.cli.main import app
 from adapters.console.app import ConsoleChat
+from bot.answer.extractive import MODEL_OFF, NO_MODEL, UNAVAILABLE
 from bot.engine import Engine
 from bot.sessions import SessionStore
 from retrieval.embed import SentenceTransformerEmbedder
@@ -58,10 +59,38 @@ def test_ask_without_key_quotes_a_passage_with_a_timestamp_link(
     assert result.exit_code == 0, result.output
     out = result.stdout
     text = " ".join(out.split())  # rich wraps the text at the console's width
-    assert text.startswith("No Claude API key is set, so here are the most relevant passages:")
+    assert text.startswith(NO_MODEL)
     assert re.search(r'Auth kickoff: leaving Auth0\? @ \d+:\d\d: John Park: "[^"]*Auth0', text)
     assert re.search(re.escape(PAGES) + r"[\w.-]+#t=\d+", out)
     assert "quick \u00b7 extractive" in out and "total" in out
+
+
+@pytest.mark.parametrize(
+    ("env", "first"),
+    [
+        ({}, NO_MODEL),
+        ({"QUORUM_LLM": "none", "ANTHROPIC_API_KEY": "sk-ant-kept-for-later"}, MODEL_OFF),
+        (
+            {
+                "QUORUM_LLM": "openai",
+                "QUORUM_OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+                "QUORUM_MODEL": "qwen2.5:7b-instruct",
+                "QUORUM_LLM_MAX_RETRIES": "0",
+            },
+            UNAVAILABLE,
+        ),
+    ],
+    ids=["no-model-set-up", "model-chosen-off", "own-model-failing"],
+)
+def test_an_answer_without_a_model_says_why_in_one_line_naming_no_vendor(
+    demo_ingested: str, weaviate_env: Endpoint, env: dict[str, str], first: str
+) -> None:
+    result = runner.invoke(app, ["ask", QUESTION, "--kb", demo_ingested], env=env)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert text.startswith(first)
+    opening = result.stdout.split("\n- ")[0]  # the reason, before the quotes
+    assert "Claude" not in opening and "Anthropic" not in opening and "API key" not in opening
 
 
 def test_ask_json(demo_ingested: str, weaviate_env: Endpoint) -> None:
@@ -117,7 +146,7 @@ def test_chat_reads_questions_from_piped_stdin(demo_ingested: str, weaviate_env:
     result = runner.invoke(app, ["chat", "--kb", demo_ingested], input="\n".join(lines) + "\n")
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert out.count("No Claude API key is set") == 3
+    assert out.count("No model is set up (QUORUM_LLM)") == 3
     assert "Cut-over retro" in out and "Introduction to MCP" in out  # the /sources table
     assert "Deep research needs a model" in out  # the router, wired by open_core
     assert "never read" not in out

@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 
 from bot.answer.answer import AnswerConfig, Outcome
-from bot.answer.extractive import NO_KEY, UNAVAILABLE
+from bot.answer.extractive import NO_MODEL, UNAVAILABLE
 from bot.engine import SEARCH_DOWN, Engine
 from bot.llm import claude_model, openai_model
 from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, ThreadKey
@@ -281,7 +281,7 @@ async def test_no_key_is_extractive(
     answer = await make_engine(search, sessions, None).ask(
         q("Why did we move off Auth0?", sample_kb)
     )
-    assert answer.kind == "extractive" and answer.text.startswith(NO_KEY)
+    assert answer.kind == "extractive" and answer.text.startswith(NO_MODEL)
     assert "There are three reasons to leave Auth0." in answer.text
 
 

@@ -62,8 +62,19 @@ def engine(search: SearchService, sessions: SessionStore, llm: Model | None) -> 
     )
 
 
+# The floors below were measured on the file's first 35 answerable questions and its
+# unanswerable ones; the questions added after them (a kind each: cause, fix, person,
+# time, number, decision, reason, list) are measured by bench/extractive.py.
+FLOORED = 35
+
+
+def floored(case: Case) -> bool:
+    """A question the regression floors were measured on."""
+    return case.line <= FLOORED or not case.gold.answerable
+
+
 async def evaluate(search: SearchService, sessions: SessionStore, llm: Model | None) -> Summary:
-    cases = load_cases(EVAL)
+    cases = [c for c in load_cases(EVAL) if floored(c)]
     return await run_eval(cases, search.archive(KB), engine(search, sessions, llm).ask, KB)
 
 

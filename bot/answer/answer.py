@@ -72,6 +72,7 @@ class AnswerConfig:
     neighbours: int = 1
     expand_queries: bool = False  # with Claude: other phrasings of a hard question
     claude_rerank: bool = False  # with Claude: the fast model orders the top 20
+    model_off: bool = False  # QUORUM_LLM=none: answers are extractive by choice
 
     @classmethod
     def from_settings(cls, s: Settings) -> AnswerConfig:
@@ -85,6 +86,7 @@ class AnswerConfig:
             rewrite_timeout_s=min(10.0, s.llm_timeout_s),
             expand_queries=s.expand_queries,
             claude_rerank=s.claude_rerank,
+            model_off=s.llm == "none",
         )
 
 
@@ -129,7 +131,12 @@ class QuickAnswerer:
         self.llm = llm
         self.today = today  # dates in questions ("last week") are relative to this
         self.config = config or AnswerConfig()
-        self.writer = Writer(llm, sentence_vectors(embedder), self.config.answer_max_tokens)
+        self.writer = Writer(
+            llm,
+            sentence_vectors(embedder),
+            self.config.answer_max_tokens,
+            model_off=self.config.model_off,
+        )
 
     async def rewrite(
         self, question: str, history: Sequence[Exchange], clock: Clock, usage: Usage
@@ -183,7 +190,10 @@ class QuickAnswerer:
         searches = [
             SearchRecord(query, question.filters, tuple(h.id for h in hits), clock.ms["search"])
         ]
-        found = await self._read(query, hits, archive, clock, emit) if hits else None
+        scoped = bool(question.filters.source or question.filters.source_ids)
+        found = (
+            await self._read(query, hits, archive, clock, emit, scoped, speaker) if hits else None
+        )
         if found is None:
             return await self._nothing(text, query, question, archive, clock, usage, searches)
         best_first, meaning = found
@@ -206,11 +216,19 @@ class QuickAnswerer:
         return Outcome(self._timed(answer, clock), usage, searches, pins=pins)
 
     async def _read(
-        self, query: str, hits: Sequence[Hit], archive: Archive, clock: Clock, emit: EventSink
+        self,
+        query: str,
+        hits: Sequence[Hit],
+        archive: Archive,
+        clock: Clock,
+        emit: EventSink,
+        scoped: bool = False,
+        speaker: str | None = None,
     ) -> tuple[list[tuple[NumberedSource, Passage]], dict[str, float]] | None:
         """The hits widened, merged and numbered within the budget, best passage first,
         with each sentence's meaning when it was needed; None when no passage is close
-        enough to the query to be worth quoting (``bot.answer.relevance.relevant``)."""
+        enough to the query to be worth quoting (``bot.answer.relevance.relevant``; more
+        leniently when the question is ``scoped`` to one source)."""
         t = time.perf_counter()
         windows = await widen(archive, hits, self.config.neighbours)
         t = clock.lap("expand", t)
@@ -224,8 +242,8 @@ class QuickAnswerer:
         meaning: dict[str, float] = {}
         closest = max((h.similarity for h in hits if h.similarity is not None), default=None)
         if closest is not None and closest < RELEVANT_WINDOW:
-            meaning = await self.writer.meaning(query, passages)
-        if not relevant(query, [s for p in passages for s in p.sentences], meaning):
+            meaning = await self.writer.meaning(query, passages, speaker)
+        if not relevant(query, [s for p in passages for s in p.sentences], meaning, scoped):
             return None
         clock.lap("relevance", t)
         return best_first, meaning

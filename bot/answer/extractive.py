@@ -1,7 +1,7 @@
-"""The replies written without Claude: the best passages quoted briefly (the one or two
-sentences of each that answer the query best, ``bot.answer.scoring``), each linked to the
-second its quote starts; and the "nothing found" reply with concrete suggestions (wider
-dates, no speaker filter, the closest names and titles).
+"""The replies written without a model: the best passages quoted briefly (the one or two
+sentences of each that answer the query best, ``bot.answer.scoring``), the best first and
+one per point, each linked to the second its quote starts; and the "nothing found" reply
+with concrete suggestions (wider dates, no speaker filter, the closest names and titles).
 """
 
 from __future__ import annotations
@@ -12,14 +12,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bot.answer.passages import Passage
-from bot.answer.scoring import KEEP_RATIO, best_sentences, relations
+from bot.answer.scoring import (
+    FRAMING,
+    KEEP_RATIO,
+    asks_frame,
+    best_sentences,
+    frames,
+    relations,
+    supposes,
+)
 from bot.cite.citations import at_second
 from bot.cite.sentences import Sentence, link_second
 from bot.models import NumberedSource
 from bot.words import overlap, terms
 from retrieval.models import SearchFilters, SourceInfo
 
-NO_KEY = "No Claude API key is set, so here are the most relevant passages:"
+# What the reply says first, by why no model wrote it; none names a vendor the user did
+# not choose (a team on QUORUM_LLM=none or on its own model server is not told of a key).
+NO_MODEL = "No model is set up (QUORUM_LLM), so here are the most relevant passages:"
+MODEL_OFF = (
+    "Quorum is set to answer without a model (QUORUM_LLM=none), so here are the most "
+    "relevant passages:"
+)
 UNAVAILABLE = "The model is unavailable right now, so here are the most relevant passages:"
 MAX_QUOTES = 3
 MAX_QUOTE_CHARS = 360
@@ -30,6 +44,20 @@ MAX_QUOTE_CHARS = 360
 # 35, 0.6 to 0.8 with support 0.2 to 0.4 gave 45 to 48 / 24 (0.7 and 0.3: 48 / 24),
 # 0.3 gave 44 / 22, 1.0 gave 46 / 25 and the search order alone 45 / 23.
 SEARCH_WEIGHT = 0.7
+# One quote per point: a passage whose quote starts this close to one already quoted from
+# the same source says the same thing (a turn and the window around it, two windows of
+# one paragraph) and gives way to the next point.
+SAME_POINT_S = 30.0
+
+
+def _same_point(a: tuple[str, Sentence], b: tuple[str, Sentence]) -> bool:
+    if a[0] != b[0]:
+        return False
+    if a[1].text == b[1].text:
+        return True
+    if a[1].start_s is None or b[1].start_s is None:
+        return False
+    return abs(a[1].start_s - b[1].start_s) < SAME_POINT_S
 
 
 def _quote(sentences: Sequence[Sentence]) -> str:
@@ -62,7 +90,7 @@ class Extract:
 def extractive(
     query: str,
     passages: Sequence[tuple[NumberedSource, Passage]],
-    reason: str = NO_KEY,
+    reason: str = NO_MODEL,
     meaning: Mapping[str, float] | None = None,
     speaker: str | None = None,
 ) -> Extract:
@@ -79,11 +107,19 @@ def extractive(
     weights = {t: math.log(1 + (len(passages) + 1) / (1 + df.get(t, 0))) for t in q}
     wanted = relations(query)
     heard = frozenset({speaker}) if speaker else frozenset()
+    frame_ok, supposing = asks_frame(query), supposes(query)
     found: list[tuple[float, float, NumberedSource, list[Sentence]]] = []
     for rank, (source, p) in enumerate(passages):
-        score, chosen = best_sentences(p.sentences, q, weights, wanted, meaning, heard)
+        score, chosen = best_sentences(
+            p.sentences, q, weights, wanted, meaning, heard, frame_ok, supposing
+        )
         if chosen:
-            found.append((score, SEARCH_WEIGHT * (1 - rank / len(passages)), source, chosen))
+            # a window search found for its framing words ("This is the retro for the
+            # cut-over") earns little for its rank when framing is all it has to quote
+            framed = FRAMING if not frame_ok and frames(chosen[0]) else 1.0
+            found.append(
+                (score, framed * SEARCH_WEIGHT * (1 - rank / len(passages)), source, chosen)
+            )
     # The first quote (the link a reader follows) is the passage whose best sentence
     # answers best, helped by its search rank: search ranks whole windows, so a passage
     # it ranks second can hold the one sentence that answers (first citations inside the
@@ -101,15 +137,14 @@ def extractive(
     ranked = sorted(kept, key=lambda f: -(f[0] + f[1])) if meaning else kept
     lines = [reason, ""]
     pins: dict[int, str] = {}
-    quoted: set[tuple[str, str]] = set()
+    quoted: list[tuple[str, Sentence]] = []
     for _, _, source, chosen in ranked:
         if len(pins) == MAX_QUOTES:
             break
-        # a turn and the window around it can both be passages: quote a sentence once
-        key = (source.hit.source.id, chosen[0].text)
-        if key in quoted:
+        key = (source.hit.source.id, chosen[0])
+        if any(_same_point(key, q) for q in quoted):
             continue
-        quoted.add(key)
+        quoted.append(key)
         said_by = chosen[0].speaker
         who = f"{said_by}: " if said_by else ""
         pins[len(pins)] = chosen[0].text

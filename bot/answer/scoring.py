@@ -1,7 +1,9 @@
-"""How well a passage's sentences answer a question, without Claude: the weighted share
-of its rare words, its meaning by MiniLM, the relation it asks for (a reason for "why", a
-date for "when"), the asked speaker's voice, and a meeting's reply to a question like the
-user's; and a passage's best one or two consecutive sentences with its score.
+"""How well a passage's sentences answer a question, without a model: the weighted share
+of its rare words, its meaning by MiniLM, what the question asks for (a reason for "why",
+a date for "when", a cause for "what went wrong", what was done for "how was it fixed", a
+decision, a list, a view, a request), the asked speaker's voice, and a meeting's reply to
+a question like the user's, with sentences that only frame the meeting or say what did
+not happen below; and a passage's best one or two consecutive sentences with its score.
 """
 
 from __future__ import annotations
@@ -21,21 +23,50 @@ _REASON = re.compile(
     r"|otherwise|the point is|which means|too (?:slow|expensive|risky))\b",
     re.I,
 )
+_CAUSE = re.compile(
+    r"\b(?:root cause|problems?|issues?|caus\w*|because|wrong|errors?|fail\w*|broke\w*|bugs?"
+    r"|mismatch\w*|drift|outages?|reject\w*|throttl\w*|invalid\w*|timeouts?|missing|crash\w*"
+    r"|expired?|down|limit\w*)\b",
+    re.I,
+)
+_FIX = re.compile(
+    r"\b(?:fix\w*|redeploy\w*|roll(?:ed)? (?:back|forward)|cordon\w*|restart\w*|revert\w*"
+    r"|patch\w*|recover\w*|resolv\w*|workaround|switch\w*|replac\w*|mov(?:ed|ing) (?:to|the)"
+    r"|back (?:up|at|to)|went back|solv\w*|solution|mitigat\w*)\b",
+    re.I,
+)
+_DECISION = re.compile(
+    r"\b(?:decision|decid\w*|agreed|agree|let's|we'll|we will|go with|going with|final\w*"
+    r"|conclu\w*|settled?|option [a-z]\b|accept\w*|approved?|chose|choose|picked|plan is)\b",
+    re.I,
+)
+_LIST = re.compile(
+    r"\b(?:one|two|three|four|five|first(?:ly)?|second(?:ly)?|third(?:ly)?|finally|also"
+    r"|owner|due|criteria|items?|steps?|[A-Z]{2,}-\d+)\b|[;:]|, and\b",
+    re.I,
+)
+_OPINION = re.compile(
+    r"\b(?:I think|I'd|I would|I don't|I prefer|prefer\w*|in my (?:opinion|view)|should"
+    r"|better|worse|agree\w*|disagree\w*|like|love|worr\w*|concern\w*|suggest\w*"
+    r"|recommend\w*|propos\w*|good|bad|important)\b",
+    re.I,
+)
 _RELATIONS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
     (re.compile(r"\bwhy\b|\breasons?\b|\bwhat (?:made|caused|led)\b", re.I), _REASON),
     (
         re.compile(r"\bwho\b|\bwhich (?:person|team)\b|\bowner\b", re.I),
         re.compile(
             r"\b(?:I'll|I will|I can|owns?|owner|lead|decid\w*|assign\w*|take (?:it|that|this)"
-            r"|on it|responsible|(?:[A-Z][a-z]+(?: [A-Z][a-z]+)?),? (?:will|takes?|owns?|is on))\b"
+            r"|on it|responsible|me\b"
+            r"|(?:[A-Z][a-z]+(?: [A-Z][a-z]+)?),? (?:will|takes?|owns?|is on))\b"
         ),
     ),
     (
-        re.compile(r"\bwhen\b|\b(?:date|day|time|deadline)\b", re.I),
+        re.compile(r"\bwhen\b|\bwhat time\b|\b(?:date|day|time|deadline|due)\b", re.I),
         re.compile(
             rf"\b(?:{'|'.join((_MONTHS + ' ' + _DAYS).split())}|\d{{1,2}}(?:st|nd|rd|th)"
-            r"|\d{1,2}(?::\d\d)? ?(?:a\.m\.|p\.m\.|am|pm|utc)|\d{4}-\d\d-\d\d|next week"
-            r"|tomorrow|tonight|q[1-4])\b",
+            r"|\d{1,2}(?::\d\d)? ?(?:a\.m\.|p\.m\.|am|pm|utc)|\d{1,2}:\d\d|\d{4}-\d\d-\d\d"
+            r"|next week|tomorrow|tonight|today|q[1-4])\b",
             re.I,
         ),
     ),
@@ -45,10 +76,99 @@ _RELATIONS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
     ),
     # "how many users ...?" is answered by a count ("4,812 users"), not only by money
     (
-        re.compile(r"\bhow (?:much|many)\b", re.I),
-        re.compile(r"\b\d{1,3}(?:,\d{3})+\b|\b\d{2,}\b"),
+        re.compile(r"\bhow (?:much|many|long|fast)\b|\bwhat (?:quota|number|rate)\b", re.I),
+        re.compile(r"\b\d{1,3}(?:,\d{3})+\b|\b\d{2,}\b|\b\d+(?:\.\d+)?\s?(?:%|percent)"),
+    ),
+    # what went wrong: a cause ("the wrong client ID", "clock drift", "throttling")
+    (
+        re.compile(
+            r"\bwhat (?:went wrong|happened|broke|failed|caused)\b|\broot cause\b|\bcaus\w*\b"
+            r"|\bwhat (?:was|were) the (?:\w+ )?(?:problems?|issues?|errors?)\b|\bwrong\b"
+            r"|\bwhy did .{0,60}\b(?:fail|break|crash|go down)\b",
+            re.I,
+        ),
+        _CAUSE,
+    ),
+    # how it was fixed: what someone did ("fixed the config", "cordoned the two nodes")
+    (
+        re.compile(
+            r"\b(?:fix\w*|resolv\w*|solv\w*|solution|mitigat\w*|recover\w*|workaround|remed\w*)\b"
+            r"|\bhow (?:was|were|did) .{0,60}\b(?:handled|dealt|sorted|stopped|solved)\b",
+            re.I,
+        ),
+        _FIX,
+    ),
+    (
+        re.compile(r"\b(?:decid\w*|decision|conclu\w*|agree\w*|settle\w*|final call)\b", re.I),
+        _DECISION,
+    ),
+    (
+        re.compile(
+            r"\b(?:action items?|criteria|steps|list|options|requirements|points|things)\b"
+            r"|\bwhat (?:are|were) the\b",
+            re.I,
+        ),
+        _LIST,
+    ),
+    # "what did Dana ask for?": a request ("I want a test in CI", "it must never log")
+    (
+        re.compile(r"\bask(?:ed|s)? for\b|\b(?:request\w*|demand\w*|insist\w*|wanted)\b", re.I),
+        re.compile(
+            r"\b(?:I want|I'd like|I would like|must|should|needs? to|please|has to|have to"
+            r"|make sure|requir\w*)\b",
+            re.I,
+        ),
+    ),
+    # "what did the professor think about X?": a view, not a mention of X
+    (
+        re.compile(r"\b(?:think|thought|opinion|view|feel|felt|recommend\w*|suggest\w*)\b", re.I),
+        _OPINION,
     ),
 )
+# Sentences that frame the meeting rather than say anything in it ("Okay, recording.",
+# "This is the retro for the Cognito cut-over", "The goal today is ...", greetings, the
+# agenda read out): they share the question's topic words ("cut-over", "retro") and
+# answer nothing, so they score ``FRAMING`` of their score, unless the question asks
+# what the meeting was for.
+_FRAMING = re.compile(
+    r"^\W*(?:(?:okay|ok|so|right|alright|all right|good|great)\W+)*(?:it's |i'm |we're )?"
+    r"(?:recording|agenda)\b"
+    r"|\bthis is the (?:\w+ ){0,3}(?:retro\w*|kickoff|review|meeting|stand-?up|sync|call|demo"
+    r"|session|post-?mortem|planning)\b"
+    r"|\b(?:the |our )?(?:goal|aim|purpose|plan|agenda|objective)s? (?:for |of )?"
+    r"(?:today|this meeting|the meeting)\b|\bthe goal today\b"
+    r"|\b(?:good (?:morning|afternoon|evening)|hi (?:everyone|all|everybody|folks)"
+    r"|hello (?:everyone|all|everybody)|welcome(?: everyone| back)?|happy new year"
+    r"|thanks,? (?:everyone|all|everybody)|thank you,? (?:everyone|all|everybody))\b"
+    r"|\b(?:is everyone here|that's everyone|let's get started|let's (?:start|begin)"
+    r"|can everyone see|can you (?:all )?hear me|share my screen|dialed in"
+    r"|before we move on|let's move on|moving on|next (?:item|topic) is)\b"
+    r"|^\W*(?:okay|ok|so|good|great)?\W*what went well\b|\bthen actions\b",
+    re.I,
+)
+_ASKS_FRAME = re.compile(
+    r"\b(?:goal|aim|purpose|agenda|objective|who (?:was|were) (?:there|present)|attend\w*"
+    r"|start(?:ed)? the meeting|open(?:ed)? the meeting)\b",
+    re.I,
+)
+FRAMING = 0.3
+# "If we hadn't had it fixed by 6:53, I would have started the rollback" says what did not
+# happen: asked what happened, it scores this share, unless the question itself supposes
+# ("what would trigger a rollback?", "what if ...").
+_COUNTERFACTUAL = re.compile(
+    r"\bif (?:we|i|they|you|he|she|it)(?: had|'d)? (?:hadn't|had not|didn't|did not|weren't"
+    r"|wasn't|hadn't had)\b|\b(?:would|could|might)(?:n't| not)? have\b",
+    re.I,
+)
+_SUPPOSES = re.compile(r"\b(?:would|could|might|if|trigger\w*|suppose\w*|plan\w*)\b", re.I)
+COUNTERFACTUAL = 0.6
+
+
+def frames(sentence: Sentence) -> bool:
+    """True for a sentence that frames the meeting (see ``_FRAMING``)."""
+    return bool(_FRAMING.search(sentence.text))
+
+
 LEXICAL_WEIGHT = 0.5
 MEANING_WEIGHT = 1.0
 RELATION_WEIGHT = 0.15
@@ -71,8 +191,19 @@ OTHER_VOICE = 0.75
 
 
 def relations(question: str) -> list[re.Pattern[str]]:
-    """What a sentence answering ``question`` tends to contain (a reason, a date, ...)."""
-    return [answer for asked, answer in _RELATIONS if asked.search(question)]
+    """What a sentence answering ``question`` tends to contain (a reason, a date, a cause,
+    a fix, a decision, a list, a view, ...)."""
+    return list(dict.fromkeys(answer for asked, answer in _RELATIONS if asked.search(question)))
+
+
+def asks_frame(question: str) -> bool:
+    """True when the question asks what frames a meeting (its goal, agenda, who came)."""
+    return bool(_ASKS_FRAME.search(question))
+
+
+def supposes(question: str) -> bool:
+    """True when the question asks what would or could happen (see ``_COUNTERFACTUAL``)."""
+    return bool(_SUPPOSES.search(question))
 
 
 def sentence_score(
@@ -83,13 +214,17 @@ def sentence_score(
     meaning: float = 0.0,
     brief: bool = True,
     asked_voices: frozenset[str] = frozenset(),
+    frame_ok: bool = False,
+    supposing: bool = False,
 ) -> float:
     """How well one sentence answers the query: the weighted share of the query's words it
     holds (its speaker's name counts: "what did John say" matches John's sentences), its
     similarity in meaning (MiniLM cosine), and a little for the asked-for relation; a
-    sentence under ``SHORT_WORDS`` words scores less, unless ``brief`` is False, and one
+    sentence under ``SHORT_WORDS`` words scores less, unless ``brief`` is False, one
     said by someone other than ``asked_voices`` (when there are any) scores
-    ``OTHER_VOICE`` of it."""
+    ``OTHER_VOICE`` of it, and one that only frames the meeting ``FRAMING`` of it
+    (unless ``frame_ok``: the question asks for the meeting's goal or agenda), and one
+    saying what did not happen ``COUNTERFACTUAL`` of it (unless ``supposing``)."""
     words = set(terms(f"{sentence.text} {sentence.speaker or ''}"))
     total = sum(weights.get(t, 1.0) for t in query) or 1.0
     lexical = sum(weights.get(t, 1.0) for t in overlap(query, words)) / total
@@ -98,7 +233,11 @@ def sentence_score(
     brevity = min(1.0, len(sentence.text.split()) / SHORT_WORDS) if brief else 1.0
     score = LEXICAL_WEIGHT * lexical + MEANING_WEIGHT * max(0.0, meaning)
     voice = OTHER_VOICE if asked_voices and sentence.speaker not in asked_voices else 1.0
-    return (score + RELATION_WEIGHT * relation * (lexical > 0 or meaning > 0.3)) * brevity * voice
+    frame = FRAMING if not frame_ok and frames(sentence) else 1.0
+    if not supposing and _COUNTERFACTUAL.search(sentence.text):
+        frame *= COUNTERFACTUAL
+    related = RELATION_WEIGHT * relation * (lexical > 0 or meaning > 0.3)
+    return (score + related) * brevity * voice * frame
 
 
 REPLY_BONUS = 0.05
@@ -194,6 +333,8 @@ def best_sentences(
     wanted: Sequence[re.Pattern[str]] = (),
     meaning: Mapping[str, float] | None = None,
     asked_voices: frozenset[str] = frozenset(),
+    frame_ok: bool = False,
+    supposing: bool = False,
 ) -> tuple[float, list[Sentence]]:
     """The one or two most relevant consecutive sentences of a passage, and the passage's
     score: the best sentence's, plus ``SUPPORT_WEIGHT`` of the sum of the
@@ -207,13 +348,33 @@ def best_sentences(
     (``bot.answer.extractive.SEARCH_WEIGHT``)."""
     near = meaning or {}
     scored = [
-        sentence_score(s, query, weights, wanted, near.get(s.text, 0.0), True, asked_voices)
+        sentence_score(
+            s,
+            query,
+            weights,
+            wanted,
+            near.get(s.text, 0.0),
+            True,
+            asked_voices,
+            frame_ok,
+            supposing,
+        )
         for s in sentences
     ]
     if not scored:
         return 0.0, []
     asked = [
-        sentence_score(s, query, weights, wanted, near.get(s.text, 0.0), False, asked_voices)
+        sentence_score(
+            s,
+            query,
+            weights,
+            wanted,
+            near.get(s.text, 0.0),
+            False,
+            asked_voices,
+            frame_ok,
+            supposing,
+        )
         if s.text.rstrip().endswith("?")
         else 0.0
         for s in sentences

@@ -1,7 +1,7 @@
-"""Who writes a quick answer from its numbered passages: Claude, streamed (alignment's
-texts encoded while it writes), or, without a key or when Claude fails or says nothing,
-the extractive quotes (``bot.answer.extractive``), each sentence's meaning compared to the
-query with MiniLM.
+"""Who writes a quick answer from its numbered passages: the model, streamed (alignment's
+texts encoded while it writes), or, without a model (none set up, or chosen off) or when
+it fails or says nothing, the extractive quotes (``bot.answer.extractive``), each
+sentence's meaning compared to the query with MiniLM.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 
 from bot.answer import prompts
-from bot.answer.extractive import NO_KEY, UNAVAILABLE, extractive
+from bot.answer.extractive import MODEL_OFF, NO_MODEL, UNAVAILABLE, extractive
 from bot.answer.passages import Passage
 from bot.cite.align import texts_to_compare
 from bot.cite.vectors import SentenceVectors
@@ -46,11 +46,17 @@ class Writer:
     """Writes the answer: Claude when there is one, else (or when it fails) extractively."""
 
     def __init__(
-        self, llm: LLM | None, embedder: SentenceVectors | None, max_tokens: int = 1200
+        self,
+        llm: LLM | None,
+        embedder: SentenceVectors | None,
+        max_tokens: int = 1200,
+        model_off: bool = False,
     ) -> None:
         self.llm = llm
         self.embedder = embedder
         self.max_tokens = max_tokens
+        # without a model: chosen off (QUORUM_LLM=none), or none set up
+        self.no_model = MODEL_OFF if model_off else NO_MODEL
 
     async def write(
         self,
@@ -71,13 +77,13 @@ class Writer:
 
         async def fallback(reason: str) -> tuple[str, AnswerKind, dict[int, str]]:
             t = time.perf_counter()
-            near = meaning or await self.meaning(query, [p for _, p in best_first])
+            near = meaning or await self.meaning(query, [p for _, p in best_first], speaker)
             found = extractive(query, best_first, reason, near, speaker)
             clock.lap("extractive", t)
             return found.text, "extractive", found.pins
 
         if self.llm is None:
-            return await fallback(NO_KEY)
+            return await fallback(self.no_model)
         await emit(Progress("Writing the answer..."))
         sources = sorted((n for n, _ in best_first), key=lambda s: s.n)  # as numbered
 
@@ -98,22 +104,26 @@ class Writer:
                 timeout_s=max(0.001, clock.llm_left_s),
             )
         except LLMError as exc:
-            log.warning("Claude failed (%s); answering extractively", exc)
+            log.warning("the model failed (%s); answering extractively", exc)
             return await fallback(UNAVAILABLE)
         finally:
             clock.llm_left_s -= time.perf_counter() - t
             clock.lap("llm", t)
         usage.add(done.usage)
         if not done.text.strip():
-            log.warning("Claude returned an empty answer; answering extractively")
+            log.warning("the model returned an empty answer; answering extractively")
             return await fallback(UNAVAILABLE)
         return done.shown(), "answer", {}
 
-    async def meaning(self, query: str, passages: Sequence[Passage]) -> dict[str, float]:
+    async def meaning(
+        self, query: str, passages: Sequence[Passage], speaker: str | None = None
+    ) -> dict[str, float]:
         """The similarity in meaning to the query (MiniLM cosine) of every sentence of the
         first ``EXTRACT_PASSAGES`` passages (best first), and of the sentences of the
-        others that hold ``SHARED_WORDS`` of the query's words; empty without an embedder
-        or when it fails (words alone then pick the quotes).
+        others that hold ``SHARED_WORDS`` of the query's words or are said by ``speaker``
+        (the person the question asks about: "what did Dana ask for ..." is answered in
+        her words, which need not repeat the question's); empty without an embedder or
+        when it fails (words alone then pick the quotes).
 
         Unencoded, a sentence competes by words alone and loses to any sentence that was
         encoded: "John, can you own a two-week spike on Cognito?" in the fifth passage
@@ -127,7 +137,7 @@ class Writer:
             s.text
             for p in passages[EXTRACT_PASSAGES:]
             for s in p.sentences
-            if len(shared(words, s.text)) >= SHARED_WORDS
+            if len(shared(words, s.text)) >= SHARED_WORDS or (speaker and s.speaker == speaker)
         ]
         texts = list(dict.fromkeys(first + rest))
         if self.embedder is None or not texts:
