@@ -97,7 +97,7 @@ async def shoot(page: object, name: str) -> None:
 
 
 async def test_a_recordings_citation_opens_playing_at_the_quoted_sentence(world: World) -> None:
-    answer = await ask(world, "What does Marco own?")
+    answer = await ask(world, "Who owns the checklist?")
     cite = answer.citations[0]
     assert cite.link and cite.link.startswith(f"{world.served.url}/v/"), cite.link
     assert cite.quote and "migration checklist" in cite.quote

@@ -83,7 +83,7 @@ async def test_a_recording_shared_on_slack_is_cited_with_a_link_that_plays(
             [added] = bot_replies(slack, GENERAL, msg.ts)
             assert added.versions[-1]["text"].startswith("Added *Warehouse planning*")
 
-            asked = slack.user_posts(GENERAL, f"<@{BOT_USER}> what does Marco own?")
+            asked = slack.user_posts(GENERAL, f"<@{BOT_USER}> who owns the migration checklist?")
             await slack.deliver_event(slack.event(asked, "app_mention"))
             await bot.settle()
             [reply] = bot_replies(slack, GENERAL, asked.ts)
@@ -114,7 +114,7 @@ async def test_a_recording_attached_on_discord_is_cited_with_a_link_that_plays(
         assert added["content"].startswith("Added *Warehouse planning*"), added["content"]
 
         before = len(emu.calls)
-        question = emu.post(CHANNEL, user, "what does Marco own?", mention_bot=True)
+        question = emu.post(CHANNEL, user, "who owns the migration checklist?", mention_bot=True)
         await harness.send("MESSAGE_CREATE", question)
         await harness.settle(60)
         # The answer is posted in a thread started from the question: read what was sent.
