@@ -131,16 +131,16 @@ class MediaStore:
         target.parent.mkdir(parents=True, exist_ok=True)
         # Its own name: two ingests (two chat uploads of one file) may keep it at once.
         partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.part")
+        temporary = [partial]  # each deleted however this ends (a rendition half-written too)
         try:
             _copy_checked(original, partial)
             if suffix in MEDIA_SUFFIXES:
                 _probe(partial, original.path.name)
             if served != suffix:  # a container browsers do not play
                 rendition = partial.with_name(partial.name + RENDITION)
-                try:
-                    render_audio(partial, rendition)
-                finally:
-                    partial.unlink(missing_ok=True)
+                temporary.append(rendition)
+                render_audio(partial, rendition)
+                partial.unlink(missing_ok=True)
                 partial = rendition
             if self.max_bytes is not None and partial.stat().st_size > self.max_bytes:
                 log.warning(
@@ -150,15 +150,17 @@ class MediaStore:
                 return None
             partial.replace(target)  # whole or not at all
         finally:
-            partial.unlink(missing_ok=True)
+            for temp in temporary:
+                temp.unlink(missing_ok=True)
         self.prune(keep=target)
         return target
 
     def prune(self, keep: Path | None = None, now: float | None = None) -> list[Path]:
         """Delete kept files older than the retention days, then the oldest while the store
         is over its size; the files deleted (never ``keep``, just kept)."""
-        files = sorted(self._files(), key=lambda x: x[1])  # oldest first
         now = time.time() if now is None else now
+        self._sweep_partials(now)
+        files = sorted(self._files(), key=lambda x: x[1])  # oldest first
         doomed: list[Path] = []
         if self.retain_days is not None:
             doomed += [p for p, at, _ in files if now - at > self.retain_days * DAY_S]
@@ -180,6 +182,23 @@ class MediaStore:
         """Kept files older than ``days``, with their age in days."""
         now = time.time() if now is None else now
         return [(p, (now - at) / DAY_S) for p, at, _ in self._files() if now - at > days * DAY_S]
+
+    def _sweep_partials(self, now: float) -> None:
+        """Delete the partial copies a crash left (``.<name>.<uuid>.part*``), once a day old:
+        a younger one may be a copy another ingest is making now."""
+        if not self.root.is_dir():
+            return
+        for folder in self.root.iterdir():
+            if not folder.is_dir() or folder.is_symlink():
+                continue
+            for p in folder.glob(".*.part*"):
+                with contextlib.suppress(OSError):
+                    st = p.lstat()
+                    if stat.S_ISREG(st.st_mode) and now - st.st_mtime > DAY_S:
+                        p.unlink()
+                        log.warning(
+                            "media store: %s, left by an ingest that stopped, deleted", p.name
+                        )
 
     def _files(self) -> Iterator[tuple[Path, float, int]]:
         if not self.root.is_dir():
