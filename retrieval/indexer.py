@@ -316,6 +316,7 @@ class _Run:
             results = await self.store.upsert_many(self.kb, items, known=known)
         except QuorumError as exc:
             why = brief(str(exc))
+            await self.drop_unused([r.doc.source.content_hash for r in batch])
             return [FileResult(str(r.path), "failed", r.doc.source.id, reason=why) for r in batch]
         out: list[FileResult] = []
         for r, up in zip(batch, results, strict=True):
@@ -332,8 +333,13 @@ class _Run:
             and res.status == "updated"
             and r.stored.content_hash != r.doc.source.content_hash
         ]
-        if replaced and self.media is not None:
-            await self.drop_unused(replaced)
+        # A file kept above whose source was not written: no page will ever serve its copy.
+        unwritten = [
+            r.doc.source.content_hash
+            for r, res in zip(batch, out, strict=True)
+            if res.status == "failed"
+        ]
+        await self.drop_unused(replaced + unwritten)
         return out
 
     async def hold(self, doc: Document) -> None:
@@ -347,9 +353,15 @@ class _Run:
             log.warning("not kept for its page: %s (%s)", doc.original.path.name, exc)
 
     async def drop_unused(self, hashes: list[str]) -> None:
-        """Delete the kept files of replaced versions no live source still has."""
-        assert self.media is not None
-        live = {i.source.content_hash for i in await self.store.list_sources(self.kb)}
+        """Delete the kept files of ``hashes`` (replaced versions, sources never written)
+        that no live source has."""
+        if self.media is None or not hashes:
+            return
+        try:
+            live = {i.source.content_hash for i in await self.store.list_sources(self.kb)}
+        except QuorumError as exc:  # Weaviate down: unsure what is live, so nothing deleted
+            log.warning("kept copies not checked for their sources: %s", brief(str(exc)))
+            return
         for h in set(hashes) - live:
             for path in await asyncio.to_thread(self.media.copies, self.kb, h):
                 path.unlink(missing_ok=True)

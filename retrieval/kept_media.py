@@ -115,6 +115,14 @@ class MediaStore:
         suffixes = (*KEPT, ".mov", ".mkv")
         return [p for s in suffixes if (p := folder / f"{_safe(source_id)}{s}").is_file()]
 
+    def unused(self, kb: str, source: Source, live: set[str]) -> list[Path]:
+        """The copies a removed ``source`` leaves unused: its content hash's, unless a live
+        source (of ``live`` content hashes) is the same file, and any legacy copy."""
+        shared = source.content_hash in live
+        return ([] if shared else self.copies(kb, source.content_hash)) + self.legacy_copies(
+            kb, source.id
+        )
+
     def keep(self, kb: str, content_hash: str, original: Original) -> Path | None:
         """Copy ``original`` into the store (a rendition when a browser cannot play it),
         checked against the digest ingest read; None when nothing was kept (not a kind a

@@ -8,13 +8,22 @@ import errno
 import json
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from adapters.cli.main import app
+from bot.library import KbLibrary
 from retrieval import kept_media
+from retrieval.embed import Embedder
+from retrieval.errors import SearchUnavailable
+from retrieval.kept_media import MediaStore
+from retrieval.search import SearchService
+from retrieval.store.base import Embedded
+from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
 from tests.media_fixtures import hiss, to_video
 
@@ -68,3 +77,53 @@ def test_a_rendition_that_fails_half_way_leaves_nothing_behind(
     assert hidden == [fresh.name]
     (listed,) = json.loads(quorum("sources", "--kb", kb, "--json")[1])
     assert listed["media_kept"] is True
+
+
+def test_a_copy_whose_source_was_not_written_is_not_kept(
+    tmp_path: Path, weaviate_env: Endpoint, kb: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("alpha", "beta"):
+        (docs / f"{name}.md").write_text(f"# {name}\n\nThe {name} rollout starts in May.\n")
+    media = tmp_path / "data" / "media"
+    real = WeaviateStore.upsert_many
+
+    async def down(self: WeaviateStore, *args: Any, **kwargs: Any) -> Any:
+        raise SearchUnavailable("Weaviate stopped answering")
+
+    monkeypatch.setattr(WeaviateStore, "upsert_many", down)
+    code, out, err = quorum("ingest", str(docs), "--kb", kb)
+    assert code != 0 and "Weaviate stopped answering" in err + out
+    assert everything(media) == []
+
+    async def rejects_beta(
+        self: WeaviateStore, kb: str, items: Sequence[Embedded], **kwargs: Any
+    ) -> list[Any]:
+        """Weaviate rejects beta's units (its own error), and writes alpha."""
+        ok = [i for i in items if i.doc.source.id != "beta"]
+        written = iter(await real(self, kb, ok, **kwargs))
+        rejected = SearchUnavailable("Weaviate rejected a segment of beta")
+        return [rejected if i.doc.source.id == "beta" else next(written) for i in items]
+
+    monkeypatch.setattr(WeaviateStore, "upsert_many", rejects_beta)
+    code, out, err = quorum("ingest", str(docs), "--kb", kb)
+    assert code != 0 and "rejected a segment of beta" in err + out
+    (alpha,) = json.loads(quorum("sources", "--kb", kb, "--json")[1])
+    assert alpha["id"] == "alpha" and alpha["media_kept"] is True
+    assert [p.suffix for p in everything(media)] == [".md"]
+
+
+async def test_a_source_forgotten_without_holdings_takes_its_copy(
+    tmp_path: Path, store: WeaviateStore, embedder: Embedder, search: SearchService, kb: str
+) -> None:
+    media = MediaStore(tmp_path / "media")
+    library = KbLibrary(
+        store=store, embedder=embedder, search=search, uploads_dir=tmp_path / "up", media=media
+    )
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Notes\n\nThe gamma launch slips to June.\n")
+    added = await library.add(kb, doc)
+    assert added.status == "added" and everything(media.root)
+    assert await library.forget(kb, "notes") > 0
+    assert everything(media.root) == []
