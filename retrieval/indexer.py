@@ -17,6 +17,7 @@ before the source is written (``retrieval.kept_media``): its page serves that co
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -261,9 +262,10 @@ class _Run:
                 out.append(taken)
             elif not self.force and stored and stored.content_hash == doc.source.content_hash:
                 out.append(FileResult(str(path), "skipped", doc.source.id, len(doc.segments)))
-                # Ingested before Quorum kept media: kept now (unless retention would drop it).
+                # Ingested before Quorum kept media: kept now (unless retention would drop
+                # it), once: a copy the size bound dropped is not made again every run.
                 if self.media is not None and self.media.retain_days is None:
-                    await self.hold(doc)
+                    await self.hold(doc, again=False)
             else:
                 out.append(_Ready(path, doc, stored))
         return out
@@ -342,13 +344,15 @@ class _Run:
         await self.drop_unused(replaced + unwritten)
         return out
 
-    async def hold(self, doc: Document) -> None:
-        """Keep what ``doc``'s page serves in the media store; a copy that cannot be made
-        costs its page the player (said in the log), never the source."""
+    async def hold(self, doc: Document, again: bool = True) -> None:
+        """Keep what ``doc``'s page serves in the media store (``again=False``: unless it
+        was tried before); a copy that cannot be made costs its page the player (said in
+        the log), never the source."""
         if self.media is None or doc.original is None:
             return
+        keep = functools.partial(self.media.keep, again=again)
         try:
-            await asyncio.to_thread(self.media.keep, self.kb, doc.source.content_hash, doc.original)
+            await asyncio.to_thread(keep, self.kb, doc.source.content_hash, doc.original)
         except Exception as exc:  # unreadable now, changed since it was read, no sound
             log.warning("not kept for its page: %s (%s)", doc.original.path.name, exc)
 

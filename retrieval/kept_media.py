@@ -49,6 +49,7 @@ CONTENT_TYPES = {
 KEPT = (*sorted(PLAYABLE), *sorted(DOCUMENTS))  # every suffix a kept file may have
 _HASH = re.compile(r"[0-9a-f]{64}")
 _BLOCK = 1 << 20
+TRIED = ".tried"  # per knowledge base: the content hashes keep() has tried, one a line
 DAY_S = 86_400.0
 _AAC_RATES = frozenset({8_000, 11_025, 12_000, 16_000, 22_050, 24_000, 32_000, 44_100, 48_000})
 
@@ -117,16 +118,22 @@ class MediaStore:
 
     def unused(self, kb: str, source: Source, live: set[str]) -> list[Path]:
         """The copies a removed ``source`` leaves unused: its content hash's, unless a live
-        source (of ``live`` content hashes) is the same file, and any legacy copy."""
-        shared = source.content_hash in live
-        return ([] if shared else self.copies(kb, source.content_hash)) + self.legacy_copies(
-            kb, source.id
-        )
+        source (of ``live`` content hashes) is the same file, and any legacy copy. Its
+        line in ``.tried`` goes now: nothing of a forgotten file stays, not even its hash."""
+        if source.content_hash in live:
+            return self.legacy_copies(kb, source.id)
+        self._untry(kb, source.content_hash)
+        return self.copies(kb, source.content_hash) + self.legacy_copies(kb, source.id)
 
-    def keep(self, kb: str, content_hash: str, original: Original) -> Path | None:
+    def keep(
+        self, kb: str, content_hash: str, original: Original, *, again: bool = True
+    ) -> Path | None:
         """Copy ``original`` into the store (a rendition when a browser cannot play it),
         checked against the digest ingest read; None when nothing was kept (not a kind a
-        page serves, over the size bound, or the file changed since it was read)."""
+        page serves, over the size bound, or the file changed since it was read). With
+        ``again=False`` a content hash the store tried to keep before is not tried again
+        (dropped for the size bound, too large, or failed): an unchanged file read on every
+        ``quorum ingest`` run would otherwise be copied, and evict another, every run."""
         suffix = original.path.suffix.lower()
         from retrieval.ingest.media import MEDIA_SUFFIXES  # PyAV's readers: only when keeping
 
@@ -137,6 +144,17 @@ class MediaStore:
         if target.is_file():
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
+        if not again and content_hash in self._tried(kb):
+            return None
+        with (target.parent / TRIED).open("a") as tried:  # one short line: appends never mix
+            tried.write(content_hash + "\n")
+        if self.max_bytes is not None and served == suffix:  # known before a byte is copied
+            if original.path.stat().st_size > self.max_bytes:
+                log.warning(
+                    "%s is larger than QUORUM_MEDIA_MAX_MB: its page shows no media",
+                    original.path.name,
+                )
+                return None
         # Its own name: two ingests (two chat uploads of one file) may keep it at once.
         partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.part")
         temporary = [partial]  # each deleted however this ends (a rendition half-written too)
@@ -190,6 +208,27 @@ class MediaStore:
         """Kept files older than ``days``, with their age in days."""
         now = time.time() if now is None else now
         return [(p, (now - at) / DAY_S) for p, at, _ in self._files() if now - at > days * DAY_S]
+
+    def _tried(self, kb: str) -> set[str]:
+        """The content hashes the store has tried to keep in ``kb``."""
+        try:
+            return set((self.root / _safe(kb) / TRIED).read_text().split())
+        except FileNotFoundError:
+            return set()
+
+    def _untry(self, kb: str, content_hash: str) -> None:
+        """Strike ``content_hash`` from ``kb``'s hashes tried (the file goes when empty)."""
+        ledger = self.root / _safe(kb) / TRIED
+        tried = self._tried(kb)
+        if content_hash not in tried:
+            return
+        tried.discard(content_hash)
+        if not tried:
+            ledger.unlink(missing_ok=True)
+            return
+        fresh = ledger.with_name(f"{TRIED}.{uuid.uuid4().hex}.part")
+        fresh.write_text("".join(f"{h}\n" for h in sorted(tried)))
+        fresh.replace(ledger)
 
     def _sweep_partials(self, now: float) -> None:
         """Delete the partial copies a crash left (``.<name>.<uuid>.part*``), once a day old:

@@ -21,6 +21,7 @@ from retrieval import kept_media
 from retrieval.embed import Embedder
 from retrieval.errors import SearchUnavailable
 from retrieval.kept_media import MediaStore
+from retrieval.models import Original
 from retrieval.search import SearchService
 from retrieval.store.base import Embedded
 from retrieval.store.weaviate import WeaviateStore
@@ -40,8 +41,8 @@ def quorum(*args: str) -> tuple[int, str, str]:
 
 
 def everything(folder: Path) -> list[Path]:
-    """Every file under ``folder``, hidden ones too."""
-    return sorted(p for p in folder.rglob("*") if p.is_file())
+    """Every file under ``folder``, hidden ones too (but the store's list of hashes tried)."""
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != kept_media.TRIED)
 
 
 def test_a_rendition_that_fails_half_way_leaves_nothing_behind(
@@ -127,3 +128,36 @@ async def test_a_source_forgotten_without_holdings_takes_its_copy(
     assert added.status == "added" and everything(media.root)
     assert await library.forget(kb, "notes") > 0
     assert everything(media.root) == []
+
+
+def test_a_store_at_its_bound_is_not_churned_by_the_next_run(
+    tmp_path: Path, weaviate_env: Endpoint, kb: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    for n in range(3):  # about half a megabyte each: one fits under 1 MB
+        (calls / f"call-{n}.vtt").write_text(VTT.replace("heliotrope", f"call{n}"))
+        hiss(calls / f"call-{n}.wav", 12.0)
+    monkeypatch.setenv("QUORUM_MEDIA_MAX_MB", "1")
+    media = tmp_path / "data" / "media"
+
+    def kept() -> list[tuple[str, int, int]]:
+        return [(p.name, p.stat().st_ino, p.stat().st_mtime_ns) for p in media.rglob("*.wav")]
+
+    code, _, err = quorum("ingest", str(calls), "--kb", kb)
+    assert code == 0, err
+    first = kept()
+    assert len(first) == 1
+    for _ in range(2):  # unchanged files: nothing copied again, nothing evicted
+        code, _, err = quorum("ingest", str(calls), "--kb", kb)
+        assert code == 0, err
+        assert kept() == first
+
+
+def test_a_file_over_the_bound_is_refused_before_it_is_copied(tmp_path: Path) -> None:
+    big = tmp_path / "big.pdf"
+    big.write_bytes(b"%PDF-1.4 " + b"0" * 4096)
+    store = MediaStore(tmp_path / "media", max_bytes=1024)
+    # A digest that cannot match: had the store copied the file, it would say so.
+    assert store.keep("kb", "0" * 64, Original(big, "f" * 64)) is None
+    assert [p for p in everything(store.root) if not p.name.startswith(".")] == []
