@@ -44,7 +44,9 @@ log = logging.getLogger("quorum.pages")
 
 MAX_UNITS = 5000  # a page reads at most this many stored windows of one source
 BLOCK = 256 * 1024  # bytes read and sent at a time
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+# ASCII digits only (``\d`` takes any script's), 18 at most: int() of thousands of digits
+# raises (Python's limit), and no file is 10**18 bytes.
+_RANGE = re.compile(r"bytes=([0-9]{0,18})-([0-9]{0,18})", re.ASCII)
 HEADERS = {
     "Content-Security-Policy": views.CSP,
     "X-Content-Type-Options": "nosniff",
@@ -212,7 +214,8 @@ class Pages:
 
 def _span(header: str | None, size: int) -> tuple[int, int] | None:
     """The one byte range a Range header asks for, inclusive; None for the whole file
-    (no header, or one this server answers whole: several ranges, another unit).
+    (no header, or one this server answers whole: several ranges, another unit, one that
+    does not parse, an end before its start — RFC 9110 14.2: an invalid range is ignored).
     ``HTTPRequestRangeNotSatisfiable`` when it starts past the end."""
     m = _RANGE.fullmatch((header or "").strip())
     if m is None or (not m[1] and not m[2]):
@@ -223,10 +226,11 @@ def _span(header: str | None, size: int) -> tuple[int, int] | None:
             raise _unsatisfiable(size)
         return max(0, size - n), size - 1
     start = int(m[1])
-    end = min(int(m[2]), size - 1) if m[2] else size - 1
-    if start >= size or end < start:
+    if m[2] and int(m[2]) < start:
+        return None
+    if start >= size:
         raise _unsatisfiable(size)
-    return start, end
+    return start, min(int(m[2]), size - 1) if m[2] else size - 1
 
 
 def _unsatisfiable(size: int) -> web.HTTPException:
