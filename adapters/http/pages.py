@@ -44,6 +44,9 @@ log = logging.getLogger("quorum.pages")
 
 MAX_UNITS = 5000  # a page reads at most this many stored windows of one source
 BLOCK = 256 * 1024  # bytes read and sent at a time
+# A player that takes no block for this long is dropped: each stream holds a descriptor,
+# and a caller that never reads must not hold one for ever.
+WRITE_TIMEOUT_S = 60.0
 # ASCII digits only (``\d`` takes any script's), 18 at most: int() of thousands of digits
 # raises (Python's limit), and no file is 10**18 bytes.
 _RANGE = re.compile(r"bytes=([0-9]{0,18})-([0-9]{0,18})", re.ASCII)
@@ -265,12 +268,22 @@ async def _send(request: web.Request, opened: Opened) -> web.StreamResponse:
             block = await asyncio.to_thread(os.pread, opened.fd, min(BLOCK, end - at + 1), at)
             if not block:  # the file shrank: end the response short rather than pad it
                 break
-            await response.write(block)
+            await asyncio.wait_for(response.write(block), WRITE_TIMEOUT_S)
             at += len(block)
         await response.write_eof()
     except ConnectionError:  # the player hung up (it seeks by dropping one range for another)
         pass
+    except TimeoutError:
+        log.info("a player took nothing for %.0f s: its stream is closed", WRITE_TIMEOUT_S)
+        _hang_up(request, abort=True)
     return response
+
+
+def _hang_up(request: web.Request, *, abort: bool) -> None:
+    """End the connection under a response (``abort``: dropping what is still queued)."""
+    transport = request.transport
+    if transport is not None and abort:
+        transport.abort()
 
 
 async def units_of(archive: KbArchive, source_id: str) -> list[Hit]:
