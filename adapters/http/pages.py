@@ -266,8 +266,13 @@ async def _send(request: web.Request, opened: Opened) -> web.StreamResponse:
     try:
         while at <= end:
             block = await asyncio.to_thread(os.pread, opened.fd, min(BLOCK, end - at + 1), at)
-            if not block:  # the file shrank: end the response short rather than pad it
-                break
+            if not block:
+                # The file shrank: the Content-Length sent cannot be met, and a connection
+                # left open would have the player wait for bytes that never come. Closing
+                # it says the body is short.
+                log.warning("a kept file shrank while it was served: the response is cut short")
+                _hang_up(request, abort=False)
+                return response
             await asyncio.wait_for(response.write(block), WRITE_TIMEOUT_S)
             at += len(block)
         await response.write_eof()
@@ -284,6 +289,8 @@ def _hang_up(request: web.Request, *, abort: bool) -> None:
     transport = request.transport
     if transport is not None and abort:
         transport.abort()
+    elif transport is not None:
+        transport.close()
 
 
 async def units_of(archive: KbArchive, source_id: str) -> list[Hit]:

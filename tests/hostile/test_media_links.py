@@ -308,3 +308,14 @@ async def test_a_caller_that_never_reads_is_dropped_and_its_descriptor_freed(
             assert open_on(kept) == 0
             length, got = await asyncio.wait_for(body_of(reader), 10)
             assert length == BIG and got < BIG  # cut off, not completed
+
+
+async def test_a_kept_file_that_shrinks_mid_stream_ends_the_connection(world: World) -> None:
+    with kept_call_of(world, BIG) as kept:
+        async with stalled_get(world) as (reader, _):
+            await asyncio.sleep(0.3)
+            os.truncate(kept, 1024 * 1024)
+            # Before: the body stopped short of Content-Length on an open connection, and
+            # the player waited for the rest for ever.
+            length, got = await asyncio.wait_for(body_of(reader), 10)
+            assert length == BIG and got < BIG
