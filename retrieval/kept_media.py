@@ -141,6 +141,8 @@ class MediaStore:
             return None
         served = RENDITION if suffix in MEDIA_SUFFIXES and suffix not in PLAYABLE else suffix
         target = self.path(kb, content_hash, served)
+        if not self._own_folder(target.parent):
+            return None
         if target.is_file():
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -208,6 +210,22 @@ class MediaStore:
         """Kept files older than ``days``, with their age in days."""
         now = time.time() if now is None else now
         return [(p, (now - at) / DAY_S) for p, at, _ in self._files() if now - at > days * DAY_S]
+
+    def _own_folder(self, folder: Path) -> bool:
+        """False (said in the log) when ``media/<kb>`` is a link or not a folder: what is
+        kept goes into the store itself, never where a link planted there points."""
+        try:
+            st = os.lstat(folder)
+        except FileNotFoundError:
+            return True  # made next, by keep()
+        if stat.S_ISDIR(st.st_mode):
+            return True
+        log.warning(
+            "nothing kept in %s: it is a link or a file, not a folder of the media store; "
+            "remove it and ingest again",
+            folder,
+        )
+        return False
 
     def _tried(self, kb: str) -> set[str]:
         """The content hashes the store has tried to keep in ``kb``."""
@@ -285,7 +303,8 @@ class MediaStore:
             st = os.fstat(fd)
             real = Path(os.path.realpath(path))
             inside = real.is_relative_to(Path(os.path.realpath(self.root)))
-            same = inside and os.stat(real).st_ino == st.st_ino
+            at = os.stat(real)  # the same file: an inode number is only unique per device
+            same = inside and (at.st_dev, at.st_ino) == (st.st_dev, st.st_ino)
             if not (stat.S_ISREG(st.st_mode) and same):
                 log.warning("refused to serve %s: not a plain file in the store", path.name)
                 os.close(fd)

@@ -161,3 +161,21 @@ def test_a_file_over_the_bound_is_refused_before_it_is_copied(tmp_path: Path) ->
     # A digest that cannot match: had the store copied the file, it would say so.
     assert store.keep("kb", "0" * 64, Original(big, "f" * 64)) is None
     assert [p for p in everything(store.root) if not p.name.startswith(".")] == []
+
+
+def test_a_link_planted_as_the_knowledge_base_folder_is_not_written_through(
+    tmp_path: Path, weaviate_env: Endpoint, kb: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    media = tmp_path / "data" / "media"
+    media.mkdir(parents=True)
+    (media / kb).symlink_to(elsewhere)
+    doc = tmp_path / "plan.md"
+    doc.write_text("# Plan\n\nThe delta migration starts in July.\n")
+    code, out, err = quorum("ingest", str(doc), "--kb", kb)
+    assert code == 0, err + out
+    assert list(elsewhere.iterdir()) == []
+    assert "is a link or a file, not a folder of the media store" in caplog.text
+    (listed,) = json.loads(quorum("sources", "--kb", kb, "--json")[1])
+    assert listed["id"] == "plan" and listed["media_kept"] is False
