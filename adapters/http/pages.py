@@ -206,13 +206,34 @@ class Pages:
     async def _kept(self, request: web.Request, suffixes: frozenset[str]) -> web.StreamResponse:
         services, grant, _, source = await self._open(request)
         media: MediaStore = services.retrieval.media
-        opened = await asyncio.to_thread(media.open, grant.kb, source, suffixes)
+        opened = await _open_kept(media, grant.kb, source, suffixes)
         if opened is None:
             raise _refused(*REMOVED)
         try:
             return await _send(request, opened)
         finally:
             os.close(opened.fd)
+
+
+async def _open_kept(
+    media: MediaStore, kb: str, source: Source, suffixes: frozenset[str]
+) -> Opened | None:
+    """``media.open`` in a thread. The thread runs on when the request is cancelled (the
+    player hung up): the descriptor it opens then is closed when it comes."""
+    opening = asyncio.ensure_future(asyncio.to_thread(media.open, kb, source, suffixes))
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        opening.add_done_callback(_close_unclaimed)
+        raise
+
+
+def _close_unclaimed(opening: asyncio.Future[Opened | None]) -> None:
+    if opening.cancelled() or opening.exception() is not None:
+        return
+    opened = opening.result()
+    if opened is not None:
+        os.close(opened.fd)
 
 
 def _span(header: str | None, size: int) -> tuple[int, int] | None:

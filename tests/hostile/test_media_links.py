@@ -14,12 +14,15 @@ import hashlib
 import os
 import shutil
 import socket
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
 import pytest
 import pytest_asyncio
 from typer.testing import CliRunner
@@ -28,7 +31,7 @@ from adapters.cli.main import app
 from adapters.http import pages
 from bot.config import load_settings
 from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.kept_media import TRIED, ChangedWhileRead, MediaStore
+from retrieval.kept_media import TRIED, ChangedWhileRead, MediaStore, Opened
 from retrieval.models import Original
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
@@ -319,3 +322,28 @@ async def test_a_kept_file_that_shrinks_mid_stream_ends_the_connection(world: Wo
             # the player waited for the rest for ever.
             length, got = await asyncio.wait_for(body_of(reader), 10)
             assert length == BIG and got < BIG
+
+
+async def test_a_request_dropped_while_its_file_opens_leaves_no_descriptor(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+    real = MediaStore.open
+
+    def slow_open(self: MediaStore, *args: Any) -> Opened | None:  # a slow disk
+        gate.wait(10)
+        return real(self, *args)
+
+    monkeypatch.setattr(MediaStore, "open", slow_open)
+    with kept_call_of(world, 1024) as kept:
+        link = world.served.signer.page(world.kb, "call") + "/media"
+        with pytest.raises(asyncio.TimeoutError):  # the player gives up while it opens
+            async with world.served.http.get(link, timeout=aiohttp.ClientTimeout(total=0.5)):
+                pass
+        await asyncio.sleep(0.3)  # the server notices the hang-up and cancels the request
+        gate.set()
+        for _ in range(50):
+            if open_on(kept) == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert open_on(kept) == 0
