@@ -112,6 +112,10 @@ class MediaStore:
 
     def legacy_copies(self, kb: str, source_id: str) -> list[Path]:
         """Copies earlier versions of Quorum kept by source id (``media/<kb>/<id>.<ext>``)."""
+        if _HASH.fullmatch(source_id):
+            # That name is another source's copy now (ids and hashes share the folder):
+            # a source whose id is a content hash never had a legacy copy worth that risk.
+            return []
         folder = self.root / _safe(kb)
         suffixes = (*KEPT, ".mov", ".mkv")
         return [p for s in suffixes if (p := folder / f"{_safe(source_id)}{s}").is_file()]

@@ -179,3 +179,25 @@ def test_a_link_planted_as_the_knowledge_base_folder_is_not_written_through(
     assert "is a link or a file, not a folder of the media store" in caplog.text
     (listed,) = json.loads(quorum("sources", "--kb", kb, "--json")[1])
     assert listed["id"] == "plan" and listed["media_kept"] is False
+
+
+def test_a_source_named_by_another_sources_hash_takes_only_its_own_copy(
+    tmp_path: Path, weaviate_env: Endpoint, kb: str
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "plan.md").write_text("# Plan\n\nThe epsilon review is on Monday.\n")
+    code, out, err = quorum("ingest", str(docs / "plan.md"), "--kb", kb)
+    assert code == 0, err + out
+    media = tmp_path / "data" / "media" / kb
+    (plans,) = media.glob("*.md")
+    # Another file given plan's content hash as its id (a name anyone may choose).
+    (docs / "notes.txt").write_text("The zeta budget is due in April.\n")
+    (docs / "notes.meta.json").write_text(json.dumps({"id": plans.stem}))
+    code, out, err = quorum("ingest", str(docs / "notes.txt"), "--kb", kb)
+    assert code == 0, err + out
+    code, out, err = quorum("remove", plans.stem, "--kb", kb)
+    assert code == 0, err + out
+    assert plans.is_file()  # plan's page still offers its file
+    (listed,) = json.loads(quorum("sources", "--kb", kb, "--json")[1])
+    assert listed["id"] == "plan" and listed["media_kept"] is True
