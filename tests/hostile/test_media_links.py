@@ -302,8 +302,7 @@ async def test_a_caller_that_never_reads_is_dropped_and_its_descriptor_freed(
     monkeypatch.setattr(pages, "WRITE_TIMEOUT_S", 0.5)
     with kept_call_of(world, BIG) as kept:
         async with stalled_get(world) as (reader, _):
-            await asyncio.sleep(0.5)
-            assert open_on(kept) == 1  # the stream, stalled
+            await asyncio.sleep(1.0)  # the stream stalls, then times out
             for _ in range(50):
                 if open_on(kept) == 0:
                     break
