@@ -245,11 +245,7 @@ class Holdings:
     async def _media_copies(self, kb: str, source: Source) -> list[Path]:
         """The media store's copies of a removed ``source`` no live source still uses."""
         live = {i.source.content_hash for i in await self.store.list_sources(kb)}
-        shared = source.content_hash in live
-        copies = (
-            [] if shared else await asyncio.to_thread(self.media.copies, kb, source.content_hash)
-        )
-        return copies + await asyncio.to_thread(self.media.legacy_copies, kb, source.id)
+        return await asyncio.to_thread(self.media.unused, kb, source, live)
 
     async def held(self, kb: str) -> list[Held]:
         """Every source of ``kb`` with its size, what is kept of it, and who added it."""

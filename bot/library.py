@@ -173,21 +173,26 @@ class KbLibrary:
         return await self.store.list_sources(kb)
 
     async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> int:
-        """Remove a source and, when it was uploaded in chat, its kept file (with
+        """Remove a source, its chat upload and its page's copy in the media store (with
         ``Holdings``: every copy of its words, written to the audit trail)."""
         if self.holdings is not None:
             forgotten = await self.holdings.forget(kb, source_id, by or Actor("chat"))
             return forgotten.passages
-        kept = [
-            i.source.path for i in await self.store.list_sources(kb) if i.source.id == source_id
-        ]
+        found = [i.source for i in await self.store.list_sources(kb) if i.source.id == source_id]
         removed = await self.store.delete_source(kb, source_id)
         self.search.forget_sources(kb)
-        await asyncio.to_thread(self._drop_kept, kb, kept)
+        if found and self.media is not None:
+            live = {i.source.content_hash for i in await self.store.list_sources(kb)}
+            copies = await asyncio.to_thread(self.media.unused, kb, found[0], live)
+            await asyncio.to_thread(_unlink, copies)
+        await asyncio.to_thread(self._drop_kept, kb, [s.path for s in found])
         return removed
 
     def _drop_kept(self, kb: str, paths: list[str]) -> None:
         inbox = (self.uploads_dir / kb).resolve()
-        for p in paths:
-            if p and Path(p).resolve().is_relative_to(inbox):
-                Path(p).unlink(missing_ok=True)
+        _unlink([Path(p) for p in paths if p and Path(p).resolve().is_relative_to(inbox)])
+
+
+def _unlink(paths: list[Path]) -> None:
+    for p in paths:
+        p.unlink(missing_ok=True)

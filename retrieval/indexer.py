@@ -19,6 +19,7 @@ recording or document is kept there before the source is written
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -291,9 +292,10 @@ class _Run:
                 out.append(taken)
             elif not self.force and stored and stored.content_hash == doc.source.content_hash:
                 out.append(FileResult(str(path), "skipped", doc.source.id, len(doc.segments)))
-                # Ingested before Quorum kept media: kept now (unless retention would drop it).
+                # Ingested before Quorum kept media: kept now (unless retention would drop
+                # it), once: a copy the size bound dropped is not made again every run.
                 if self.media is not None and self.media.retain_days is None:
-                    await self.hold(doc)
+                    await self.hold(doc, again=False)
             else:
                 out.append(_Ready(path, doc, stored))
         return out
@@ -362,6 +364,7 @@ class _Run:
             results = await self.store.upsert_many(self.kb, items, known=known)
         except QuorumError as exc:
             why = brief(str(exc))
+            await self.drop_unused([r.doc.source.content_hash for r in batch])
             return [FileResult(str(r.path), "failed", r.doc.source.id, reason=why) for r in batch]
         out: list[FileResult] = []
         for r, up in zip(batch, results, strict=True):
@@ -378,24 +381,37 @@ class _Run:
             and res.status == "updated"
             and r.stored.content_hash != r.doc.source.content_hash
         ]
-        if replaced and self.media is not None:
-            await self.drop_unused(replaced)
+        # A file kept above whose source was not written: no page will ever serve its copy.
+        unwritten = [
+            r.doc.source.content_hash
+            for r, res in zip(batch, out, strict=True)
+            if res.status == "failed"
+        ]
+        await self.drop_unused(replaced + unwritten)
         return out
 
-    async def hold(self, doc: Document) -> None:
-        """Keep what ``doc``'s page serves in the media store; a copy that cannot be made
-        costs its page the player (said in the log), never the source."""
+    async def hold(self, doc: Document, again: bool = True) -> None:
+        """Keep what ``doc``'s page serves in the media store (``again=False``: unless it
+        was tried before); a copy that cannot be made costs its page the player (said in
+        the log), never the source."""
         if self.media is None or doc.original is None:
             return
+        keep = functools.partial(self.media.keep, again=again)
         try:
-            await asyncio.to_thread(self.media.keep, self.kb, doc.source.content_hash, doc.original)
+            await asyncio.to_thread(keep, self.kb, doc.source.content_hash, doc.original)
         except Exception as exc:  # unreadable now, changed since it was read, no sound
             log.warning("not kept for its page: %s (%s)", doc.original.path.name, exc)
 
     async def drop_unused(self, hashes: list[str]) -> None:
-        """Delete the kept files of replaced versions no live source still has."""
-        assert self.media is not None
-        live = {i.source.content_hash for i in await self.store.list_sources(self.kb)}
+        """Delete the kept files of ``hashes`` (replaced versions, sources never written)
+        that no live source has."""
+        if self.media is None or not hashes:
+            return
+        try:
+            live = {i.source.content_hash for i in await self.store.list_sources(self.kb)}
+        except QuorumError as exc:  # Weaviate down: unsure what is live, so nothing deleted
+            log.warning("kept copies not checked for their sources: %s", brief(str(exc)))
+            return
         for h in set(hashes) - live:
             for path in await asyncio.to_thread(self.media.copies, self.kb, h):
                 path.unlink(missing_ok=True)

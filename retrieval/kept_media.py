@@ -49,6 +49,7 @@ CONTENT_TYPES = {
 KEPT = (*sorted(PLAYABLE), *sorted(DOCUMENTS))  # every suffix a kept file may have
 _HASH = re.compile(r"[0-9a-f]{64}")
 _BLOCK = 1 << 20
+TRIED = ".tried"  # per knowledge base: the content hashes keep() has tried, one a line
 DAY_S = 86_400.0
 _AAC_RATES = frozenset({8_000, 11_025, 12_000, 16_000, 22_050, 24_000, 32_000, 44_100, 48_000})
 
@@ -111,14 +112,32 @@ class MediaStore:
 
     def legacy_copies(self, kb: str, source_id: str) -> list[Path]:
         """Copies earlier versions of Quorum kept by source id (``media/<kb>/<id>.<ext>``)."""
+        if _HASH.fullmatch(source_id):
+            # That name is another source's copy now (ids and hashes share the folder):
+            # a source whose id is a content hash never had a legacy copy worth that risk.
+            return []
         folder = self.root / _safe(kb)
         suffixes = (*KEPT, ".mov", ".mkv")
         return [p for s in suffixes if (p := folder / f"{_safe(source_id)}{s}").is_file()]
 
-    def keep(self, kb: str, content_hash: str, original: Original) -> Path | None:
+    def unused(self, kb: str, source: Source, live: set[str]) -> list[Path]:
+        """The copies a removed ``source`` leaves unused: its content hash's, unless a live
+        source (of ``live`` content hashes) is the same file, and any legacy copy. Its
+        line in ``.tried`` goes now: nothing of a forgotten file stays, not even its hash."""
+        if source.content_hash in live:
+            return self.legacy_copies(kb, source.id)
+        self._untry(kb, source.content_hash)
+        return self.copies(kb, source.content_hash) + self.legacy_copies(kb, source.id)
+
+    def keep(
+        self, kb: str, content_hash: str, original: Original, *, again: bool = True
+    ) -> Path | None:
         """Copy ``original`` into the store (a rendition when a browser cannot play it),
         checked against the digest ingest read; None when nothing was kept (not a kind a
-        page serves, over the size bound, or the file changed since it was read)."""
+        page serves, over the size bound, or the file changed since it was read). With
+        ``again=False`` a content hash the store tried to keep before is not tried again
+        (dropped for the size bound, too large, or failed): an unchanged file read on every
+        ``quorum ingest`` run would otherwise be copied, and evict another, every run."""
         suffix = original.path.suffix.lower()
         from retrieval.ingest.media import MEDIA_SUFFIXES  # PyAV's readers: only when keeping
 
@@ -126,21 +145,34 @@ class MediaStore:
             return None
         served = RENDITION if suffix in MEDIA_SUFFIXES and suffix not in PLAYABLE else suffix
         target = self.path(kb, content_hash, served)
+        if not self._own_folder(target.parent):
+            return None
         if target.is_file():
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
+        if not again and content_hash in self._tried(kb):
+            return None
+        with (target.parent / TRIED).open("a") as tried:  # one short line: appends never mix
+            tried.write(content_hash + "\n")
+        if self.max_bytes is not None and served == suffix:  # known before a byte is copied
+            if original.path.stat().st_size > self.max_bytes:
+                log.warning(
+                    "%s is larger than QUORUM_MEDIA_MAX_MB: its page shows no media",
+                    original.path.name,
+                )
+                return None
         # Its own name: two ingests (two chat uploads of one file) may keep it at once.
         partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.part")
+        temporary = [partial]  # each deleted however this ends (a rendition half-written too)
         try:
             _copy_checked(original, partial)
             if suffix in MEDIA_SUFFIXES:
                 _probe(partial, original.path.name)
             if served != suffix:  # a container browsers do not play
                 rendition = partial.with_name(partial.name + RENDITION)
-                try:
-                    render_audio(partial, rendition)
-                finally:
-                    partial.unlink(missing_ok=True)
+                temporary.append(rendition)
+                render_audio(partial, rendition)
+                partial.unlink(missing_ok=True)
                 partial = rendition
             if self.max_bytes is not None and partial.stat().st_size > self.max_bytes:
                 log.warning(
@@ -150,15 +182,17 @@ class MediaStore:
                 return None
             partial.replace(target)  # whole or not at all
         finally:
-            partial.unlink(missing_ok=True)
+            for temp in temporary:
+                temp.unlink(missing_ok=True)
         self.prune(keep=target)
         return target
 
     def prune(self, keep: Path | None = None, now: float | None = None) -> list[Path]:
         """Delete kept files older than the retention days, then the oldest while the store
         is over its size; the files deleted (never ``keep``, just kept)."""
-        files = sorted(self._files(), key=lambda x: x[1])  # oldest first
         now = time.time() if now is None else now
+        self._sweep_partials(now)
+        files = sorted(self._files(), key=lambda x: x[1])  # oldest first
         doomed: list[Path] = []
         if self.retain_days is not None:
             doomed += [p for p, at, _ in files if now - at > self.retain_days * DAY_S]
@@ -180,6 +214,60 @@ class MediaStore:
         """Kept files older than ``days``, with their age in days."""
         now = time.time() if now is None else now
         return [(p, (now - at) / DAY_S) for p, at, _ in self._files() if now - at > days * DAY_S]
+
+    def _own_folder(self, folder: Path) -> bool:
+        """False (said in the log) when ``media/<kb>`` is a link or not a folder: what is
+        kept goes into the store itself, never where a link planted there points."""
+        try:
+            st = os.lstat(folder)
+        except FileNotFoundError:
+            return True  # made next, by keep()
+        if stat.S_ISDIR(st.st_mode):
+            return True
+        log.warning(
+            "nothing kept in %s: it is a link or a file, not a folder of the media store; "
+            "remove it and ingest again",
+            folder,
+        )
+        return False
+
+    def _tried(self, kb: str) -> set[str]:
+        """The content hashes the store has tried to keep in ``kb``."""
+        try:
+            return set((self.root / _safe(kb) / TRIED).read_text().split())
+        except FileNotFoundError:
+            return set()
+
+    def _untry(self, kb: str, content_hash: str) -> None:
+        """Strike ``content_hash`` from ``kb``'s hashes tried (the file goes when empty)."""
+        ledger = self.root / _safe(kb) / TRIED
+        tried = self._tried(kb)
+        if content_hash not in tried:
+            return
+        tried.discard(content_hash)
+        if not tried:
+            ledger.unlink(missing_ok=True)
+            return
+        fresh = ledger.with_name(f"{TRIED}.{uuid.uuid4().hex}.part")
+        fresh.write_text("".join(f"{h}\n" for h in sorted(tried)))
+        fresh.replace(ledger)
+
+    def _sweep_partials(self, now: float) -> None:
+        """Delete the partial copies a crash left (``.<name>.<uuid>.part*``), once a day old:
+        a younger one may be a copy another ingest is making now."""
+        if not self.root.is_dir():
+            return
+        for folder in self.root.iterdir():
+            if not folder.is_dir() or folder.is_symlink():
+                continue
+            for p in folder.glob(".*.part*"):
+                with contextlib.suppress(OSError):
+                    st = p.lstat()
+                    if stat.S_ISREG(st.st_mode) and now - st.st_mtime > DAY_S:
+                        p.unlink()
+                        log.warning(
+                            "media store: %s, left by an ingest that stopped, deleted", p.name
+                        )
 
     def _files(self) -> Iterator[tuple[Path, float, int]]:
         if not self.root.is_dir():
@@ -219,7 +307,8 @@ class MediaStore:
             st = os.fstat(fd)
             real = Path(os.path.realpath(path))
             inside = real.is_relative_to(Path(os.path.realpath(self.root)))
-            same = inside and os.stat(real).st_ino == st.st_ino
+            at = os.stat(real)  # the same file: an inode number is only unique per device
+            same = inside and (at.st_dev, at.st_ino) == (st.st_dev, st.st_ino)
             if not (stat.S_ISREG(st.st_mode) and same):
                 log.warning("refused to serve %s: not a plain file in the store", path.name)
                 os.close(fd)

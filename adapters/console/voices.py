@@ -10,6 +10,7 @@ import asyncio
 import io
 import shutil
 import subprocess
+import uuid
 import wave
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -69,20 +70,25 @@ def speak_lines(lines: Sequence[tuple[float, str | None, str]], out: Path) -> No
 
 def _encode(pcm: np.ndarray, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(out.name + ".part")
-    with av.open(str(partial), "w", format="mp4") as container:
-        stream = container.add_stream("aac", rate=RATE, layout="mono")
-        stream.bit_rate = 48_000
-        for at in range(0, len(pcm), 1024):
-            frame = av.AudioFrame.from_ndarray(
-                pcm[at : at + 1024].reshape(1, -1), format="s16", layout="mono"
-            )
-            frame.sample_rate = RATE
-            for packet in stream.encode(frame):
+    # Hidden and its own: the media store neither counts nor serves it, and the sweep of
+    # partial copies takes one a crash left; a failure leaves nothing.
+    partial = out.with_name(f".{out.name}.{uuid.uuid4().hex}.part")
+    try:
+        with av.open(str(partial), "w", format="mp4") as container:
+            stream = container.add_stream("aac", rate=RATE, layout="mono")
+            stream.bit_rate = 48_000
+            for at in range(0, len(pcm), 1024):
+                frame = av.AudioFrame.from_ndarray(
+                    pcm[at : at + 1024].reshape(1, -1), format="s16", layout="mono"
+                )
+                frame.sample_rate = RATE
+                for packet in stream.encode(frame):
+                    container.mux(packet)
+            for packet in stream.encode(None):
                 container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
-    partial.replace(out)
+        partial.replace(out)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 async def give_voices(r: Retrieval, kb: str) -> list[str]:

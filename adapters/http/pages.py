@@ -44,7 +44,12 @@ log = logging.getLogger("quorum.pages")
 
 MAX_UNITS = 5000  # a page reads at most this many stored windows of one source
 BLOCK = 256 * 1024  # bytes read and sent at a time
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+# A player that takes no block for this long is dropped: each stream holds a descriptor,
+# and a caller that never reads must not hold one for ever.
+WRITE_TIMEOUT_S = 60.0
+# ASCII digits only (``\d`` takes any script's), 18 at most: int() of thousands of digits
+# raises (Python's limit), and no file is 10**18 bytes.
+_RANGE = re.compile(r"bytes=([0-9]{0,18})-([0-9]{0,18})", re.ASCII)
 HEADERS = {
     "Content-Security-Policy": views.CSP,
     "X-Content-Type-Options": "nosniff",
@@ -200,7 +205,7 @@ class Pages:
     async def _kept(self, request: web.Request, suffixes: frozenset[str]) -> web.StreamResponse:
         services, grant, _, source = await self._open(request)
         media: MediaStore = services.retrieval.media
-        opened = await asyncio.to_thread(media.open, grant.kb, source, suffixes)
+        opened = await _open_kept(media, grant.kb, source, suffixes)
         if opened is None:
             raise _refused(*REMOVED)
         try:
@@ -209,9 +214,31 @@ class Pages:
             os.close(opened.fd)
 
 
+async def _open_kept(
+    media: MediaStore, kb: str, source: Source, suffixes: frozenset[str]
+) -> Opened | None:
+    """``media.open`` in a thread. The thread runs on when the request is cancelled (the
+    player hung up): the descriptor it opens then is closed when it comes."""
+    opening = asyncio.ensure_future(asyncio.to_thread(media.open, kb, source, suffixes))
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        opening.add_done_callback(_close_unclaimed)
+        raise
+
+
+def _close_unclaimed(opening: asyncio.Future[Opened | None]) -> None:
+    if opening.cancelled() or opening.exception() is not None:
+        return
+    opened = opening.result()
+    if opened is not None:
+        os.close(opened.fd)
+
+
 def _span(header: str | None, size: int) -> tuple[int, int] | None:
     """The one byte range a Range header asks for, inclusive; None for the whole file
-    (no header, or one this server answers whole: several ranges, another unit).
+    (no header, or one this server answers whole: several ranges, another unit, one that
+    does not parse, an end before its start — RFC 9110 14.2: an invalid range is ignored).
     ``HTTPRequestRangeNotSatisfiable`` when it starts past the end."""
     m = _RANGE.fullmatch((header or "").strip())
     if m is None or (not m[1] and not m[2]):
@@ -222,10 +249,11 @@ def _span(header: str | None, size: int) -> tuple[int, int] | None:
             raise _unsatisfiable(size)
         return max(0, size - n), size - 1
     start = int(m[1])
-    end = min(int(m[2]), size - 1) if m[2] else size - 1
-    if start >= size or end < start:
+    if m[2] and int(m[2]) < start:
+        return None
+    if start >= size:
         raise _unsatisfiable(size)
-    return start, end
+    return start, min(int(m[2]), size - 1) if m[2] else size - 1
 
 
 def _unsatisfiable(size: int) -> web.HTTPException:
@@ -258,14 +286,31 @@ async def _send(request: web.Request, opened: Opened) -> web.StreamResponse:
     try:
         while at <= end:
             block = await asyncio.to_thread(os.pread, opened.fd, min(BLOCK, end - at + 1), at)
-            if not block:  # the file shrank: end the response short rather than pad it
-                break
-            await response.write(block)
+            if not block:
+                # The file shrank: the Content-Length sent cannot be met, and a connection
+                # left open would have the player wait for bytes that never come. Closing
+                # it says the body is short.
+                log.warning("a kept file shrank while it was served: the response is cut short")
+                _hang_up(request, abort=False)
+                return response
+            await asyncio.wait_for(response.write(block), WRITE_TIMEOUT_S)
             at += len(block)
         await response.write_eof()
     except ConnectionError:  # the player hung up (it seeks by dropping one range for another)
         pass
+    except TimeoutError:
+        log.info("a player took nothing for %.0f s: its stream is closed", WRITE_TIMEOUT_S)
+        _hang_up(request, abort=True)
     return response
+
+
+def _hang_up(request: web.Request, *, abort: bool) -> None:
+    """End the connection under a response (``abort``: dropping what is still queued)."""
+    transport = request.transport
+    if transport is not None and abort:
+        transport.abort()
+    elif transport is not None:
+        transport.close()
 
 
 async def units_of(archive: KbArchive, source_id: str) -> list[Hit]:

@@ -21,7 +21,7 @@ from adapters.http.server import OpsServer
 from bot.config import load_settings
 from bot.metrics import MeteredCore, Metrics
 from bot.wiring import open_core
-from retrieval.kept_media import render_audio
+from retrieval.kept_media import TRIED, render_audio
 from retrieval.store.weaviate.server import Endpoint
 from tests.media_fixtures import hiss, speak, to_video
 
@@ -131,7 +131,7 @@ def test_the_store_keeps_to_its_size_and_forgets_a_removed_source(
     code, _, err = quorum("ingest", str(folder), "--kb", kb)
     assert code == 0, err
     media = tmp_path / "data" / "media"
-    kept = [p for p in media.rglob("*") if p.is_file()]
+    kept = [p for p in media.rglob("*") if p.is_file() and p.name != TRIED]
     assert 1 <= len(kept) <= 1 and sum(p.stat().st_size for p in kept) <= 1024 * 1024
     listed = {
         s["id"]: s["media_kept"] for s in json.loads(quorum("sources", "--kb", kb, "--json")[1])
@@ -141,7 +141,8 @@ def test_the_store_keeps_to_its_size_and_forgets_a_removed_source(
 
     code, out, err = quorum("remove", held, "--kb", kb)
     assert code == 0, err
-    assert [p for p in media.rglob("*") if p.is_file()] == []
+    assert [p for p in media.rglob("*") if p.is_file() and p.name != TRIED] == []
+    assert kept[0].stem not in (media / kb / TRIED).read_text()  # not even its hash stays
 
 
 def test_kept_media_past_its_days_goes_with_quorum_retention_and_the_page_keeps_its_text(
@@ -152,7 +153,7 @@ def test_kept_media_past_its_days_goes_with_quorum_retention_and_the_page_keeps_
     monkeypatch.setenv("QUORUM_MEDIA_RETAIN_DAYS", "7")
     code, _, err = quorum("ingest", str(tmp_path / "call.vtt"), "--kb", kb)
     assert code == 0, err
-    (kept,) = [p for p in (tmp_path / "data" / "media").rglob("*") if p.is_file()]
+    (kept,) = [p for p in (tmp_path / "data" / "media").rglob("*.wav")]
     code, out, _ = quorum("retention", "--dry-run")
     assert code == 0 and "Would delete" in out and kept.name not in out
     eight_days_ago = kept.stat().st_mtime - 8 * 86_400

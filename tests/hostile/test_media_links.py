@@ -2,27 +2,36 @@
 recording, the PDF, or the recording beside a transcript, a link planted beside a
 transcript before ingest, a link or a ``.gz`` in the media store itself — the link still
 plays the copy Quorum kept (or 404s), never the file the link names (here the link
-secret and the session database, what an attacker wants)."""
+secret and the session database, what an attacker wants). A stream against a caller that
+does not behave: one that never reads is dropped (its descriptor freed), and a kept file
+that shrinks mid-stream ends the connection rather than leave the player waiting."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import shutil
+import socket
+import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
+import aiohttp
 import pytest
 import pytest_asyncio
 from typer.testing import CliRunner
 
 from adapters.cli.main import app
+from adapters.http import pages
 from bot.config import load_settings
 from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.kept_media import ChangedWhileRead, MediaStore
+from retrieval.kept_media import TRIED, ChangedWhileRead, MediaStore, Opened
 from retrieval.models import Original
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
@@ -194,6 +203,22 @@ async def test_range_requests_are_answered_from_the_kept_copy(world: World) -> N
         assert await r.read() == b""
 
 
+async def test_a_range_that_does_not_parse_or_is_invalid_gets_the_whole_file(
+    world: World,
+) -> None:
+    wav = world.originals["call.wav"]
+    for header in (
+        f"bytes={'9' * 5000}-",  # int() refuses so many digits: was a 500 and a traceback
+        f"bytes=0-{'9' * 19}",
+        "bytes=5-3",  # an end before its start (RFC 9110: ignored, not 416)
+        "bytes=\u0661\u0660-\u0661\u0669",  # Arabic-Indic digits: not a range
+    ):
+        status, body = await fetch(world, "call", "/media", Range=header)
+        assert (status, body == wav) == (200, True), header[:40]
+    status, body = await fetch(world, "call", "/media", Range=f"bytes=10-{'9' * 18}")
+    assert status == 206 and body == wav[10:]
+
+
 def test_a_file_swapped_between_reading_and_keeping_is_not_kept(tmp_path: Path) -> None:
     secret = tmp_path / "link-secret"
     secret.write_text("0123456789abcdef0123456789abcdef")
@@ -205,4 +230,119 @@ def test_a_file_swapped_between_reading_and_keeping_is_not_kept(tmp_path: Path) 
     store = MediaStore(tmp_path / "media")
     with pytest.raises(ChangedWhileRead):
         store.keep("kb", "0" * 64, Original(pdf, digest))
-    assert [p for p in (tmp_path / "media").rglob("*") if p.is_file()] == []
+    assert [p for p in (tmp_path / "media").rglob("*") if p.is_file() and p.name != TRIED] == []
+
+
+BIG = 32 * 1024 * 1024  # far more than the kernel's socket buffers hold
+
+
+@contextlib.contextmanager
+def kept_call_of(world: World, size: int) -> Iterator[Path]:
+    """The kept copy of "call" made ``size`` bytes long for the test, then put back."""
+    media = world.served.services.retrieval.media
+    hashes = {p.stem for p in media.root.joinpath(world.kb).glob("*.wav")}
+    assert len(hashes) == 2  # call and vendor
+    kept = next(
+        p
+        for h in hashes
+        for p in media.copies(world.kb, h)
+        if p.read_bytes() == world.originals["call.wav"]
+    )
+    held = kept.read_bytes()
+    kept.write_bytes(os.urandom(size))
+    try:
+        yield kept
+    finally:
+        kept.write_bytes(held)
+
+
+@contextlib.asynccontextmanager
+async def stalled_get(
+    world: World,
+) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """A GET of "call"'s media from a client with a tiny receive buffer that reads nothing
+    until told."""
+    url = urlsplit(world.served.signer.page(world.kb, "call") + "/media")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, (url.hostname, url.port))
+    reader, writer = await asyncio.open_connection(sock=sock, limit=4096)
+    writer.write(f"GET {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\n\r\n".encode())
+    await writer.drain()
+    try:
+        yield reader, writer
+    finally:
+        writer.close()
+
+
+async def body_of(reader: asyncio.StreamReader) -> tuple[int, int]:
+    """(Content-Length, bytes of body read until the server closed the connection)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    got = 0
+    while chunk := await reader.read(1 << 16):
+        got += len(chunk)
+    return length, got
+
+
+def open_on(path: Path) -> int:
+    """How many of this process's descriptors are open on ``path``."""
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if os.path.realpath(fd) == str(path))
+
+
+async def test_a_caller_that_never_reads_is_dropped_and_its_descriptor_freed(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pages, "WRITE_TIMEOUT_S", 0.5)
+    with kept_call_of(world, BIG) as kept:
+        async with stalled_get(world) as (reader, _):
+            await asyncio.sleep(1.0)  # the stream stalls, then times out
+            for _ in range(50):
+                if open_on(kept) == 0:
+                    break
+                await asyncio.sleep(0.1)
+            assert open_on(kept) == 0
+            length, got = await asyncio.wait_for(body_of(reader), 10)
+            assert length == BIG and got < BIG  # cut off, not completed
+
+
+async def test_a_kept_file_that_shrinks_mid_stream_ends_the_connection(world: World) -> None:
+    with kept_call_of(world, BIG) as kept:
+        async with stalled_get(world) as (reader, _):
+            await asyncio.sleep(0.3)
+            os.truncate(kept, 1024 * 1024)
+            # Before: the body stopped short of Content-Length on an open connection, and
+            # the player waited for the rest for ever.
+            length, got = await asyncio.wait_for(body_of(reader), 10)
+            assert length == BIG and got < BIG
+
+
+async def test_a_request_dropped_while_its_file_opens_leaves_no_descriptor(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+    real = MediaStore.open
+
+    def slow_open(self: MediaStore, *args: Any) -> Opened | None:  # a slow disk
+        gate.wait(10)
+        return real(self, *args)
+
+    monkeypatch.setattr(MediaStore, "open", slow_open)
+    with kept_call_of(world, 1024) as kept:
+        link = world.served.signer.page(world.kb, "call") + "/media"
+        with pytest.raises(asyncio.TimeoutError):  # the player gives up while it opens
+            async with world.served.http.get(link, timeout=aiohttp.ClientTimeout(total=0.5)):
+                pass
+        await asyncio.sleep(0.3)  # the server notices the hang-up and cancels the request
+        gate.set()
+        for _ in range(50):
+            if open_on(kept) == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert open_on(kept) == 0
