@@ -78,6 +78,9 @@ async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Run
     for name in platforms:
         server.readiness.set(name, "not connected")
     async with open_core(settings) as services:
+        from adapters.chat.announce import announcer  # the platforms' posters, by name
+
+        services.writer.add_announcer(announcer(settings, services.retrieval.search))
         metrics = Metrics(services.llm)
         core = MeteredCore(services.engine, metrics)
         server.attach(services, core, metrics)

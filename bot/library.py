@@ -16,10 +16,11 @@ from pathlib import Path
 
 from bot.holdings import Holdings
 from bot.models import Actor, Added, Heard
+from bot.write import Writer
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
 from retrieval.errors import InvalidInput
-from retrieval.indexer import FileResult, ingest
+from retrieval.indexer import FileResult
 from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
 from retrieval.models import SourceInfo
 from retrieval.search import SearchService
@@ -64,10 +65,21 @@ class KbLibrary:
         transcriber: Transcriber | None = None,
         summarize: Summarizer | None = None,
         holdings: Holdings | None = None,
+        writer: Writer | None = None,
     ) -> None:
         self.store, self.embedder, self.search = store, embedder, search
         self.uploads_dir, self.chunking, self.transcriber = uploads_dir, chunking, transcriber
         self.summarize, self.holdings = summarize, holdings
+        # Every add and removal goes through the one write path (``bot.write``).
+        self.writer = writer or Writer(
+            store=store,
+            embedder=embedder,
+            search=search,
+            chunking=chunking,
+            transcriber=transcriber,
+            holdings=holdings,
+            uploads_dir=uploads_dir,
+        )
 
     @classmethod
     def of(
@@ -75,6 +87,7 @@ class KbLibrary:
         retrieval: Retrieval,
         summarize: Summarizer | None = None,
         holdings: Holdings | None = None,
+        writer: Writer | None = None,
     ) -> KbLibrary:
         """The library over a running retrieval layer; the reply to an upload quotes the
         summary ingest stored for it unless another ``summarize`` is given."""
@@ -95,6 +108,7 @@ class KbLibrary:
             transcriber=retrieval.transcriber,
             summarize=summarize or stored,
             holdings=holdings,
+            writer=writer,
         )
 
     def inbox(self, kb: str) -> Path:
@@ -107,17 +121,8 @@ class KbLibrary:
         self, kb: str, path: Path, heard: Heard | None = None, by: Actor | None = None
     ) -> Added:
         """Ingest ``path`` into ``kb``; a file that cannot be read comes back "failed"."""
-        report = await ingest(
-            self.store,
-            self.embedder,
-            kb,
-            [path],
-            chunking=self.chunking,
-            progress=_Heard(heard),
-            transcriber=self.transcriber,
-        )
-        self.search.forget_sources(kb)
-        result = report.results[0]
+        written = await self.writer.add(kb, [path], by or Actor("chat"), progress=_Heard(heard))
+        result = written.report.results[0]
         if result.status == "failed" and result.holder and result.source_id:
             return Added(
                 "failed", path.name, reason=self._clash(kb, result.source_id, result.holder)
@@ -128,10 +133,6 @@ class KbLibrary:
             (i for i in await self.store.list_sources(kb) if i.source.id == result.source_id),
             None,
         )
-        if self.holdings is not None and result.status in ("added", "updated"):
-            title = info.source.title if info else path.stem
-            update = result.status == "updated"
-            await self.holdings.note(kb, result.source_id, title, by or Actor("chat"), update)
         summary = None
         if self.summarize is not None:
             try:
@@ -169,19 +170,5 @@ class KbLibrary:
     async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> int:
         """Remove a source and, when it was uploaded in chat, its kept file (with
         ``Holdings``: every copy of its words, written to the audit trail)."""
-        if self.holdings is not None:
-            forgotten = await self.holdings.forget(kb, source_id, by or Actor("chat"))
-            return forgotten.passages
-        kept = [
-            i.source.path for i in await self.store.list_sources(kb) if i.source.id == source_id
-        ]
-        removed = await self.store.delete_source(kb, source_id)
-        self.search.forget_sources(kb)
-        await asyncio.to_thread(self._drop_kept, kb, kept)
-        return removed
-
-    def _drop_kept(self, kb: str, paths: list[str]) -> None:
-        inbox = (self.uploads_dir / kb).resolve()
-        for p in paths:
-            if p and Path(p).resolve().is_relative_to(inbox):
-                Path(p).unlink(missing_ok=True)
+        forgotten = await self.writer.remove(kb, source_id, by or Actor("chat"))
+        return forgotten.passages

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from bot.holdings import Holdings
     from bot.llm import Model
     from bot.retention import Retain
+    from bot.summaries import ClaudeSummarizer
+    from bot.write import Writer
 
 __all__ = [
     "CoreServices",
@@ -31,10 +33,12 @@ __all__ = [
     "holdings_of",
     "open_core",
     "open_holdings",
+    "open_writer",
     "open_retrieval",
     "retain",
     "open_session_store",
     "retrieval_config",
+    "writer_of",
 ]
 
 
@@ -114,6 +118,37 @@ async def open_holdings(settings: Settings, *, one_shot: bool = False) -> AsyncI
         yield holdings_of(settings, retrieval, sessions)
 
 
+def writer_of(
+    settings: Settings,
+    retrieval: Retrieval,
+    holdings: Holdings | None,
+    summarizer: ClaudeSummarizer | None = None,
+) -> Writer:
+    """The one write path (``bot.write``) over running retrieval: the model's summaries
+    when ``summarizer`` is given, QUORUM_KEEP_MEDIA's copies, the audit trail."""
+    from bot.write import Writer
+
+    media = settings.media_dir if settings.keep_media else None
+    return Writer.of(retrieval, holdings=holdings, summarizer=summarizer, media_dir=media)
+
+
+@contextlib.asynccontextmanager
+async def open_writer(
+    settings: Settings, *, one_shot: bool = False, warm: bool = True
+) -> AsyncIterator[Writer]:
+    """Retrieval, the session store and the model's summarizer (when a model is
+    configured), for a command that adds or removes sources (``warm``: the embedder
+    loaded at once, for adding)."""
+    from bot.summaries import claude_summarizer  # the model's SDK only when writing
+
+    async with (
+        open_retrieval(settings, warm=warm, one_shot=one_shot) as retrieval,
+        open_session_store(settings) as sessions,
+        claude_summarizer(settings) as summarizer,
+    ):
+        yield writer_of(settings, retrieval, holdings_of(settings, retrieval, sessions), summarizer)
+
+
 def retain(settings: Settings) -> Retain:
     """The retention settings, as plain values."""
     from bot.retention import Retain
@@ -135,6 +170,7 @@ class CoreServices:
     llm: Model | None
     engine: Engine
     holdings: Holdings
+    writer: Writer
 
 
 @contextlib.asynccontextmanager
@@ -155,6 +191,7 @@ async def open_core(
     from bot.library import KbLibrary
     from bot.llm import from_settings as model_from_settings
     from bot.router import ResearchRouter
+    from bot.summaries import ClaudeSummarizer
 
     async with contextlib.AsyncExitStack() as stack:
         if retrieval is None:
@@ -166,6 +203,8 @@ async def open_core(
             stack.push_async_callback(llm.aclose)
         vectors = SentenceVectors(retrieval.embedder)  # shared: quick answers warm it
         holdings = holdings_of(settings, retrieval, sessions)
+        summarizer = ClaudeSummarizer(llm, settings.llm_timeout_s) if llm is not None else None
+        writer = writer_of(settings, retrieval, holdings, summarizer)
         engine = Engine.from_settings(
             settings,
             archives=retrieval.search.archive,
@@ -173,6 +212,6 @@ async def open_core(
             llm=llm,
             research=research or ResearchRouter.from_settings(settings, llm, vectors),
             embedder=vectors,
-            library=KbLibrary.of(retrieval, holdings=holdings),
+            library=KbLibrary.of(retrieval, holdings=holdings, writer=writer),
         )
-        yield CoreServices(settings, retrieval, sessions, llm, engine, holdings)
+        yield CoreServices(settings, retrieval, sessions, llm, engine, holdings, writer)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -95,6 +96,19 @@ class MediaProgress(Protocol):
         """``done_s`` of ``total_s`` audio seconds of ``path`` are transcribed."""
 
 
+@runtime_checkable
+class Stoppable(Protocol):
+    """A ``Progress`` that can stop a transcription under way (a job cancelled): while
+    ``stop`` is set the next progress report raises ``Stopped`` in the decoder's thread,
+    before anything is kept."""
+
+    stop: threading.Event
+
+
+class Stopped(Exception):
+    """A transcription stopped because its ``Stoppable`` progress asked it to."""
+
+
 class _Silent:
     def started(self, files: int) -> None:
         pass
@@ -130,15 +144,18 @@ async def ingest(
     force: bool = False,
     transcriber: Transcriber | None = None,
     summarizer: Summarizer | None = None,
+    roots: Mapping[Path, Path] | None = None,
 ) -> IngestReport:
     """Ingest files and folders into ``kb``; unchanged files are skipped unless ``force``.
-    Audio and video are transcribed with ``transcriber`` (without one they fail)."""
+    Audio and video are transcribed with ``transcriber`` (without one they fail).
+    ``roots``: for a file given alone, the folder its manifest lookups stop at (a job's
+    file, queued from a folder), else its own folder."""
     check_kb(kb)
     run = _Run(store, embedder, kb, chunking, force, transcriber, summarizer, progress)
     # What a crashed ingest left behind (never visible to search) is removed first.
     if removed := await store.clean_orphans(kb):
         log.info("removed %d orphan segments from %s", removed, kb)
-    files, missing = await asyncio.to_thread(_discover, paths)
+    files, missing = await asyncio.to_thread(_discover, paths, roots or {})
     for p in missing:
         run.record(FileResult(str(p), "failed", reason="no such file or folder"))
     run.progress.started(len(files) + len(missing))
@@ -230,6 +247,8 @@ class _Run:
             )
         except IngestError as exc:
             return FileResult(str(path), "failed", reason=brief(exc.reason))
+        except Stopped:
+            raise
         except ConfigError:  # a bad setting (the Whisper model) fails the run, not each file
             raise
         except Exception as exc:  # a reader's bug or a hostile file costs that file, not the run
@@ -335,7 +354,9 @@ def _groups(files: Sequence[tuple[Path, Path]]) -> list[list[tuple[Path, Path]]]
     return groups
 
 
-def _discover(paths: Sequence[Path]) -> tuple[list[tuple[Path, Path]], list[Path]]:
+def _discover(
+    paths: Sequence[Path], roots: Mapping[Path, Path]
+) -> tuple[list[tuple[Path, Path]], list[Path]]:
     """Files to read, each with the folder its manifest lookups stop at; missing paths."""
     files: list[tuple[Path, Path]] = []
     missing: list[Path] = []
@@ -343,7 +364,7 @@ def _discover(paths: Sequence[Path]) -> tuple[list[tuple[Path, Path]], list[Path
         if not root.exists():
             missing.append(root)
             continue
-        base = root if root.is_dir() else root.parent
+        base = root if root.is_dir() else roots.get(root, root.parent)
         files.extend((f, base) for f in discover([root]))
     return files, missing
 
@@ -365,8 +386,11 @@ def _listener(progress: Progress, path: str) -> OnProgress | None:
         return None
     loop = asyncio.get_running_loop()
     listener = progress
+    stop = progress.stop if isinstance(progress, Stoppable) else None
 
     def heard(done_s: float, total_s: float) -> None:
+        if stop is not None and stop.is_set():
+            raise Stopped(path)
         loop.call_soon_threadsafe(listener.transcribing, path, done_s, total_s)
 
     return heard

@@ -17,9 +17,9 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser
 
-from adapters.cli.commands import _keep_media
 from bot.config import load_settings
 from bot.models import Answer, Question, ThreadKey
+from bot.write import _keep_media
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.store.weaviate import WeaviateStore
@@ -265,7 +265,7 @@ async def test_a_moved_recording_is_said_on_its_page_and_a_kept_copy_still_plays
 
     # QUORUM_KEEP_MEDIA: `quorum ingest` keeps a copy, which plays after the file moves.
     moved.rename(wav)
-    _keep_media(served.services.settings.model_copy(update={"keep_media": True}), kb, report)
+    _keep_media(served.services.settings.media_dir, kb, report)
     wav.unlink()
     browser_page = await opened(world.browser, page + "#t=0")
     assert (await media_state(browser_page))["t"] < 1.0

@@ -8,7 +8,6 @@ sentence and a non-zero exit.
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import json
 import sys
@@ -44,9 +43,8 @@ from bot.answer.understand import choice_note
 from bot.config import Settings
 from bot.holdings import Forgotten, Held
 from bot.models import Actor
-from bot.wiring import holdings_of, open_holdings, open_retrieval, open_session_store
+from bot.wiring import open_holdings, open_retrieval, open_writer
 from retrieval.errors import InvalidInput
-from retrieval.kept_media import keep, kept_path
 from retrieval.links import locator
 from retrieval.models import Hit
 from retrieval.search import MAX_K
@@ -78,16 +76,6 @@ def cli_actor() -> Actor:
         return Actor("cli")
 
 
-def _keep_media(settings: Settings, kb: str, report: IngestReport) -> None:
-    """QUORUM_KEEP_MEDIA: copy each ingested recording beside Quorum's data for its page."""
-    for result in report.results:
-        if result.source_id and result.status != "failed":
-            path = Path(result.path)
-            kept = kept_path(settings.media_dir, kb, result.source_id, path.suffix)
-            if result.status != "skipped" or not kept.exists():  # new, changed, or never kept
-                keep(settings.media_dir, kb, result.source_id, path)
-
-
 @app.command("ingest")
 def ingest_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders to ingest.")],
@@ -100,41 +88,22 @@ def ingest_cmd(
     async def go(settings: Settings) -> IngestReport:
         # Here, not at the top: the readers (PDF, media) and the announcements cost a
         # one-shot `quorum search` over a second on two cores.
-        from adapters.chat.announce import announce, targets
+        from adapters.chat.announce import announcer, targets
         from adapters.cli.ingest_progress import IngestProgress
-        from bot.summaries import claude_summarizer  # Claude's SDK only when ingesting
-        from retrieval.indexer import ingest
 
         name = kb_name(settings, kb)
         targets(settings.post_summaries)  # a malformed target fails before any work
-        async with (
-            open_retrieval(settings, warm=True, one_shot=True) as r,
-            open_session_store(settings) as sessions,
-            claude_summarizer(settings) as summ,
-        ):
+        async with open_writer(settings, one_shot=True) as writer:
+            writer.add_announcer(announcer(settings, writer.search))
             t0 = time.perf_counter()
             with IngestProgress(err) as progress:
-                report = await ingest(
-                    r.store,
-                    r.embedder,
-                    name,
-                    paths,
-                    chunking=r.chunking,
-                    progress=progress,
-                    force=force,
-                    transcriber=r.transcriber,
-                    summarizer=summ,
-                )
-            r.search.forget_sources(name)
-            if settings.keep_media:
-                await asyncio.to_thread(_keep_media, settings, name, report)
-            await holdings_of(settings, r, sessions).note_ingest(name, report.results, cli_actor())
+                written = await writer.add(name, paths, cli_actor(), progress=progress, force=force)
+            report = written.report
             elapsed = time.perf_counter() - t0
-            posted = await announce(settings, r.search.archive(name), report.results)
         out.print(_report_table(report, elapsed))
         for f in report.failed:
             err.print(failure_line(f.path, f.reason), highlight=False)
-        for line in posted:
+        for line in written.notices:
             err.print(f"[yellow]{escape(line)}[/]", highlight=False)
         return report
 
@@ -259,8 +228,8 @@ def remove_cmd(
     kept transcript and uploaded file, and its words in stored answers."""
 
     async def go(settings: Settings) -> Forgotten:
-        async with open_holdings(settings, one_shot=True) as holdings:
-            return await holdings.forget(kb_name(settings, kb), source_id, cli_actor())
+        async with open_writer(settings, one_shot=True, warm=False) as writer:
+            return await writer.remove(kb_name(settings, kb), source_id, cli_actor())
 
     gone = run(go)
     if gone.passages == 0:
