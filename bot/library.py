@@ -12,10 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 from bot.holdings import Holdings
-from bot.models import Actor, Added, Heard
+from bot.jobs import Job, JobQueue
+from bot.jobs.queue import file_result
+from bot.models import Actor, Added, Heard, Waiting
 from bot.write import Writer
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
@@ -66,10 +69,11 @@ class KbLibrary:
         summarize: Summarizer | None = None,
         holdings: Holdings | None = None,
         writer: Writer | None = None,
+        jobs: JobQueue | None = None,
     ) -> None:
         self.store, self.embedder, self.search = store, embedder, search
         self.uploads_dir, self.chunking, self.transcriber = uploads_dir, chunking, transcriber
-        self.summarize, self.holdings = summarize, holdings
+        self.summarize, self.holdings, self.jobs = summarize, holdings, jobs
         # Every add and removal goes through the one write path (``bot.write``).
         self.writer = writer or Writer(
             store=store,
@@ -88,6 +92,7 @@ class KbLibrary:
         summarize: Summarizer | None = None,
         holdings: Holdings | None = None,
         writer: Writer | None = None,
+        jobs: JobQueue | None = None,
     ) -> KbLibrary:
         """The library over a running retrieval layer; the reply to an upload quotes the
         summary ingest stored for it unless another ``summarize`` is given."""
@@ -109,6 +114,7 @@ class KbLibrary:
             summarize=summarize or stored,
             holdings=holdings,
             writer=writer,
+            jobs=jobs,
         )
 
     def inbox(self, kb: str) -> Path:
@@ -118,11 +124,51 @@ class KbLibrary:
         return folder
 
     async def add(
-        self, kb: str, path: Path, heard: Heard | None = None, by: Actor | None = None
+        self,
+        kb: str,
+        path: Path,
+        heard: Heard | None = None,
+        by: Actor | None = None,
+        waiting: Waiting | None = None,
     ) -> Added:
-        """Ingest ``path`` into ``kb``; a file that cannot be read comes back "failed"."""
-        written = await self.writer.add(kb, [path], by or Actor("chat"), progress=_Heard(heard))
-        result = written.report.results[0]
+        """Ingest ``path`` into ``kb``; a file that cannot be read comes back "failed".
+        With jobs, the file is a job a worker runs (``waiting`` hears how many are ahead)."""
+        who = by or Actor("chat")
+        if self.jobs is None:
+            written = await self.writer.add(kb, [path], who, progress=_Heard(heard))
+            return await self._added(kb, path, written.report.results[0])
+        queued, _ = await self.jobs.add(kb, [path], who)
+        if not queued:
+            return Added("failed", path.name, reason="the file is gone")
+        told: list[int] = []
+
+        async def watch(jobs: list[Job]) -> None:
+            job = jobs[0]
+            if job.state == "queued" and waiting is not None:
+                ahead = await self.jobs.ahead(job) if self.jobs else 0
+                if told != [ahead]:
+                    told[:] = [ahead]
+                    waiting(ahead)
+            elif job.state == "running" and job.total_s and heard is not None:
+                heard(job.progress * job.total_s, job.total_s)
+
+        ended = await self.jobs.settle(queued, _Heard(heard), watch)
+        result = file_result(ended[0])
+        if result.status == "failed" and result.source_id:  # its id held by another file?
+            holder = next(
+                (
+                    i.source.path
+                    for i in await self.store.list_sources(kb)
+                    if i.source.id == result.source_id and i.source.path != str(path)
+                ),
+                None,
+            )
+            if holder:
+                result = replace(result, holder=holder)
+        return await self._added(kb, path, result)
+
+    async def _added(self, kb: str, path: Path, result: FileResult) -> Added:
+        """What the thread is told of one file's result."""
         if result.status == "failed" and result.holder and result.source_id:
             return Added(
                 "failed", path.name, reason=self._clash(kb, result.source_id, result.holder)

@@ -33,7 +33,18 @@ from prometheus_client.registry import Collector
 
 from bot.engine import BROKEN, SEARCH_DOWN
 from bot.llm import Model
-from bot.models import Actor, Added, Answer, Core, EventSink, Heard, Library, Question, ThreadKey
+from bot.models import (
+    Actor,
+    Added,
+    Answer,
+    Core,
+    EventSink,
+    Heard,
+    Library,
+    Question,
+    ThreadKey,
+    Waiting,
+)
 from retrieval.models import SourceInfo
 
 ACTIVE_WINDOW_S = 15 * 60.0  # a session is active while it had a question this recently
@@ -213,10 +224,15 @@ class MeteredLibrary:
         return self.inner.inbox(kb)
 
     async def add(
-        self, kb: str, path: Path, heard: Heard | None = None, by: Actor | None = None
+        self,
+        kb: str,
+        path: Path,
+        heard: Heard | None = None,
+        by: Actor | None = None,
+        waiting: Waiting | None = None,
     ) -> Added:
         """The inner library's add, counted."""
-        added = await self.inner.add(kb, path, heard, by)
+        added = await self.inner.add(kb, path, heard, by, waiting)
         self.metrics.ingest_files.labels(added.status).inc()
         self.metrics.ingest_segments.inc(added.segments)
         return added

@@ -21,6 +21,7 @@ from retrieval.service import Retrieval, RetrievalConfig
 if TYPE_CHECKING:
     from bot.engine import Engine, ResearchHook
     from bot.holdings import Holdings
+    from bot.jobs import JobQueue, Limits
     from bot.llm import Model
     from bot.retention import Retain
     from bot.summaries import ClaudeSummarizer
@@ -33,6 +34,9 @@ __all__ = [
     "holdings_of",
     "open_core",
     "open_holdings",
+    "open_job_queue",
+    "open_jobs",
+    "job_limits",
     "open_writer",
     "open_retrieval",
     "retain",
@@ -149,6 +153,56 @@ async def open_writer(
         yield writer_of(settings, retrieval, holdings_of(settings, retrieval, sessions), summarizer)
 
 
+def job_limits(settings: Settings) -> Limits:
+    """How jobs are kept alive and retried, from settings."""
+    from bot.jobs import Limits
+
+    return Limits(settings.job_timeout_s, settings.job_attempts)
+
+
+@contextlib.asynccontextmanager
+async def open_job_queue(
+    settings: Settings, sessions: Sessions, writer: Writer | None, *, inline: bool = True
+) -> AsyncIterator[JobQueue]:
+    """The job queue in the session database (on PostgreSQL, with PgQueuer delivering to
+    workers on any machine). With ``writer`` and ``inline`` a door runs its own jobs when
+    no worker is alive."""
+    from bot.jobs import JobQueue, JobTable
+    from bot.sessions.sql import SqlSessions
+
+    if not isinstance(sessions, SqlSessions):
+        raise TypeError("jobs live in the SQL session store")
+    table = JobTable(sessions.driver)
+    limits = job_limits(settings)
+    url = settings.database_url.get_secret_value() if settings.database_url else None
+    if url is None:
+        yield JobQueue(table, writer=writer, limits=limits, inline=inline)
+        return
+    from bot.jobs.pgqueue import delivery
+
+    async with delivery(url) as pg:
+        yield JobQueue(table, pg, writer=writer, limits=limits, inline=inline)
+
+
+@contextlib.asynccontextmanager
+async def open_jobs(
+    settings: Settings, *, one_shot: bool = False, warm: bool = True
+) -> AsyncIterator[tuple[Writer, JobQueue, Sessions]]:
+    """The write path and the job queue, for a command that adds or removes sources,
+    or runs jobs (``quorum worker``)."""
+    from bot.summaries import claude_summarizer
+
+    async with (
+        open_retrieval(settings, warm=warm, one_shot=one_shot) as retrieval,
+        open_session_store(settings) as sessions,
+        claude_summarizer(settings) as summarizer,
+    ):
+        holdings = holdings_of(settings, retrieval, sessions)
+        writer = writer_of(settings, retrieval, holdings, summarizer)
+        async with open_job_queue(settings, sessions, writer) as queue:
+            yield writer, queue, sessions
+
+
 def retain(settings: Settings) -> Retain:
     """The retention settings, as plain values."""
     from bot.retention import Retain
@@ -171,6 +225,7 @@ class CoreServices:
     engine: Engine
     holdings: Holdings
     writer: Writer
+    jobs: JobQueue
 
 
 @contextlib.asynccontextmanager
@@ -180,10 +235,13 @@ async def open_core(
     retrieval: Retrieval | None = None,
     research: ResearchHook | None = None,
     one_shot: bool = False,
+    inline_jobs: bool = True,
 ) -> AsyncIterator[CoreServices]:
     """Retrieval (or the one given, left open), the session store, Claude (None without an
-    API key: answers are then extractive), the research router (quick or deep per question)
-    and the engine, closed in reverse on exit."""
+    API key: answers are then extractive), the research router (quick or deep per question),
+    the job queue and the engine, closed in reverse on exit. ``inline_jobs``: an upload no
+    live worker would take runs in this process (off in ``quorum serve``, whose workers
+    are processes of their own)."""
     # Imported here: Claude's SDK and the engine cost seconds that `quorum search` and
     # `quorum ingest`, which open retrieval alone, should not pay.
     from bot.cite.vectors import SentenceVectors
@@ -205,6 +263,8 @@ async def open_core(
         holdings = holdings_of(settings, retrieval, sessions)
         summarizer = ClaudeSummarizer(llm, settings.llm_timeout_s) if llm is not None else None
         writer = writer_of(settings, retrieval, holdings, summarizer)
+        queue = open_job_queue(settings, sessions, writer, inline=inline_jobs)
+        jobs = await stack.enter_async_context(queue)
         engine = Engine.from_settings(
             settings,
             archives=retrieval.search.archive,
@@ -212,6 +272,6 @@ async def open_core(
             llm=llm,
             research=research or ResearchRouter.from_settings(settings, llm, vectors),
             embedder=vectors,
-            library=KbLibrary.of(retrieval, holdings=holdings, writer=writer),
+            library=KbLibrary.of(retrieval, holdings=holdings, writer=writer, jobs=jobs),
         )
-        yield CoreServices(settings, retrieval, sessions, llm, engine, holdings, writer)
+        yield CoreServices(settings, retrieval, sessions, llm, engine, holdings, writer, jobs)

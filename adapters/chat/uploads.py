@@ -210,11 +210,18 @@ class Uploads:
         library = self.library
         pending: set[asyncio.Task[None]] = set()
 
-        def heard(done_s: float, total_s: float) -> None:
-            text = f"Transcribing {name}: {clock(done_s)} of {clock(total_s)}…"
+        def say(text: str) -> None:
             task = asyncio.ensure_future(reply.on_event(ProgressEvent(text)))
             pending.add(task)
             task.add_done_callback(pending.discard)
+
+        def heard(done_s: float, total_s: float) -> None:
+            share = f"{100 * done_s / total_s:.0f} %, " if total_s else ""
+            say(f"Transcribing {name}: {share}{clock(done_s)} of {clock(total_s)}…")
+
+        def waiting(ahead: int) -> None:
+            behind = f" behind {ahead} other file{'s' if ahead != 1 else ''}" if ahead else ""
+            say(f"Queued{behind}: {name}…")
 
         path: Path | None = None
         previous: Path | None = None
@@ -227,7 +234,7 @@ class Uploads:
                 return None
             path, previous = downloaded
             await reply.on_event(ProgressEvent(f"Reading {name}…"))
-            added = await library.add(kb, path, heard, by)
+            added = await library.add(kb, path, heard, by, waiting)
             kept = added.status != "failed"
             await asyncio.gather(*pending, return_exceptions=True)
         except QuorumError as exc:

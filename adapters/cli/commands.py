@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from adapters.cli.app import (
@@ -43,7 +42,7 @@ from bot.answer.understand import choice_note
 from bot.config import Settings
 from bot.holdings import Forgotten, Held
 from bot.models import Actor
-from bot.wiring import open_holdings, open_retrieval, open_writer
+from bot.wiring import open_holdings, open_jobs, open_retrieval, open_writer
 from retrieval.errors import InvalidInput
 from retrieval.links import locator
 from retrieval.models import Hit
@@ -81,34 +80,50 @@ def ingest_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders to ingest.")],
     kb: KbOpt = None,
     force: Annotated[bool, typer.Option(help="Re-ingest files even when unchanged.")] = False,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Queue the files and print the job ids at once.")
+    ] = False,
 ) -> None:
     """Ingest recordings (audio and video are transcribed), transcripts, PDFs, Markdown and
-    course files."""
+    course files: a job per file, run by a worker (`quorum serve`, `quorum worker`), or
+    here while none is running."""
 
-    async def go(settings: Settings) -> IngestReport:
+    async def go(settings: Settings) -> IngestReport | None:
         # Here, not at the top: the readers (PDF, media) and the announcements cost a
         # one-shot `quorum search` over a second on two cores.
         from adapters.chat.announce import announcer, targets
         from adapters.cli.ingest_progress import IngestProgress
+        from bot.jobs.queue import file_result
+        from retrieval.indexer import FileResult, IngestReport
 
         name = kb_name(settings, kb)
         targets(settings.post_summaries)  # a malformed target fails before any work
-        async with open_writer(settings, one_shot=True) as writer:
+        async with open_jobs(settings, one_shot=True, warm=not no_wait) as (writer, queue, _):
             writer.add_announcer(announcer(settings, writer.search))
+            jobs, missing = await queue.add(name, paths, cli_actor(), force=force)
+            if no_wait:
+                for job in jobs:
+                    out.print(f"{job.id}\t{plain(job.name)}", highlight=False)
+                if jobs and not await queue.workers_alive(30):
+                    err.print("No worker is running: `quorum serve` or `quorum worker` runs them.")
+                for path in missing:
+                    err.print(failure_line(str(path), "no such file or folder"), highlight=False)
+                return None
             t0 = time.perf_counter()
             with IngestProgress(err) as progress:
-                written = await writer.add(name, paths, cli_actor(), progress=progress, force=force)
-            report = written.report
+                ended = await queue.settle(jobs, progress)
             elapsed = time.perf_counter() - t0
+        report = IngestReport([file_result(j) for j in ended])
+        report.results += [
+            FileResult(str(p), "failed", reason="no such file or folder") for p in missing
+        ]
         out.print(_report_table(report, elapsed))
         for f in report.failed:
             err.print(failure_line(f.path, f.reason), highlight=False)
-        for line in written.notices:
-            err.print(f"[yellow]{escape(line)}[/]", highlight=False)
         return report
 
     report = run(go)
-    if report.failed:
+    if report is not None and report.failed:
         raise fail(f"{len(report.failed)} file(s) could not be ingested (listed above).")
 
 
