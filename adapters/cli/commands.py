@@ -42,7 +42,14 @@ from bot.answer.understand import choice_note
 from bot.config import Settings
 from bot.holdings import Forgotten, Held
 from bot.models import Actor
-from bot.wiring import open_holdings, open_jobs, open_retrieval, open_writer
+from bot.wiring import (
+    open_holdings,
+    open_job_queue,
+    open_jobs,
+    open_retrieval,
+    open_session_store,
+    open_writer,
+)
 from retrieval.errors import InvalidInput
 from retrieval.links import locator
 from retrieval.models import Hit
@@ -98,17 +105,23 @@ def ingest_cmd(
 
         name = kb_name(settings, kb)
         targets(settings.post_summaries)  # a malformed target fails before any work
-        async with open_jobs(settings, one_shot=True, warm=not no_wait) as (writer, queue, _):
+        if no_wait:  # queued in the database alone: neither the store nor the model
+            async with (
+                open_session_store(settings) as sessions,
+                open_job_queue(settings, sessions, None) as queue,
+            ):
+                jobs, missing = await queue.add(name, paths, cli_actor(), force=force)
+                idle = bool(jobs) and not await queue.workers_alive(30)
+            # Plain lines (id, a tab, the file), for scripts: `cut -f1` gives the ids.
+            sys.stdout.write("".join(f"{job.id}\t{job.name}\n" for job in jobs))
+            if idle:
+                err.print("No worker is running: `quorum serve` or `quorum worker` runs them.")
+            for path in missing:
+                err.print(failure_line(str(path), "no such file or folder"), highlight=False)
+            return None
+        async with open_jobs(settings, one_shot=True) as (writer, queue, _):
             writer.add_announcer(announcer(settings, writer.search))
             jobs, missing = await queue.add(name, paths, cli_actor(), force=force)
-            if no_wait:
-                for job in jobs:
-                    out.print(f"{job.id}\t{plain(job.name)}", highlight=False)
-                if jobs and not await queue.workers_alive(30):
-                    err.print("No worker is running: `quorum serve` or `quorum worker` runs them.")
-                for path in missing:
-                    err.print(failure_line(str(path), "no such file or folder"), highlight=False)
-                return None
             t0 = time.perf_counter()
             with IngestProgress(err) as progress:
                 ended = await queue.settle(jobs, progress)

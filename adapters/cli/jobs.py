@@ -23,6 +23,7 @@ from adapters.cli.app import JsonOpt, app, err, fail, out, run
 from adapters.cli.terminal import plain
 from bot.config import Settings
 from bot.jobs import Job, JobTable
+from bot.jobs.records import ACTIVE
 from bot.sessions.sql import SqlSessions
 from bot.wiring import job_limits, open_job_queue, open_jobs, open_session_store
 from retrieval.errors import InvalidInput
@@ -101,16 +102,17 @@ def jobs_cmd(
 def cancel_cmd(job_id: Annotated[int, typer.Argument(help="The job's id.")]) -> None:
     """Cancel a queued or running job: a cancelled transcription leaves nothing behind."""
 
-    async def go(settings: Settings) -> Job:
+    async def go(settings: Settings) -> tuple[Job, bool]:
         async with open_session_store(settings) as sessions:
             async with open_job_queue(settings, sessions, None) as queue:
+                before = await queue.table.get(job_id)
                 job = await queue.cancel(job_id)
-        if job is None:
+        if job is None or before is None:
             raise InvalidInput(f"There is no job {job_id} (see `quorum jobs`).")
-        return job
+        return job, before.state in ACTIVE
 
-    job = run(go)
-    if job.state != "cancelled":
+    job, was_active = run(go)
+    if not was_active or job.state != "cancelled":
         raise fail(f"Job {job_id} had already ended ({job.state}).")
     out.print(f"Cancelled job {job_id} ({plain(job.name)}).", highlight=False)
 

@@ -1,0 +1,223 @@
+"""Ingest jobs as a team runs them: real ``quorum worker`` processes on the session
+Weaviate server and a SQLite file, killed with SIGKILL mid-transcription, cancelled, fed
+broken files; ``quorum jobs --json`` read the way a user reads it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from adapters.cli.main import app
+from bot.config import load_settings
+from bot.jobs import JobQueue, JobTable
+from bot.models import Actor
+from bot.sessions import SessionStore
+from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
+from tests.media_fixtures import speak
+
+QUORUM = Path(sys.executable).parent / "quorum"
+TIMEOUT_S = 2.0  # a dead worker's job is taken up again this soon
+SAID = [
+    "Good morning everyone, this is the weekly planning meeting for the warehouse.",
+    "The zanzibar shipment arrives on the fourth of June at the north dock.",
+    "Marco owns the billing migration checklist and sends it to finance.",
+    "Priya will review the loading schedule with the night shift on Thursday.",
+    "The forklift batteries need replacing before the summer peak begins.",
+    "We agreed to move the inventory count to the first Monday of July.",
+    "Dana asked for a second scanner at the returns desk by next week.",
+    "The new racking plan goes to the landlord for approval on Friday.",
+]
+runner = CliRunner()
+
+
+def quorum(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+async def aquorum(*args: str) -> tuple[int, str, str]:
+    """``quorum`` from an async test: the command runs its own event loop, in a thread."""
+    return await asyncio.to_thread(quorum, *args)
+
+
+async def alisted(kb: str) -> list[dict[str, Any]]:
+    """``listed`` from an async test."""
+    return await asyncio.to_thread(listed, kb)
+
+
+def listed(kb: str) -> list[dict[str, Any]]:
+    """``quorum jobs --json --kb KB``, as a user reads it."""
+    code, out, err = quorum("jobs", "--json", "--kb", kb)
+    assert code == 0, err
+    jobs: list[dict[str, Any]] = json.loads(out)
+    return jobs
+
+
+@pytest.fixture
+def env(weaviate_env: Endpoint, tmp_path: Path) -> dict[str, str]:
+    """What a worker process is started with: the session Weaviate server, this test's
+    data dir (the commands run here see the same), a short heartbeat timeout."""
+    return {
+        **os.environ,
+        "QUORUM_DATA_DIR": str(tmp_path / "data"),
+        "QUORUM_WEAVIATE_MODE": "local",
+        "QUORUM_WEAVIATE_URL": weaviate_env.url,
+        "QUORUM_WEAVIATE_GRPC_PORT": str(weaviate_env.grpc_port),
+        "QUORUM_JOB_TIMEOUT_S": str(TIMEOUT_S),
+    }
+
+
+@contextlib.asynccontextmanager
+async def worker(env: dict[str, str], log: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+    """A ``quorum worker`` process; killed if the test leaves it running."""
+    out = open(log, "ab")  # noqa: SIM115, ASYNC230 (closed below)
+    proc = await asyncio.create_subprocess_exec(
+        str(QUORUM), "worker", env=env, stdout=out, stderr=out, stdin=asyncio.subprocess.DEVNULL
+    )
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        out.close()
+
+
+async def until(check: Callable[[], Any], within_s: float = 120.0, every_s: float = 0.2) -> Any:
+    """Poll ``check`` until it returns something truthy; that value."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if found := await asyncio.to_thread(check):
+            return found
+        await asyncio.sleep(every_s)
+    raise AssertionError("timed out")
+
+
+def recording(folder: Path, name: str = "warehouse-planning.wav", repeat: int = 2) -> Path:
+    """About a minute and a half of speech: a few seconds of transcription on a 2-core box."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return speak(folder / name, SAID * repeat, gap_s=1.5).path
+
+
+async def test_the_same_recording_queued_twice_is_one_job(tmp_path: Path, kb: str) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "standup.txt").write_text("[00:00:05] Ana: The flumox cache evicts entries.\n")
+    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
+        queue = JobQueue(JobTable(sessions.driver))
+        first, _ = await queue.add(kb, [notes / "standup.txt"], Actor("cli", "ana"))
+        again, _ = await queue.add(kb, [notes], Actor("slack", "U2"))  # the folder holding it
+        other = tmp_path / "other.txt"
+        other.write_text("[00:00:05] Bo: Something else entirely.\n")
+        third, missing = await queue.add(kb, [other, tmp_path / "gone.txt"], Actor("cli"))
+        assert [j.id for j in again] == [j.id for j in first]  # one job, not two
+        assert third[0].id != first[0].id and missing == [tmp_path / "gone.txt"]
+        assert (await queue.table.counts())["queued"] == 2
+
+
+def test_a_broken_file_fails_with_its_sentence_and_the_others_go_on(
+    weaviate_env: Endpoint, tmp_path: Path, kb: str
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "2024-05-02-standup.txt").write_text(
+        "[00:00:05] Ana Ruiz: The flumox cache evicts entries after ninety seconds.\n"
+    )
+    (notes / "broken.json").write_text("{ this is not json")
+    (notes / "handbook.md").write_text("# On call\n\nAcknowledge a page within five minutes.\n")
+
+    code, _, err = quorum("ingest", str(notes), "--kb", kb)
+
+    assert code == 1 and "broken.json" in err and "Traceback" not in err
+    jobs = {j["file"]: j for j in listed(kb)}
+    assert jobs["broken.json"]["state"] == "failed"
+    assert jobs["broken.json"]["error"].startswith("invalid JSON at line 1")
+    assert {jobs[f]["state"] for f in ("2024-05-02-standup.txt", "handbook.md")} == {"done"}
+    assert set(jobs["handbook.md"]) >= {
+        "id", "kind", "kb", "file", "state", "progress", "attempts", "worker", "error",
+        "created_at",
+    }  # fmt: skip
+    code, out, _ = quorum("search", "flumox cache", "--kb", kb, "--json")
+    assert code == 0 and json.loads(out)[0]["source"]["id"] == "2024-05-02-standup"
+
+
+async def test_no_wait_prints_job_ids_and_a_worker_runs_them(
+    env: dict[str, str], store: WeaviateStore, tmp_path: Path, kb: str
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for n in range(3):
+        (notes / f"note-{n}.txt").write_text(f"[00:00:05] Ana: Item {n} is the zorblax{n}.\n")
+
+    code, out, err = await aquorum("ingest", str(notes), "--kb", kb, "--no-wait")
+    assert code == 0 and "No worker is running" in err
+    ids = [int(line.split("\t")[0]) for line in out.splitlines()]
+    assert len(ids) == 3 and all(j["state"] == "queued" for j in (await alisted(kb)))
+
+    async with worker(env, tmp_path / "worker.log"):
+        await until(lambda: all(j["state"] == "done" for j in listed(kb)), 120)
+    assert sorted(j["id"] for j in (await alisted(kb))) == sorted(ids)
+    assert len(await store.list_sources(kb)) == 3
+
+
+async def test_a_worker_killed_mid_transcription_leaves_it_to_another(
+    env: dict[str, str], store: WeaviateStore, tmp_path: Path, kb: str
+) -> None:
+    wav = recording(tmp_path / "rec")
+    code, _, err = await aquorum("ingest", str(wav), "--kb", kb, "--no-wait")
+    assert code == 0, err
+
+    async with worker(env, tmp_path / "first.log") as first:
+        # Mid-transcription: the worker has reported progress on the recording.
+        await until(lambda: listed(kb)[0]["progress"] > 0, 180, 0.1)
+        first.send_signal(signal.SIGKILL)
+        await first.wait()
+    # Nobody has told the record: the heartbeat going stale will.
+    assert (await alisted(kb))[0]["state"] == "running"
+
+    async with worker(env, tmp_path / "second.log"):
+        job = await until(lambda: (j := listed(kb)[0])["state"] == "done" and j, 180)
+    assert job["attempts"] == 2
+    infos = await store.list_sources(kb)
+    assert [i.source.id for i in infos] == ["warehouse-planning"]  # exactly one source
+    code, out, _ = await aquorum("search", "zanzibar shipment north dock", "--kb", kb, "--json")
+    assert code == 0 and json.loads(out)[0]["source"]["id"] == "warehouse-planning"
+
+
+async def test_cancel_of_a_running_transcription_leaves_nothing(
+    env: dict[str, str], store: WeaviateStore, tmp_path: Path, kb: str
+) -> None:
+    data = Path(env["QUORUM_DATA_DIR"])
+    # An upload kept under the data dir, as a chat upload is.
+    upload = recording(data / "uploads" / kb / "by-slack-U1", "standup.wav")
+    async with SessionStore.open(load_settings(data_dir=data).sessions_path) as sessions:
+        queue = JobQueue(JobTable(sessions.driver))
+        [job], _ = await queue.add(kb, [upload], Actor("slack", "U1"))
+
+    async with worker(env, tmp_path / "worker.log") as proc:
+        await until(lambda: listed(kb)[0]["progress"] > 0, 180, 0.1)
+        code, out, err = await aquorum("jobs", "cancel", str(job.id))
+        assert code == 0 and f"Cancelled job {job.id}" in out, err
+        await until(lambda: not upload.exists(), 30)
+        await asyncio.sleep(TIMEOUT_S)  # the worker carries on with nothing left of it
+        assert proc.returncode is None
+
+    [after] = await alisted(kb)
+    assert after["state"] == "cancelled"
+    assert await store.list_sources(kb) == []
+    transcripts = data / "transcripts"
+    assert not transcripts.exists() or list(transcripts.iterdir()) == []
+    code, _, err = await aquorum("jobs", "cancel", str(job.id))
+    assert code == 1 and "already ended (cancelled)" in err
