@@ -26,6 +26,7 @@ from bot.sessions import SessionStore
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
 from tests.media_fixtures import speak
+from tests.test_lifecycle import quorum_serve as serving
 
 QUORUM = Path(sys.executable).parent / "quorum"
 TIMEOUT_S = 2.0  # a dead worker's job is taken up again this soon
@@ -57,9 +58,9 @@ async def alisted(kb: str) -> list[dict[str, Any]]:
     return await asyncio.to_thread(listed, kb)
 
 
-def listed(kb: str) -> list[dict[str, Any]]:
+def listed(kb: str, limit: int = 50) -> list[dict[str, Any]]:
     """``quorum jobs --json --kb KB``, as a user reads it."""
-    code, out, err = quorum("jobs", "--json", "--kb", kb)
+    code, out, err = quorum("jobs", "--json", "--kb", kb, "--limit", str(limit))
     assert code == 0, err
     jobs: list[dict[str, Any]] = json.loads(out)
     return jobs
@@ -172,9 +173,20 @@ async def test_no_wait_prints_job_ids_and_a_worker_runs_them(
     assert len(await store.list_sources(kb)) == 3
 
 
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
 async def test_a_worker_killed_mid_transcription_leaves_it_to_another(
-    env: dict[str, str], store: WeaviateStore, tmp_path: Path, kb: str
+    env: dict[str, str],
+    store: WeaviateStore,
+    tmp_path: Path,
+    kb: str,
+    database: str,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if database == "postgresql":  # PgQueuer notices the stale heartbeat and redelivers
+        url = await request.getfixturevalue("postgres").create_database()
+        monkeypatch.setenv("QUORUM_DATABASE_URL", url)
+        env = {**env, "QUORUM_DATABASE_URL": url}
     wav = recording(tmp_path / "rec")
     code, _, err = await aquorum("ingest", str(wav), "--kb", kb, "--no-wait")
     assert code == 0, err
@@ -221,3 +233,42 @@ async def test_cancel_of_a_running_transcription_leaves_nothing(
     assert not transcripts.exists() or list(transcripts.iterdir()) == []
     code, _, err = await aquorum("jobs", "cancel", str(job.id))
     assert code == 1 and "already ended (cancelled)" in err
+
+
+async def test_a_hundred_files_two_workers_and_a_bot_on_one_postgres(
+    env: dict[str, str],
+    postgres_url: str,
+    store: WeaviateStore,
+    tmp_path: Path,
+    kb: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("QUORUM_DATABASE_URL", postgres_url)
+    shared = {**env, "QUORUM_DATABASE_URL": postgres_url}
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for n in range(100):
+        (notes / f"note-{n:03d}.md").write_text(f"# Note {n}\n\nThe code word is qx{n}zz.\n")
+
+    code, out, err = await aquorum("ingest", str(notes), "--kb", kb, "--no-wait")
+    assert code == 0, err
+    ids = [int(line.split("\t")[0]) for line in out.splitlines()]
+    _, again, _ = await aquorum("ingest", str(notes / "note-007.md"), "--kb", kb, "--no-wait")
+    assert len(ids) == 100 and again.split("\t")[0] == str(ids[7])  # queued twice: one job
+
+    async with (
+        worker(shared, tmp_path / "w1.log"),
+        worker(shared, tmp_path / "w2.log"),
+        serving({**shared, "QUORUM_SERVE_WORKERS": "0"}, tmp_path) as bot,
+    ):
+        await bot.ready()
+        jobs = await until(
+            lambda: (js := listed(kb, 200)) and all(j["state"] == "done" for j in js) and js, 240
+        )
+    assert sorted(j["id"] for j in jobs) == sorted(ids)  # none lost
+    assert {j["attempts"] for j in jobs} == {1}  # none run twice
+    assert len({j["worker"] for j in jobs}) == 2  # both workers took a share
+    assert len(await store.list_sources(kb)) == 100
+    code, out, _ = await aquorum("audit", "--kb", kb, "--json", "--limit", "500")
+    assert code == 0
+    assert sorted(e["action"] for e in json.loads(out)) == ["added"] * 100
