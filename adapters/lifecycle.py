@@ -90,6 +90,7 @@ async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Run
 
         services.writer.add_announcer(announcer(settings, services.retrieval.search))
         metrics = Metrics(services.llm)
+        counting = asyncio.create_task(metrics.jobs().watch(services.jobs.table))
         core = MeteredCore(services.engine, metrics)
         server.attach(services, core, metrics)
         await _warm_up(services)
@@ -110,7 +111,7 @@ async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Run
         try:
             await asyncio.gather(*tasks) if tasks else await _forever()
         finally:
-            for task in [*tasks, *([keeper] if keeper else [])]:
+            for task in [*tasks, *([keeper] if keeper else []), counting]:
                 task.cancel()
             # API requests in flight finish beside the platforms' answers, while the
             # core they need is still open.

@@ -22,7 +22,7 @@ from bot.models import Actor, Added, Heard, Waiting
 from bot.write import Writer
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
-from retrieval.errors import InvalidInput
+from retrieval.errors import InvalidInput, QuorumError
 from retrieval.indexer import FileResult
 from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
 from retrieval.models import SourceInfo
@@ -192,7 +192,17 @@ class KbLibrary:
             info.segments if info else result.segments,
             await asyncio.to_thread(self._duration, path),
             summary,
+            link=await self._page(kb, result.source_id),
         )
+
+    async def _page(self, kb: str, source_id: str) -> str | None:
+        """Where the source opens: its own URL, or Quorum's signed page of it (read with
+        its summary; a source too short for one has no link here)."""
+        try:
+            hit = await self.search.archive(kb).summary(source_id)
+        except QuorumError:
+            return None
+        return hit.source.url or hit.source.view
 
     def _clash(self, kb: str, source_id: str, holder: str) -> str:
         """Why a file whose source id another file holds is refused, said for chat."""

@@ -153,6 +153,7 @@ class Added:
     duration_s: float | None = None  # recordings only
     summary: str | None = None  # when a summarizer is wired in
     reason: str | None = None  # why it failed, one line
+    link: str | None = None  # where the source opens (its own URL, or Quorum's page)
 
 
 class Library(Protocol):

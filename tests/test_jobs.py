@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -18,15 +19,19 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from adapters.chat.uploads import Upload, Uploads
 from adapters.cli.main import app
+from adapters.doctor import Check, check_jobs
 from bot.config import load_settings
 from bot.jobs import JobQueue, JobTable
 from bot.models import Actor
 from bot.sessions import SessionStore
+from bot.wiring import open_core
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
 from tests.media_fixtures import speak
 from tests.test_lifecycle import quorum_serve as serving
+from tests.test_uploads import Said
 
 QUORUM = Path(sys.executable).parent / "quorum"
 TIMEOUT_S = 2.0  # a dead worker's job is taken up again this soon
@@ -272,3 +277,65 @@ async def test_a_hundred_files_two_workers_and_a_bot_on_one_postgres(
     code, out, _ = await aquorum("audit", "--kb", kb, "--json", "--limit", "500")
     assert code == 0
     assert sorted(e["action"] for e in json.loads(out)) == ["added"] * 100
+
+
+async def test_doctor_shows_the_workers_alive_and_the_oldest_queued_job(
+    tmp_path: Path, kb: str
+) -> None:
+    settings = load_settings(data_dir=tmp_path / "data")
+    note = tmp_path / "standup.txt"
+    note.write_text("[00:00:05] Ana: The flumox cache evicts entries.\n")
+    assert (await check_jobs(settings)) == Check(
+        "jobs", "ok", "0 worker(s) alive; nothing queued (0 failed in all)"
+    )
+    async with SessionStore.open(settings.sessions_path) as sessions:
+        table = JobTable(sessions.driver)
+        await JobQueue(table).add(kb, [note], Actor("cli"))
+        idle = await check_jobs(settings)
+        await table.seen("box-2:41:ab", "box-2", 41, time.time())
+        busy = await check_jobs(settings)
+    assert idle is not None and idle.status == "warn"
+    assert "1 queued, the oldest (standup.txt) for" in idle.detail
+    assert "`quorum worker`" in idle.fix
+    assert busy is not None and busy.status == "ok"
+    assert busy.detail.startswith("1 worker(s) alive on box-2; 1 queued")
+
+
+async def test_a_chat_upload_shows_queued_then_transcribing_then_done_with_its_link(
+    env: dict[str, str], tmp_path: Path, kb: str
+) -> None:
+    """The bot (``quorum serve``'s core, jobs left to workers) waits while a worker
+    process transcribes; the thread hears each step."""
+    env = {**env, "QUORUM_CHUNK_SECONDS": "20"}  # a short recording with a summary
+    settings = load_settings(data_dir=Path(env["QUORUM_DATA_DIR"]), chunk_seconds=20)
+    wav = recording(tmp_path / "rec", "standup.wav").read_bytes()
+
+    async def fetch(to: Path, limit: int) -> None:
+        await asyncio.to_thread(to.write_bytes, wav)
+
+    async def broken(to: Path, limit: int) -> None:
+        await asyncio.to_thread(to.write_bytes, b"%PDF-1.7 this is no PDF at all")
+
+    said, bad = Said(), Said()
+    async with open_core(settings, inline_jobs=False) as services:
+        assert services.engine.library is not None
+        uploads = Uploads(services.engine.library, 20)
+        by = Actor("slack", "U1")
+        adding = asyncio.create_task(
+            uploads.add(kb, Upload("standup.wav", len(wav), fetch), said, by)
+        )
+        await until(lambda: any(line.startswith("Queued") for line in said.lines), 60)
+        async with worker(env, tmp_path / "worker.log"):
+            added = await asyncio.wait_for(adding, 240)
+            failed = await uploads.add(kb, Upload("notes.pdf", 30, broken), bad, by)
+
+    assert added is not None and added.status == "added"
+    assert said.lines[2] == "Queued: standup.wav…"
+    assert any(re.match(r"Transcribing standup\.wav: \d+ %, ", line) for line in said.lines)
+    assert said.lines[-1].startswith("Added *Standup* (`standup`): ")
+    assert " Open it: http://localhost:8088/v/" in said.lines[-1]
+    # A broken file: its sentence in the thread and in `quorum jobs`, alike.
+    assert failed is not None and failed.status == "failed"
+    job = next(j for j in await alisted(kb) if j["file"] == "notes.pdf")
+    assert job["state"] == "failed" and job["error"]
+    assert bad.lines[-1] == f"I couldn't add notes.pdf: {job['error']}"

@@ -143,6 +143,8 @@ def result_text(name: str, added: Added) -> str:
     else:
         verb = "Added" if added.status == "added" else "Updated"
         line = f"{verb} {what}: {facts}. Ask me about it."
+        if added.link:
+            line += f" Open it: {added.link}"
     if added.summary:
         first = [one_line(x, 300) for x in added.summary.strip().splitlines() if x.strip()]
         line += "\n" + "\n".join(f"> {x}" for x in first[:3])

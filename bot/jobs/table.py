@@ -303,7 +303,7 @@ class JobTable:
         """Seconds each finished job of a kind ran, since ``since``."""
         rows = await self.driver.fetch(
             "SELECT kind, finished_at - started_at AS s FROM jobs WHERE state = 'done' "
-            "AND finished_at >= ? AND started_at IS NOT NULL",
+            "AND finished_at > ? AND started_at IS NOT NULL",
             since,
         )
         out: dict[str, list[float]] = {}
