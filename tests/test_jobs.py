@@ -339,3 +339,41 @@ async def test_a_chat_upload_shows_queued_then_transcribing_then_done_with_its_l
     job = next(j for j in await alisted(kb) if j["file"] == "notes.pdf")
     assert job["state"] == "failed" and job["error"]
     assert bad.lines[-1] == f"I couldn't add notes.pdf: {job['error']}"
+
+
+async def test_a_restart_of_serve_finishes_the_uploads_queued_and_the_one_running(
+    env: dict[str, str], store: WeaviateStore, tmp_path: Path, kb: str
+) -> None:
+    rec = tmp_path / "rec"
+    first = recording(rec, "first-meeting.wav")
+    second = recording(rec, "second-meeting.wav", repeat=1)
+    (rec / "notes.md").write_text("# Notes\n\nThe quokka budget is approved.\n")
+    served_env = {**env, "QUORUM_SERVE_WORKERS": "1"}
+
+    async with serving(served_env, tmp_path) as served:
+        await served.ready()
+        code, _, err = await aquorum("ingest", str(first), str(second), str(rec / "notes.md"),
+                                     "--kb", kb, "--no-wait")  # fmt: skip
+        assert code == 0, err
+        running = await until(
+            lambda: [j for j in listed(kb) if j["state"] == "running" and j["progress"] > 0], 180
+        )
+        served.proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(served.proc.wait(), 60) == 0
+    before = {j["file"]: j for j in await alisted(kb)}
+    assert before[running[0]["file"]]["state"] == "queued"  # handed back, not lost
+    assert any(j["state"] == "queued" for f, j in before.items() if f != running[0]["file"])
+
+    async with serving(served_env, tmp_path) as served:
+        await served.ready()
+        after = await until(
+            lambda: (js := listed(kb)) and all(j["state"] == "done" for j in js) and js, 240
+        )
+        served.proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(served.proc.wait(), 60)
+    assert len(after) == 3
+    assert {i.source.id for i in await store.list_sources(kb)} == {
+        "first-meeting",
+        "second-meeting",
+        "notes",
+    }

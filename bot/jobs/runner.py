@@ -100,6 +100,10 @@ class Runner:
         except Stopped:
             await self._cancelled(jobs)
             return None
+        except asyncio.CancelledError:  # the worker is stopping: hand the jobs back at once
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._release(jobs))
+            raise
         except ConfigError as exc:  # a setting is wrong: no retry mends it
             for job in jobs:
                 await self.table.finish(job.id, self.worker, "failed", error=str(exc))
@@ -186,6 +190,11 @@ class Runner:
                 if await self.table.later(job.id, self.worker, delay, why):
                     delays.append(delay)
         return min(delays) if delays else None
+
+    async def _release(self, jobs: Sequence[Job]) -> None:
+        """Queue ``jobs`` again for the next worker (this one stops before they end)."""
+        for job in jobs:
+            await self.table.later(job.id, self.worker, 0.0, "its worker stopped; queued again")
 
     async def _cancelled(self, jobs: Sequence[Job]) -> None:
         """A cancelled run leaves nothing: no source was written, no transcript kept;
