@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from typer.testing import CliRunner
 
@@ -377,3 +378,58 @@ async def test_a_restart_of_serve_finishes_the_uploads_queued_and_the_one_runnin
         "second-meeting",
         "notes",
     }
+
+
+def vm_mb(pid: int) -> float:
+    """A process's address space (VmSize), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmSize for {pid}")
+
+
+async def test_a_decoder_out_of_memory_costs_its_worker_and_the_bot_keeps_answering(
+    env: dict[str, str], tmp_path: Path, kb: str
+) -> None:
+    """QUORUM_WORKER_MEMORY_MB bounds serve's worker a little above what an idle one uses
+    here: transcribing a recording exhausts it. The worker fails the job or dies (and is
+    started again); the bot, another process, answers throughout."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "handbook.md").write_text("# On call\n\nThe quokka pager rotates weekly.\n")
+    code, _, err = await aquorum("ingest", str(notes), "--kb", kb)
+    assert code == 0, err
+    async with worker(env, tmp_path / "probe.log") as probe:  # an idle worker's size here
+        await asyncio.sleep(6)  # connected, waiting for work
+        idle = vm_mb(probe.pid)
+    wav = recording(tmp_path / "rec", "long-meeting.wav", repeat=1)
+    code, _, err = await aquorum("ingest", str(wav), "--kb", kb, "--no-wait")
+    assert code == 0, err
+    bot_env = {
+        **env,
+        "QUORUM_SERVE_WORKERS": "1",
+        "QUORUM_WORKER_MEMORY_MB": str(int(idle + 300)),
+        "QUORUM_API_TOKENS": f"tok:{kb}",
+    }
+    auth = {"Authorization": "Bearer tok"}
+    async with serving(bot_env, tmp_path) as bot, aiohttp.ClientSession() as http:
+        await bot.ready()
+
+        async def answers() -> None:
+            query = {"query": "quokka pager", "k": 1}
+            async with http.post(f"{bot.http}/api/search", json=query, headers=auth) as r:
+                assert r.status == 200
+                assert (await r.json())["hits"][0]["source"]["id"] == "handbook"
+
+        deadline = time.monotonic() + 240
+        while (job := next(j for j in await alisted(kb) if j["file"] == wav.name))["state"] not in (
+            "done",
+            "failed",
+        ):
+            assert time.monotonic() < deadline, job
+            await answers()  # the bot answers while its worker runs out of memory
+            await asyncio.sleep(0.5)
+        await answers()
+        assert bot.proc.returncode is None
+    assert job["state"] == "failed"
+    assert re.search(r"memory|Memory|alloc|stopped", job["error"]), job["error"]

@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import resource
 import signal
 import sys
+import threading
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.live import Live
@@ -135,11 +137,43 @@ def retry_cmd(job_id: Annotated[int, typer.Argument(help="The job's id.")]) -> N
     out.print(f"Job {job_id} ({plain(job.name)}) is queued again.", highlight=False)
 
 
+OUT_OF_MEMORY = 137  # a worker's exit code when it ran out of memory (as if OOM-killed)
+
+
+def _die_of(exc: BaseException | None) -> None:
+    """A worker that ran out of memory anywhere (a decoder's thread, a socket's read)
+    exits at once: its state is unknown, and a wedged worker would hold its job forever.
+    Its job goes to the next worker when the heartbeat goes stale."""
+    if isinstance(exc, MemoryError):
+        os.write(2, b"quorum worker: out of memory; exiting\n")
+        os._exit(OUT_OF_MEMORY)
+
+
 def limit_memory(mb: int | None) -> None:
-    """QUORUM_WORKER_MEMORY_MB: this process's address space, bounded."""
-    if mb is not None:
-        size = mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (size, size))
+    """QUORUM_WORKER_MEMORY_MB: this process's address space, bounded; running out of it
+    anywhere ends the process (``_die_of``)."""
+    if mb is None:
+        return
+    size = mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (size, size))
+    previous_thread, previous_unraisable = threading.excepthook, sys.unraisablehook
+
+    def thread_hook(args: threading.ExceptHookArgs) -> None:
+        _die_of(args.exc_value)
+        previous_thread(args)
+
+    def unraisable_hook(args: sys.UnraisableHookArgs) -> None:
+        _die_of(args.exc_value)
+        previous_unraisable(args)
+
+    threading.excepthook, sys.unraisablehook = thread_hook, unraisable_hook
+    loop = asyncio.get_running_loop()
+
+    def loop_hook(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        _die_of(context.get("exception"))
+        loop.default_exception_handler(context)
+
+    loop.set_exception_handler(loop_hook)
 
 
 @app.command("worker")
@@ -177,5 +211,7 @@ def worker_cmd() -> None:
                     await run_pg_worker(worker, url, settings.jobs_max_transcribing)
             except asyncio.CancelledError:
                 err.print(f"Worker stopped after {time.perf_counter() - t0:.0f} s.")
+            except MemoryError as exc:
+                _die_of(exc)
 
     run(go)

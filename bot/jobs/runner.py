@@ -104,6 +104,8 @@ class Runner:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._release(jobs))
             raise
+        except MemoryError:  # the worker's process decides (``quorum worker`` exits)
+            raise
         except ConfigError as exc:  # a setting is wrong: no retry mends it
             for job in jobs:
                 await self.table.finish(job.id, self.worker, "failed", error=str(exc))
