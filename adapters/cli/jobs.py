@@ -138,6 +138,7 @@ def retry_cmd(job_id: Annotated[int, typer.Argument(help="The job's id.")]) -> N
 
 
 OUT_OF_MEMORY = 137  # a worker's exit code when it ran out of memory (as if OOM-killed)
+NICENESS = 10  # a worker yields the CPU to the bot beside it: answers first, ingest after
 
 
 def _die_of(exc: BaseException | None) -> None:
@@ -184,6 +185,7 @@ def worker_cmd() -> None:
     async def go(settings: Settings) -> None:
         from bot.jobs.worker import Worker
 
+        os.nice(NICENESS)  # inherited by the decoder's and the encoder's threads
         # The model loads with the first job: an idle worker costs little.
         async with open_jobs(settings, warm=False) as (writer, queue, _):
             writer.add_announcer(announcer(settings, writer.search))
