@@ -158,6 +158,14 @@ def test_a_broken_file_fails_with_its_sentence_and_the_others_go_on(
     }  # fmt: skip
     code, out, _ = quorum("search", "flumox cache", "--kb", kb, "--json")
     assert code == 0 and json.loads(out)[0]["source"]["id"] == "2024-05-02-standup"
+    # Mended, the failed file is tried again; a job that is done is not.
+    (notes / "broken.json").write_text('{"id": "fixed", "segments": []}')
+    code, out, _ = quorum("jobs", "retry", str(jobs["broken.json"]["id"]))
+    assert code == 0 and "is queued again" in out
+    code, _, err = quorum("jobs", "retry", str(jobs["handbook.md"]["id"]))
+    assert code == 1 and "only a failed or cancelled job is retried" in err
+    code, _, err = quorum("jobs", "retry", "99999")
+    assert code == 1 and "There is no job 99999" in err and "Traceback" not in err
 
 
 async def test_no_wait_prints_job_ids_and_a_worker_runs_them(
