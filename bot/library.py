@@ -226,5 +226,12 @@ class KbLibrary:
     async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> int:
         """Remove a source and, when it was uploaded in chat, its kept file (with
         ``Holdings``: every copy of its words, written to the audit trail)."""
-        forgotten = await self.writer.remove(kb, source_id, by or Actor("chat"))
-        return forgotten.passages
+        who = by or Actor("chat")
+        if self.jobs is None:
+            return (await self.writer.remove(kb, source_id, who)).passages
+        [job] = await self.jobs.settle([await self.jobs.remove(kb, source_id, who)])
+        if job.state == "done":
+            return job.segments
+        if job.error and not job.error.startswith("there is no source"):
+            raise QuorumError(job.error)
+        return 0

@@ -37,7 +37,6 @@ __all__ = [
     "open_job_queue",
     "open_jobs",
     "job_limits",
-    "open_writer",
     "open_retrieval",
     "retain",
     "open_session_store",
@@ -134,23 +133,6 @@ def writer_of(
 
     media = settings.media_dir if settings.keep_media else None
     return Writer.of(retrieval, holdings=holdings, summarizer=summarizer, media_dir=media)
-
-
-@contextlib.asynccontextmanager
-async def open_writer(
-    settings: Settings, *, one_shot: bool = False, warm: bool = True
-) -> AsyncIterator[Writer]:
-    """Retrieval, the session store and the model's summarizer (when a model is
-    configured), for a command that adds or removes sources (``warm``: the embedder
-    loaded at once, for adding)."""
-    from bot.summaries import claude_summarizer  # the model's SDK only when writing
-
-    async with (
-        open_retrieval(settings, warm=warm, one_shot=one_shot) as retrieval,
-        open_session_store(settings) as sessions,
-        claude_summarizer(settings) as summarizer,
-    ):
-        yield writer_of(settings, retrieval, holdings_of(settings, retrieval, sessions), summarizer)
 
 
 def job_limits(settings: Settings) -> Limits:

@@ -166,6 +166,13 @@ def test_a_broken_file_fails_with_its_sentence_and_the_others_go_on(
     assert code == 1 and "only a failed or cancelled job is retried" in err
     code, _, err = quorum("jobs", "retry", "99999")
     assert code == 1 and "There is no job 99999" in err and "Traceback" not in err
+    # A removal is a job too, run here while no worker is alive.
+    code, out, _ = quorum("remove", "handbook", "--kb", kb)
+    assert code == 0 and "Removed handbook (" in out
+    removal = listed(kb)[0]
+    assert (removal["kind"], removal["file"], removal["state"]) == ("remove", "handbook", "done")
+    code, _, err = quorum("remove", "handbook", "--kb", kb)
+    assert code == 1 and "No source 'handbook' in that knowledge base" in err
 
 
 async def test_no_wait_prints_job_ids_and_a_worker_runs_them(

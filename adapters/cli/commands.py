@@ -40,7 +40,8 @@ from adapters.cli.terminal import failure_line, plain, summary_table
 from adapters.shapes import held_json, hit_json
 from bot.answer.understand import choice_note
 from bot.config import Settings
-from bot.holdings import Forgotten, Held
+from bot.holdings import Held
+from bot.jobs import Job
 from bot.models import Actor
 from bot.wiring import (
     open_holdings,
@@ -48,7 +49,6 @@ from bot.wiring import (
     open_jobs,
     open_retrieval,
     open_session_store,
-    open_writer,
 )
 from retrieval.errors import InvalidInput
 from retrieval.links import locator
@@ -255,15 +255,20 @@ def remove_cmd(
     """Remove a source from a knowledge base: its passages at every level, its summary, its
     kept transcript and uploaded file, and its words in stored answers."""
 
-    async def go(settings: Settings) -> Forgotten:
-        async with open_writer(settings, one_shot=True, warm=False) as writer:
-            return await writer.remove(kb_name(settings, kb), source_id, cli_actor())
+    async def go(settings: Settings) -> Job:
+        async with open_jobs(settings, one_shot=True, warm=False) as (_, queue, _):
+            job = await queue.remove(kb_name(settings, kb), source_id, cli_actor())
+            [ended] = await queue.settle([job])
+            return ended
 
-    gone = run(go)
-    if gone.passages == 0:
-        raise fail(f"No source {source_id!r} in that knowledge base (see `quorum sources`).")
-    files = f", {len(gone.files)} kept file(s)" if gone.files else ""
-    answers = f", its words in {gone.answers} stored answer(s)" if gone.answers else ""
-    out.print(plain(f"Removed {source_id} ({gone.passages} passages{files}{answers})."))
-    if gone.shared_transcript:
+    job = run(go)
+    if job.state != "done":
+        if job.error and job.error.startswith("there is no source"):
+            raise fail(f"No source {source_id!r} in that knowledge base (see `quorum sources`).")
+        raise fail(f"Could not remove {source_id}: {job.error or job.state}.")
+    what = json.loads(job.detail or "{}")
+    files = f", {what['files']} kept file(s)" if what.get("files") else ""
+    answers = f", its words in {what['answers']} stored answer(s)" if what.get("answers") else ""
+    out.print(plain(f"Removed {source_id} ({job.segments} passages{files}{answers})."))
+    if what.get("shared"):
         out.print("Its transcript is kept: another source was made from the same recording.")

@@ -42,6 +42,7 @@ class Job:
     result: str | None  # added, updated, skipped (unchanged) or removed
     source_id: str | None
     segments: int
+    detail: str | None  # a removal: what else went (JSON: files, answers, shared_transcript)
     created_at: float
     run_after: float
     started_at: float | None

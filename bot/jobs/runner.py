@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import threading
 from collections.abc import Sequence
@@ -143,8 +144,11 @@ class Runner:
         gone = await self.writer.remove(job.kb, job.file, Actor(job.via, job.actor))
         if gone.passages == 0:
             await self._end(job, "failed", error=f"there is no source {job.file!r} in {job.kb}")
-        else:
-            await self._end(job, "done", result="removed", sid=job.file, segs=gone.passages)
+            return
+        what = {"files": len(gone.files), "answers": gone.answers, "shared": gone.shared_transcript}
+        await self._end(
+            job, "done", result="removed", sid=job.file, segs=gone.passages, detail=json.dumps(what)
+        )
 
     async def _end(
         self,
@@ -156,6 +160,7 @@ class Runner:
         sid: str | None = None,
         segs: int = 0,
         kind: str | None = None,
+        detail: str | None = None,
     ) -> None:
         # A cancel that came after the write finished is too late: the job is done.
         if state == "done":
@@ -174,6 +179,7 @@ class Runner:
             source_id=sid,
             segments=segs,
             kind=kind,  # type: ignore[arg-type]
+            detail=detail,
         )
 
     async def _again(self, jobs: Sequence[Job], exc: Exception) -> float | None:

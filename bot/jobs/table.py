@@ -19,7 +19,8 @@ from bot.sessions.driver import Driver
 
 COLUMNS = (
     "id, kind, lane, kb, via, actor, file, root, force, dedupe_key, state, progress, total_s, "
-    "attempts, worker, error, result, source_id, segments, created_at, run_after, started_at, "
+    "attempts, worker, error, result, source_id, segments, detail, created_at, run_after, "
+    "started_at, "
     "heartbeat_at, finished_at"
 )
 MAX_ERROR = 300  # one sentence, whatever an exception put in its message
@@ -205,19 +206,22 @@ class JobTable:
         source_id: str | None = None,
         segments: int = 0,
         kind: Kind | None = None,
+        detail: str | None = None,
     ) -> bool:
         """End this worker's run of a job (done, failed or cancelled); False when the job is
         no longer this worker's (taken over) or was cancelled meanwhile."""
         rows = await self.driver.fetch(
             "UPDATE jobs SET state = ?, error = ?, result = ?, source_id = ?, segments = ?, "
-            "kind = COALESCE(?, kind), finished_at = ?, progress = CASE WHEN ? = 'done' "
-            "THEN 1 ELSE progress END WHERE id = ? AND worker = ? AND state = 'running' "
+            "detail = ?, kind = COALESCE(?, kind), finished_at = ?, "
+            "progress = CASE WHEN ? = 'done' THEN 1 ELSE progress END "
+            "WHERE id = ? AND worker = ? AND state = 'running' "
             "RETURNING id",
             state,
             sentence(error) if error else None,
             result,
             source_id,
             segments,
+            detail,
             kind,
             time.time(),
             state,

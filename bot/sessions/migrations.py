@@ -146,6 +146,7 @@ CREATE TABLE jobs (
     result TEXT,
     source_id TEXT,
     segments INTEGER NOT NULL DEFAULT 0,
+    detail TEXT,
     created_at $float NOT NULL,
     run_after $float NOT NULL,
     started_at $float,
