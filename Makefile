@@ -42,6 +42,7 @@ bench: install
 	.venv/bin/python bench/serve_start.py
 	.venv/bin/python bench/cluster.py
 	.venv/bin/python bench/pages.py
+	.venv/bin/python bench/mcp.py
 
 clean:
 	rm -rf .venv .venv-runtime .mypy_cache .ruff_cache .pytest_cache

@@ -5,7 +5,8 @@ Start: the HTTP server first (``/healthz`` alive, ``/readyz`` 503), then the cor
 and only then the platforms connect, so the first question is answered as fast as any
 later one. ``/readyz`` turns green when every platform is connected.
 
-With ``QUORUM_RETAIN_*`` set, retention runs once the core is up and then daily.
+With ``QUORUM_RETAIN_*`` (or ``QUORUM_MEDIA_RETAIN_DAYS``) set, retention runs once the core
+is up and then daily.
 
 Stop (SIGTERM or SIGINT, also when started in the background where SIGINT is ignored):
 ``/readyz`` turns 503, each platform stops taking events, answers in flight get half of

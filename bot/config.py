@@ -257,11 +257,19 @@ class Settings(BaseSettings):
         description="A worker's address-space limit (RLIMIT_AS) in MB: a decoder that would "
         "exhaust the machine's memory kills that worker alone. Unset: no limit.",
     )
-    keep_media: bool = Field(
-        False,
-        description="Keep a copy of each recording `quorum ingest` reads in QUORUM_DATA_DIR/"
-        "media, so its page plays after the original file moves. Unset: served from where it "
-        "was ingested while it is there.",
+    media_max_mb: int | None = Field(
+        None,
+        ge=1,
+        description="Largest the media store may grow, in megabytes: what pages play and "
+        "offer (each ingested recording, or its AAC rendition, and each PDF or text document, "
+        "kept in QUORUM_DATA_DIR/media at ingest). Past it the oldest kept files go first "
+        "(their pages show the transcript only). Unset: no bound.",
+    )
+    media_retain_days: int | None = Field(
+        None,
+        ge=1,
+        description="Days a kept recording or document stays in the media store (checked "
+        "at ingest and by retention); its source stays searchable. Unset: while its source is.",
     )
     api_tokens: SecretStr | None = Field(
         None, description="JSON API bearer tokens, token:kb pairs: tok1:kb1,tok2:kb2."
@@ -329,7 +337,7 @@ class Settings(BaseSettings):
 
     @property
     def media_dir(self) -> Path:
-        """Recordings kept for their pages (``QUORUM_KEEP_MEDIA``, the demo's audio)."""
+        """What pages serve, kept at ingest (``retrieval.kept_media``), the demo's audio."""
         return self.data_dir / "media"
 
     @property

@@ -24,11 +24,12 @@ from bot.cite.citations import citation_json, resolve, source_json
 from bot.cite.vectors import sentence_vectors
 from bot.config import Settings
 from bot.errors import InvalidInput, LLMError, QuorumError, SearchUnavailable
-from bot.llm import LLM, Message
+from bot.llm import CUT_LINE, LLM, Message
 from bot.models import Answer, EventSink, Library, Question, ThreadKey, guarded_sink
 from bot.research.loop import Researcher
 from bot.router import ResearchRouter
 from bot.sessions import Exchange, ExchangeRecord, QueryRecord, Sessions, clip
+from bot.sessions.privacy import cited_ids
 from retrieval.archive import Archive
 from retrieval.embed import Embedder
 from retrieval.models import SearchFilters, SourceInfo
@@ -38,6 +39,10 @@ REVISE_TIMEOUT_S = 20.0  # one revision of unsupported claims; the answer stands
 
 SEARCH_DOWN = "I can't reach the archive right now, so I can't answer; please try again shortly."
 BROKEN = "Something went wrong on my side while answering; please try again."
+REMOVED_MEANWHILE = (
+    "A source this answer drew on was removed while it was being written, so it is not "
+    "kept or shown; please ask again."
+)
 
 
 class ResearchHook(Protocol):
@@ -124,7 +129,7 @@ class Engine:
 
     async def ask(self, question: Question, on_event: EventSink | None = None) -> Answer:
         """Answer a question in its thread's context; never raises for user-facing trouble."""
-        t0 = time.perf_counter()
+        t0, asked_at = time.perf_counter(), time.time()
         sink = guarded_sink(on_event)
         timings: dict[str, float] = {}
         outcome = await self._outcome(question, sink, timings)
@@ -134,7 +139,9 @@ class Engine:
         timings["align"] = round(spent, 2)
         answer = outcome.answer
         t1 = time.perf_counter()
-        exchange_id = await self._store(question, outcome)
+        if await self._removed_meanwhile(question, outcome, asked_at):
+            answer = outcome.answer = error_answer(REMOVED_MEANWHILE, answer.mode)
+        exchange_id = await self._store(question, outcome, asked_at)
         t2 = time.perf_counter()
         timings.update(answer.timings)
         timings["store"] = round((t2 - t1) * 1000, 2)
@@ -211,7 +218,8 @@ class Engine:
         history = await self._history(question.thread)
         messages: list[Message] = [
             *prompts.answer_messages(question.text, history, answer.sources),
-            {"role": "assistant", "content": answer.text},
+            # the model's own words: a cut line is Quorum's, said again if this is cut too
+            {"role": "assistant", "content": answer.text.replace(CUT_LINE, "").rstrip()},
             {"role": "user", "content": prompts.revision_request(untraced)},
         ]
         try:
@@ -226,7 +234,7 @@ class Engine:
             return None
         if not done.text.strip():
             return None
-        resolved = resolve(done.text, answer.sources)
+        resolved = resolve(done.shown(), answer.sources)
         log.info("revised an answer with %d unsupported claim(s)", len(untraced))
         return replace(answer, text=resolved.text, citations=resolved.citations)
 
@@ -238,7 +246,19 @@ class Engine:
             log.error("could not load the thread's history", exc_info=True)
             return []
 
-    async def _store(self, question: Question, outcome: Outcome) -> int | None:
+    async def _removed_meanwhile(self, question: Question, outcome: Outcome, since: float) -> bool:
+        """True when a source the answer drew on was removed after the question came
+        (the store checks again as it writes: a removal may land in between)."""
+        cited = cited_ids([source_json(s) for s in outcome.answer.sources], outcome.trace)
+        if not cited:
+            return False
+        try:
+            return bool(await self.sessions.removed_since(question.kb, cited, since))
+        except Exception:
+            log.error("could not check the audit trail for removals", exc_info=True)
+            return False
+
+    async def _store(self, question: Question, outcome: Outcome, asked_at: float) -> int | None:
         answer = outcome.answer
         if not question.text.strip():
             return None
@@ -256,18 +276,17 @@ class Engine:
             input_tokens=outcome.usage.input_tokens,
             output_tokens=outcome.usage.output_tokens,
             research_trace=outcome.trace,
+            asked_at=asked_at,
         )
+        queries = [
+            QueryRecord(question.kb, s.query, _filters_json(s.filters), s.hit_ids, s.ms)
+            for s in outcome.searches
+        ]
         try:
-            exchange_id = await self.sessions.add_exchange(question.thread, record)
-            for s in outcome.searches:
-                await self.sessions.log_query(
-                    QueryRecord(question.kb, s.query, _filters_json(s.filters), s.hit_ids, s.ms),
-                    exchange_id,
-                )
+            return await self.sessions.add_exchange(question.thread, record, queries)
         except Exception:
             log.error("could not store the exchange", exc_info=True)
             return None
-        return exchange_id
 
     async def claim_event(self, platform: str, event_id: str) -> bool:
         """True the first time an event id is seen (persisted), False for a redelivery."""

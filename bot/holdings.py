@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.sessions import Actor, AuditEntry, Sessions
 from bot.sessions.records import AuditAction
-from retrieval.kept_media import kept_copies
+from retrieval.kept_media import MediaStore
 from retrieval.models import Source, SourceInfo
 from retrieval.search import SearchService
 from retrieval.service import DATA_PARTS, TRANSCRIPTS
@@ -39,7 +39,7 @@ ForgetHook = Callable[[str, Source], Awaitable[None]]
 """Called with (kb, source) once a source is removed: drop what was derived from it."""
 
 # The data dir's parts, for ``quorum doctor``: kind -> names at the top of the data dir.
-MEDIA = "media"  # recordings kept for their pages (QUORUM_KEEP_MEDIA, the demo's voices)
+MEDIA = "media"  # what pages serve, kept at ingest by content hash (retrieval.kept_media)
 KINDS: dict[str, tuple[str, ...]] = DATA_PARTS | {
     "uploads": ("uploads",),
     "media": (MEDIA,),
@@ -116,11 +116,13 @@ class Holdings:
         data_dir: Path,
         transcriber: Transcriber | None = None,
         hooks: Sequence[ForgetHook] = (),
+        media: MediaStore | None = None,
     ) -> None:
         self.store, self.search, self.sessions = store, search, sessions
         self.data_dir = data_dir
         self.uploads_dir = data_dir / "uploads"
         self.transcriber = transcriber or Transcriber(cache_dir=data_dir / TRANSCRIPTS)
+        self.media = media or MediaStore(data_dir / MEDIA)
         self.hooks = list(hooks)
 
     def add_hook(self, hook: ForgetHook) -> None:
@@ -220,8 +222,9 @@ class Holdings:
         doomed = [] if shared else [f for d in digests for f in kept.get(d, [])]
         if self.is_upload(source.path):
             doomed.append(Path(source.path))
-        # A recording's page copy (QUORUM_KEEP_MEDIA, the demo's voices) goes with it.
-        doomed += await asyncio.to_thread(kept_copies, self.data_dir / MEDIA, kb, source_id)
+        # What its page served (the media store's copy, by content hash, unless another
+        # live source of this knowledge base is the same file) goes with it.
+        doomed += await self._media_copies(kb, source)
         files = await asyncio.to_thread(unlink, doomed)
         answers = await self.sessions.scrub_answers(kb, source_id)
         for hook in self.hooks:
@@ -230,7 +233,23 @@ class Holdings:
         await self.sessions.record_audit(
             AuditEntry(action, kb, source_id, actor, source.title, detail)
         )
+        # Again, now that the trail says it: an answer being written meanwhile (in this
+        # process or another) was stored before this or sees the removal as it is stored.
+        answers += await self.sessions.scrub_answers(kb, source_id)
+        try:
+            await self.sessions.purge()
+        except Exception:  # the removal is done; only the database's own files may lag
+            log.warning("could not purge the session database's files after a removal")
         return Forgotten(source_id, passages, tuple(files), answers, shared)
+
+    async def _media_copies(self, kb: str, source: Source) -> list[Path]:
+        """The media store's copies of a removed ``source`` no live source still uses."""
+        live = {i.source.content_hash for i in await self.store.list_sources(kb)}
+        shared = source.content_hash in live
+        copies = (
+            [] if shared else await asyncio.to_thread(self.media.copies, kb, source.content_hash)
+        )
+        return copies + await asyncio.to_thread(self.media.legacy_copies, kb, source.id)
 
     async def held(self, kb: str) -> list[Held]:
         """Every source of ``kb`` with its size, what is kept of it, and who added it."""
@@ -261,7 +280,7 @@ class Holdings:
         size = path.stat().st_size if path and path.is_file() else None
         digests = self._digests(source, kept, hash_file)
         transcripts = [f for d in digests for f in kept.get(d, [])]
-        copies = kept_copies(self.data_dir / MEDIA, kb, source.id)  # a page's copy
+        copies = self.media.copies(kb, source.content_hash)  # what its page serves
         if self.is_upload(source.path) and size is not None:
             copies.append(Path(source.path))
         kept_bytes = sum(_size(f) for f in [*transcripts, *copies])

@@ -25,6 +25,7 @@ from retrieval.embed import Embedder
 from retrieval.errors import InvalidInput, QuorumError
 from retrieval.indexer import FileResult
 from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
+from retrieval.kept_media import MediaStore
 from retrieval.models import SourceInfo
 from retrieval.search import SearchService
 from retrieval.service import Retrieval
@@ -70,11 +71,14 @@ class KbLibrary:
         holdings: Holdings | None = None,
         writer: Writer | None = None,
         jobs: JobQueue | None = None,
+        media: MediaStore | None = None,
     ) -> None:
         self.store, self.embedder, self.search = store, embedder, search
         self.uploads_dir, self.chunking, self.transcriber = uploads_dir, chunking, transcriber
         self.summarize, self.holdings, self.jobs = summarize, holdings, jobs
-        # Every add and removal goes through the one write path (``bot.write``).
+        self.media = media
+        # Every add and removal goes through the one write path (``bot.write``), which
+        # keeps each source's recording or document in ``media`` for its page.
         self.writer = writer or Writer(
             store=store,
             embedder=embedder,
@@ -82,6 +86,7 @@ class KbLibrary:
             chunking=chunking,
             transcriber=transcriber,
             holdings=holdings,
+            media=media,
             uploads_dir=uploads_dir,
         )
 
@@ -115,6 +120,7 @@ class KbLibrary:
             holdings=holdings,
             writer=writer,
             jobs=jobs,
+            media=retrieval.media,
         )
 
     def inbox(self, kb: str) -> Path:
@@ -170,9 +176,8 @@ class KbLibrary:
     async def _added(self, kb: str, path: Path, result: FileResult) -> Added:
         """What the thread is told of one file's result."""
         if result.status == "failed" and result.holder and result.source_id:
-            return Added(
-                "failed", path.name, reason=self._clash(kb, result.source_id, result.holder)
-            )
+            why = self._clash(kb, result.source_id, result.holder, path)
+            return Added("failed", path.name, reason=why)
         if result.status == "failed" or result.source_id is None:
             return Added("failed", path.name, reason=result.reason or "it could not be read")
         info = next(
@@ -204,8 +209,11 @@ class KbLibrary:
             return None
         return hit.source.url or hit.source.view
 
-    def _clash(self, kb: str, source_id: str, holder: str) -> str:
-        """Why a file whose source id another file holds is refused, said for chat."""
+    def _clash(self, kb: str, source_id: str, holder: str, path: Path) -> str:
+        """Why a file whose source id another file holds (or is being added as, at this
+        moment) is refused, said for chat."""
+        if Path(holder) == path:  # the same person's same file, shared twice at once
+            return f"`{source_id}` is being added from this same file right now; wait for it"
         shared = Path(holder).resolve().is_relative_to((self.uploads_dir / kb).resolve())
         fix = f"rename yours and share it again, or /forget {source_id} first to replace it"
         if shared:

@@ -1,10 +1,12 @@
 """Retention: how long Quorum keeps sources, the transcripts cache and the questions it
 was asked (``QUORUM_RETAIN_SOURCES_DAYS``, ``..._TRANSCRIPTS_DAYS``, ``..._QUERIES_DAYS``;
-unset keeps them for ever). ``plan`` says what has outlived its days, ``apply`` deletes it:
-an expired source is forgotten whole (``Holdings.forget``, written to the audit trail as
-expired), a kept transcript older than its days is deleted (a later ingest of the same
-audio transcribes it again), and older questions go with their answers, feedback and
-searches. ``quorum retention`` and ``quorum serve`` (once a day) run it."""
+unset keeps them for ever), and what pages serve (``QUORUM_MEDIA_RETAIN_DAYS``). ``plan``
+says what has outlived its days, ``apply`` deletes it: an expired source is forgotten
+whole (``Holdings.forget``, written to the audit trail as expired), a kept transcript older
+than its days is deleted (a later ingest of the same audio transcribes it again), so is a
+kept recording or document (its page then shows the text only), and older questions go
+with their answers, feedback and searches. ``quorum retention`` and ``quorum serve`` (once
+a day) run it."""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ class Retain:
     sources_days: int | None = None
     transcripts_days: int | None = None
     queries_days: int | None = None
+    media_days: int | None = None  # what pages serve, in the media store
 
     @property
     def any(self) -> bool:
@@ -53,6 +56,7 @@ class Plan:
 
     sources: list[ExpiredSource] = field(default_factory=list)
     transcripts: list[tuple[Path, float]] = field(default_factory=list)  # file, age in days
+    media: list[tuple[Path, float]] = field(default_factory=list)  # kept for pages, age in days
     questions: int = 0
     searches: int = 0
     undated: int = 0  # sources with no known add time: kept
@@ -63,7 +67,8 @@ class Plan:
         verb = "Deleted" if self.applied else "Would delete"
         return (
             f"{verb} {len(self.sources)} source(s), {len(self.transcripts)} kept transcript(s), "
-            f"{self.questions} question(s) and {self.searches} search(es)."
+            + (f"{len(self.media)} kept page file(s), " if self.media else "")
+            + f"{self.questions} question(s) and {self.searches} search(es)."
         )
 
     def lines(self) -> list[str]:
@@ -76,6 +81,7 @@ class Plan:
         out += [
             f"{verb} kept transcript {f.name}, {age:.0f} days old" for f, age in self.transcripts
         ]
+        out += [f"{verb} kept media {f.name}, {age:.0f} days old" for f, age in self.media]
         out.append(self.totals())
         if self.undated:
             out.append(
@@ -132,9 +138,15 @@ async def plan(holdings: Holdings, retain: Retain, apply: bool = False) -> Plan:
         )
         if apply:
             await asyncio.to_thread(unlink, [f for f, _ in out.transcripts])
+    if retain.media_days is not None:
+        out.media = await asyncio.to_thread(holdings.media.expired, retain.media_days, now)
+        if apply:
+            await asyncio.to_thread(unlink, [f for f, _ in out.media])
     if retain.queries_days is not None:
         counts = await holdings.sessions.old_questions(now - retain.queries_days * DAY_S, apply)
         out.questions, out.searches = counts["questions"], counts["searches"]
+        if apply and (out.questions or out.searches):
+            await holdings.sessions.purge()  # the deleted rows' words out of the WAL too
     return out
 
 

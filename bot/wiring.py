@@ -69,6 +69,8 @@ def retrieval_config(settings: Settings, *, one_shot: bool = False) -> Retrieval
         link_secret=s.link_secret.get_secret_value() if s.link_secret else None,
         link_ttl_days=s.link_ttl_days,
         one_shot=one_shot,
+        media_max_bytes=s.media_max_mb * 1024 * 1024 if s.media_max_mb else None,
+        media_retain_days=s.media_retain_days,
         chunking=ChunkConfig(
             max_seconds=s.chunk_seconds,
             overlap_seconds=s.chunk_overlap_seconds,
@@ -108,6 +110,7 @@ def holdings_of(settings: Settings, retrieval: Retrieval, sessions: Sessions) ->
         sessions=sessions,
         data_dir=settings.data_dir,
         transcriber=retrieval.transcriber,
+        media=retrieval.media,
     )
 
 
@@ -128,11 +131,10 @@ def writer_of(
     summarizer: ClaudeSummarizer | None = None,
 ) -> Writer:
     """The one write path (``bot.write``) over running retrieval: the model's summaries
-    when ``summarizer`` is given, QUORUM_KEEP_MEDIA's copies, the audit trail."""
+    when ``summarizer`` is given, the media store's copies, the audit trail."""
     from bot.write import Writer
 
-    media = settings.media_dir if settings.keep_media else None
-    return Writer.of(retrieval, holdings=holdings, summarizer=summarizer, media_dir=media)
+    return Writer.of(retrieval, holdings=holdings, summarizer=summarizer)
 
 
 def job_limits(settings: Settings) -> Limits:
@@ -193,6 +195,7 @@ def retain(settings: Settings) -> Retain:
         settings.retain_sources_days,
         settings.retain_transcripts_days,
         settings.retain_queries_days,
+        settings.media_retain_days,
     )
 
 

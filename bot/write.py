@@ -4,10 +4,11 @@ uploads, the HTTP API, a job's worker).
 
 Adding is the indexer's read or transcription, chunks, levels, embedding and write under a
 generation with its switch-over (``retrieval.indexer``), the summary (the model's when one
-is configured, extractive otherwise), a copy of the recording for its page
-(``QUORUM_KEEP_MEDIA``), the audit entry and the announcement. Removal is ``Holdings.forget``:
-every copy of the source's words, and the audit entry. ``tests/test_architecture.py``
-fails when any other module calls the indexer, so the doors cannot drift apart again.
+is configured, extractive otherwise), the recording or document its page serves kept in the
+media store (``retrieval.kept_media``), the audit entry and the announcement. Removal is
+``Holdings.forget``: every copy of the source's words (its kept media too), and the audit
+entry. ``tests/test_architecture.py`` fails when any other module calls the indexer, so the
+doors cannot drift apart again.
 
 Announcing is the adapters' business (each platform posts its own way): they register an
 ``Announcer`` with ``add_announcer``, and the core calls it after each write.
@@ -26,6 +27,7 @@ from bot.models import Actor
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
 from retrieval.indexer import FileResult, IngestReport, Progress, ingest
+from retrieval.kept_media import MediaStore
 from retrieval.search import SearchService
 from retrieval.store import Store
 from retrieval.summary import Summarizer
@@ -63,14 +65,14 @@ class Writer:
         transcriber: Transcriber | None = None,
         holdings: Holdings | None = None,
         summarizer: Summarizer | None = None,
-        media_dir: Path | None = None,
+        media: MediaStore | None = None,
         uploads_dir: Path | None = None,
         announcers: Sequence[Announcer] = (),
     ) -> None:
         self.store, self.embedder, self.search = store, embedder, search
         self.chunking, self.transcriber = chunking, transcriber
         self.holdings, self.summarizer = holdings, summarizer
-        self.media_dir = media_dir  # QUORUM_KEEP_MEDIA: recordings copied here for pages
+        self.media = media  # what pages serve, kept by the indexer as it writes
         self.uploads_dir = uploads_dir  # chat uploads' kept files, removed with their source
         self.announcers = list(announcers)
 
@@ -81,9 +83,8 @@ class Writer:
         *,
         holdings: Holdings | None = None,
         summarizer: Summarizer | None = None,
-        media_dir: Path | None = None,
     ) -> Writer:
-        """The writer over a running retrieval layer."""
+        """The writer over a running retrieval layer (its media store keeps pages' files)."""
         return cls(
             store=retrieval.store,
             embedder=retrieval.embedder,
@@ -92,7 +93,7 @@ class Writer:
             transcriber=retrieval.transcriber,
             holdings=holdings,
             summarizer=summarizer,
-            media_dir=media_dir,
+            media=retrieval.media,
             uploads_dir=retrieval.config.data_dir / "uploads",
         )
 
@@ -122,11 +123,10 @@ class Writer:
             force=force,
             transcriber=self.transcriber,
             summarizer=self.summarizer,
+            media=self.media,
             roots=roots,
         )
         self.search.forget_sources(kb)
-        if self.media_dir is not None:
-            await asyncio.to_thread(_keep_media, self.media_dir, kb, report)
         if self.holdings is not None:
             await self.holdings.note_ingest(kb, report.results, by)
         notices: list[str] = []
@@ -143,12 +143,18 @@ class Writer:
             return await self.holdings.forget(kb, source_id, by)
         from bot.holdings import Forgotten
 
-        held = [
-            i.source.path for i in await self.store.list_sources(kb) if i.source.id == source_id
-        ]
+        sources = [i.source for i in await self.store.list_sources(kb) if i.source.id == source_id]
         passages = await self.store.delete_source(kb, source_id)
         self.search.forget_sources(kb)
-        gone = await asyncio.to_thread(self._drop_uploads, kb, held)
+        gone = await asyncio.to_thread(self._drop_uploads, kb, [s.path for s in sources])
+        if self.media is not None and sources:
+            # What its page served, unless a live source has the very same content.
+            live = {i.source.content_hash for i in await self.store.list_sources(kb)}
+            for source in sources:
+                if source.content_hash not in live:
+                    for path in await asyncio.to_thread(self.media.copies, kb, source.content_hash):
+                        path.unlink(missing_ok=True)
+                        gone.append(str(path))
         return Forgotten(source_id, passages, tuple(gone))
 
     def _drop_uploads(self, kb: str, paths: list[str]) -> list[str]:
@@ -162,15 +168,3 @@ class Writer:
                 Path(p).unlink(missing_ok=True)
                 gone.append(p)
         return gone
-
-
-def _keep_media(media_dir: Path, kb: str, report: IngestReport) -> None:
-    """Copy each ingested recording beside Quorum's data for its page."""
-    from retrieval.kept_media import keep, kept_path
-
-    for result in report.results:
-        if result.source_id and result.status != "failed":
-            path = Path(result.path)
-            kept = kept_path(media_dir, kb, result.source_id, path.suffix)
-            if result.status != "skipped" or not kept.exists():  # new, changed, or never kept
-                keep(media_dir, kb, result.source_id, path)

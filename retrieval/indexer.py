@@ -10,7 +10,10 @@ file that fails is reported with its reason and skipped, and each source becomes
 whole (``Store.upsert_many``); nothing already indexed is touched by a failure. A source
 id (from the file's stem unless its metadata gives one) already holding another file
 that still exists is never silently replaced: the second file fails, saying how to give
-it its own id.
+it its own id; nor is one that another ingest in this process is writing at that moment
+(two people sharing the same file name at once). With a media store, each source's
+recording or document is kept there before the source is written
+(``retrieval.kept_media``): its page serves that copy only.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from typing import Literal, Protocol, runtime_checkable
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
 from retrieval.errors import ConfigError, IngestError, QuorumError
-from retrieval.ingest import discover, read_source
+from retrieval.ingest import discover, read_source, transcribed_beside
 from retrieval.ingest.media import MEDIA_SUFFIXES
+from retrieval.kept_media import MediaStore
 from retrieval.models import Document, check_kb
 from retrieval.multilevel import build
 from retrieval.store import Embedded, Store, StoredSource
@@ -132,6 +136,13 @@ class _Ready:
 EMBED_BATCH = 1024
 READ_GROUP = 32  # files read per worker-thread call and looked up per store query
 
+# The source ids being written by the ingests running in this process, per store and
+# knowledge base, with the file each is for. Checking the store for an id's holder and
+# then writing is not atomic: two people sharing "plan.vtt" at the same moment both saw
+# it free, both were told "Added", and one meeting replaced the other. An id is claimed
+# here before the store is asked, and released when its ingest ends (written or not).
+_writing: dict[tuple[int, str, str], str] = {}
+
 
 async def ingest(
     store: Store,
@@ -144,31 +155,20 @@ async def ingest(
     force: bool = False,
     transcriber: Transcriber | None = None,
     summarizer: Summarizer | None = None,
+    media: MediaStore | None = None,
     roots: Mapping[Path, Path] | None = None,
 ) -> IngestReport:
     """Ingest files and folders into ``kb``; unchanged files are skipped unless ``force``.
-    Audio and video are transcribed with ``transcriber`` (without one they fail).
+    Audio and video are transcribed with ``transcriber`` (without one they fail); what a
+    page serves of each source is kept in ``media`` (without one, pages show text only).
     ``roots``: for a file given alone, the folder its manifest lookups stop at (a job's
     file, queued from a folder), else its own folder."""
     check_kb(kb)
-    run = _Run(store, embedder, kb, chunking, force, transcriber, summarizer, progress)
-    # What a crashed ingest left behind (never visible to search) is removed first.
-    if removed := await store.clean_orphans(kb):
-        log.info("removed %d orphan segments from %s", removed, kb)
-    files, missing = await asyncio.to_thread(_discover, paths, roots or {})
-    for p in missing:
-        run.record(FileResult(str(p), "failed", reason="no such file or folder"))
-    run.progress.started(len(files) + len(missing))
-    queue: asyncio.Queue[list[_Ready] | None] = asyncio.Queue(maxsize=2)
-    producer = asyncio.create_task(run.produce(files, queue))
+    run = _Run(store, embedder, kb, chunking, force, transcriber, summarizer, progress, media)
     try:
-        while (batch := await queue.get()) is not None:
-            for result in await run.write(batch):
-                run.record(result)
-        await producer
+        return await run.go(paths, roots or {})
     finally:
-        producer.cancel()
-    return run.report
+        run.release()
 
 
 class _Run:
@@ -186,6 +186,7 @@ class _Run:
         transcriber: Transcriber | None,
         summarizer: Summarizer | None,
         progress: Progress | None,
+        media: MediaStore | None = None,
     ) -> None:
         self.store, self.embedder, self.kb = store, embedder, kb
         self.chunking, self.force = chunking, force
@@ -193,6 +194,34 @@ class _Run:
         self.progress = progress or _Silent()
         self.report = IngestReport()
         self.owners: dict[str, str] = {}  # source id -> the file that took it in this run
+        self.media = media
+
+    async def go(self, paths: Sequence[Path], roots: Mapping[Path, Path]) -> IngestReport:
+        """Ingest ``paths``: files read and checked, then written batch by batch."""
+        # What a crashed ingest left behind (never visible to search) is removed first.
+        if removed := await self.store.clean_orphans(self.kb):
+            log.info("removed %d orphan segments from %s", removed, self.kb)
+        files, missing = await asyncio.to_thread(_discover, paths, roots)
+        for p in missing:
+            self.record(FileResult(str(p), "failed", reason="no such file or folder"))
+        self.progress.started(len(files) + len(missing))
+        queue: asyncio.Queue[list[_Ready] | None] = asyncio.Queue(maxsize=2)
+        producer = asyncio.create_task(self.produce(files, queue))
+        try:
+            while (batch := await queue.get()) is not None:
+                for result in await self.write(batch):
+                    self.record(result)
+            await producer
+        finally:
+            producer.cancel()
+        return self.report
+
+    def release(self) -> None:
+        """Give back the source ids this run claimed."""
+        for sid in self.owners:
+            key = (id(self.store), self.kb, sid)
+            if _writing.get(key) == self.owners[sid]:
+                del _writing[key]
 
     def record(self, result: FileResult) -> None:
         """One file's outcome: into the report, and out to the progress display."""
@@ -261,7 +290,14 @@ class _Run:
     ) -> list[_Ready | FileResult]:
         """Each read file's fate before encoding: failed (unreadable, or its id is taken),
         skipped (unchanged), or ready. One store lookup for the whole group."""
-        ids = [doc.source.id for _, doc in read if isinstance(doc, Document)]
+        # Claimed before the store is asked, with no await in between: an ingest still
+        # writing an id holds its claim, one that finished has written its record.
+        claims = {
+            path: self._claim(path, doc.source.id)
+            for path, doc in read
+            if isinstance(doc, Document)
+        }
+        ids = [doc.source.id for p, doc in read if isinstance(doc, Document) and not claims[p]]
         stored_by_id = await self.store.stored_sources(self.kb, ids)
         out: list[_Ready | FileResult] = []
         for path, doc in read:
@@ -269,18 +305,21 @@ class _Run:
                 out.append(doc)
                 continue
             stored = stored_by_id.get(doc.source.id)
-            taken = await self._taken(path, doc.source.id, stored)
+            taken = claims[path] or await self._taken(path, doc.source.id, stored)
             if taken is not None:
                 out.append(taken)
             elif not self.force and stored and stored.content_hash == doc.source.content_hash:
                 out.append(FileResult(str(path), "skipped", doc.source.id, len(doc.segments)))
+                # Ingested before Quorum kept media: kept now (unless retention would drop it).
+                if self.media is not None and self.media.retain_days is None:
+                    await self.hold(doc)
             else:
                 out.append(_Ready(path, doc, stored))
         return out
 
-    async def _taken(self, path: Path, sid: str, stored: StoredSource | None) -> FileResult | None:
-        """The failure of a file whose source id belongs to another file (of this run, or
-        indexed and still there); None when the id is this file's to use."""
+    def _claim(self, path: Path, sid: str) -> FileResult | None:
+        """The failure of a file whose source id another file of this run took, or that
+        another ingest in this process is writing; else the id is claimed for it."""
         if sid in self.owners:
             return FileResult(
                 str(path),
@@ -289,7 +328,23 @@ class _Run:
                 reason=f"source id {sid!r} is already used by {self.owners[sid]}; "
                 "give one of them an 'id' in its .meta.json",
             )
-        self.owners[sid] = str(path)
+        key = (id(self.store), self.kb, sid)
+        other = _writing.get(key)
+        if other is not None:
+            return FileResult(
+                str(path),
+                "failed",
+                sid,
+                reason=f"source id {sid!r} is being added from {other} right now; add this "
+                "file again when that is done, or give it an 'id' in its .meta.json",
+                holder=other,
+            )
+        _writing[key] = self.owners[sid] = str(path)
+        return None
+
+    async def _taken(self, path: Path, sid: str, stored: StoredSource | None) -> FileResult | None:
+        """The failure of a file whose source id belongs to another file indexed and still
+        there; None when the id is this file's to use."""
         if stored is not None and await asyncio.to_thread(_another_file, stored.path, path):
             return FileResult(
                 str(path),
@@ -320,6 +375,8 @@ class _Run:
         Weaviate itself fails (then every file of the batch says why)."""
         known = {r.doc.source.id: r.stored for r in batch if r.stored is not None}
         items = [Embedded(r.doc, r.vectors, r.level_vectors) for r in batch]
+        for r in batch:  # kept first, so a page finds its media the moment the source shows
+            await self.hold(r.doc)
         try:
             results = await self.store.upsert_many(self.kb, items, known=known)
         except QuorumError as exc:
@@ -333,7 +390,34 @@ class _Run:
             else:
                 status: Status = "added" if up.status == "added" else "updated"
                 out.append(FileResult(str(r.path), status, sid, up.segments))
+        replaced = [
+            r.stored.content_hash
+            for r, res in zip(batch, out, strict=True)
+            if r.stored is not None
+            and res.status == "updated"
+            and r.stored.content_hash != r.doc.source.content_hash
+        ]
+        if replaced and self.media is not None:
+            await self.drop_unused(replaced)
         return out
+
+    async def hold(self, doc: Document) -> None:
+        """Keep what ``doc``'s page serves in the media store; a copy that cannot be made
+        costs its page the player (said in the log), never the source."""
+        if self.media is None or doc.original is None:
+            return
+        try:
+            await asyncio.to_thread(self.media.keep, self.kb, doc.source.content_hash, doc.original)
+        except Exception as exc:  # unreadable now, changed since it was read, no sound
+            log.warning("not kept for its page: %s (%s)", doc.original.path.name, exc)
+
+    async def drop_unused(self, hashes: list[str]) -> None:
+        """Delete the kept files of replaced versions no live source still has."""
+        assert self.media is not None
+        live = {i.source.content_hash for i in await self.store.list_sources(self.kb)}
+        for h in set(hashes) - live:
+            for path in await asyncio.to_thread(self.media.copies, self.kb, h):
+                path.unlink(missing_ok=True)
 
 
 def _groups(files: Sequence[tuple[Path, Path]]) -> list[list[tuple[Path, Path]]]:
@@ -360,13 +444,17 @@ def _discover(
     """Files to read, each with the folder its manifest lookups stop at; missing paths."""
     files: list[tuple[Path, Path]] = []
     missing: list[Path] = []
-    for root in paths:
+    # Resolved once, here: a stored path never depends on the folder a later command
+    # (``quorum serve``) runs in.
+    for given in paths:
+        root = given.absolute()
         if not root.exists():
-            missing.append(root)
+            missing.append(given)
             continue
-        base = root if root.is_dir() else roots.get(root, root.parent)
+        base = root if root.is_dir() else roots.get(given, roots.get(root, root.parent))
         files.extend((f, base) for f in discover([root]))
-    return files, missing
+    found = {f for f, _ in files}  # a recording named beside its named transcript: its media
+    return [(f, b) for f, b in files if not transcribed_beside(f, found)], missing
 
 
 def _another_file(stored: str, path: Path) -> bool:

@@ -1,33 +1,39 @@
-"""Where a source's media and original file are found, for its page.
+"""Quorum's media store: the only files its pages serve.
 
-A recording plays from, in order: the copy kept under ``media/<kb>/<source id>.<ext>``
-(``QUORUM_KEEP_MEDIA``, or audio the demo made for a transcript), the file it was
-ingested from while that file is still there (chat uploads are kept by the library), or
-a recording of the same name beside its transcript (``call.vtt`` next to ``call.m4a``).
-Only these files are ever served: a path comes from the stored source, never from a URL,
-and a kept copy must resolve inside its own folder (no symlink leads out of it).
+At ingest Quorum keeps what a source's page plays or offers, under
+``<data dir>/media/<kb>/<content hash><suffix>``, named by the source's content hash (a
+row in the store, never a path someone else can change): the recording itself when a
+browser can play it, else a browser-playable AAC rendition made with PyAV; a document's
+PDF or text file. The copy is checked against the digest ingest read, so the store holds
+the very bytes that were transcribed or read, never what a swapped file or link held a
+moment later. Pages open a kept file with ``O_NOFOLLOW``, check it is a regular file
+inside the store, and stream that descriptor: no symlink, no ``.gz``/``.br`` sibling, no
+path resolved against a working folder. ``QUORUM_MEDIA_MAX_MB`` and
+``QUORUM_MEDIA_RETAIN_DAYS`` bound it; a source's copy is forgotten with it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import logging
+import os
 import re
-import shutil
+import stat
+import time
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrieval.models import Source
+from retrieval.models import Original, Source
 
+log = logging.getLogger("quorum.media")
 
-def _media_suffixes() -> frozenset[str]:
-    """The suffixes of audio and video files (``retrieval.ingest.media``), imported on
-    first use: the readers behind it cost a one-shot ``quorum search`` half a second."""
-    from retrieval.ingest.media import MEDIA_SUFFIXES
-
-    return MEDIA_SUFFIXES
-
-
-# Containers Chromium and Firefox play in <audio>/<video>; others are offered as a download.
-PLAYABLE = frozenset({".mp3", ".m4a", ".wav", ".ogg", ".webm", ".mp4", ".mov"})
+# Containers Chromium and Firefox play in <audio>/<video>; other recordings get a rendition.
+PLAYABLE = frozenset({".mp3", ".m4a", ".wav", ".ogg", ".webm", ".mp4"})
+RENDITION = ".m4a"  # AAC in MP4: every browser plays it
+DOCUMENTS = frozenset({".pdf", ".md", ".markdown", ".txt"})
 CONTENT_TYPES = {
     ".mp3": "audio/mpeg",
     ".m4a": "audio/mp4",
@@ -35,91 +41,241 @@ CONTENT_TYPES = {
     ".ogg": "audio/ogg",
     ".webm": "video/webm",
     ".mp4": "video/mp4",
-    ".mov": "video/quicktime",
-    ".mkv": "video/x-matroska",
     ".pdf": "application/pdf",
     ".md": "text/plain; charset=utf-8",
     ".markdown": "text/plain; charset=utf-8",
     ".txt": "text/plain; charset=utf-8",
 }
-
-
-@dataclass(frozen=True)
-class Found:
-    """A file to serve (None: none), and the name of an original that is gone."""
-
-    path: Path | None
-    gone: str | None = None
-
-
-def _safe(name: str) -> str:
-    """A source id as one file name (ids are slugs; anything else is replaced)."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "_"
-
-
-def kept_path(media_dir: Path, kb: str, source_id: str, suffix: str) -> Path:
-    """Where a kept copy of ``source_id``'s recording lives."""
-    return media_dir / _safe(kb) / f"{_safe(source_id)}{suffix.lower()}"
-
-
-def _kept(media_dir: Path, kb: str, source_id: str) -> Path | None:
-    folder = (media_dir / _safe(kb)).resolve()
-    for suffix in sorted(_media_suffixes(), key=lambda s: s not in PLAYABLE):
-        path = kept_path(media_dir, kb, source_id, suffix)
-        if path.is_file() and path.resolve().parent == folder:
-            return path
-    return None
-
-
-def kept_copies(media_dir: Path, kb: str, source_id: str) -> list[Path]:
-    """Every kept copy of ``source_id``'s recording (removed with the source)."""
-    paths = (kept_path(media_dir, kb, source_id, suffix) for suffix in sorted(_media_suffixes()))
-    return [p for p in paths if p.is_file()]
-
-
-def _original(source: Source) -> Path | None:
-    return Path(source.path).absolute() if source.path else None
-
-
-def find_media(media_dir: Path, kb: str, source: Source) -> Found:
-    """The recording of ``source`` to play, or the name of its ingested file that is gone."""
-    kept = _kept(media_dir, kb, source.id)
-    if kept is not None:
-        return Found(kept)
-    original = _original(source)
-    if original is None:
-        return Found(None)
-    if original.suffix.lower() in _media_suffixes():
-        return Found(original) if original.is_file() else Found(None, original.name)
-    for suffix in sorted(_media_suffixes(), key=lambda s: s not in PLAYABLE):
-        beside = original.with_suffix(suffix)
-        if beside.is_file():
-            return Found(beside)
-    return Found(None)
-
-
-def find_file(source: Source) -> Found:
-    """The document ``source`` was ingested from (a PDF, Markdown), or its name if gone."""
-    original = _original(source)
-    if original is None:
-        return Found(None)
-    return Found(original) if original.is_file() else Found(None, original.name)
-
-
-def keep(media_dir: Path, kb: str, source_id: str, original: Path) -> Path | None:
-    """Copy an ingested recording beside Quorum's data (``QUORUM_KEEP_MEDIA``); None when
-    ``original`` is not a recording."""
-    suffix = original.suffix.lower()
-    if suffix not in _media_suffixes():
-        return None
-    target = kept_path(media_dir, kb, source_id, suffix)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".part")
-    shutil.copyfile(original, partial)
-    partial.replace(target)  # whole or not at all
-    return target
+KEPT = (*sorted(PLAYABLE), *sorted(DOCUMENTS))  # every suffix a kept file may have
+_HASH = re.compile(r"[0-9a-f]{64}")
+_BLOCK = 1 << 20
+DAY_S = 86_400.0
+_AAC_RATES = frozenset({8_000, 11_025, 12_000, 16_000, 22_050, 24_000, 32_000, 44_100, 48_000})
 
 
 def content_type(path: Path) -> str:
-    """The Content-Type a file is served with."""
+    """The Content-Type a kept file is served with."""
     return CONTENT_TYPES.get(path.suffix.lower(), "application/octet-stream")
+
+
+def is_recording(path: str) -> bool:
+    """True when ``path`` names an audio or video file (a source ingested from one)."""
+    from retrieval.ingest.media import MEDIA_SUFFIXES  # PyAV's readers: only when asked
+
+    return Path(path).suffix.lower() in MEDIA_SUFFIXES
+
+
+def _safe(name: str) -> str:
+    """A name as one file name (knowledge bases are checked; this is belt and braces)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "_"
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A kept file opened for serving: its descriptor (the caller closes it), size, type."""
+
+    fd: int
+    size: int
+    suffix: str
+
+    @property
+    def content_type(self) -> str:
+        """The Content-Type it is served with."""
+        return CONTENT_TYPES.get(self.suffix, "application/octet-stream")
+
+
+class ChangedWhileRead(Exception):
+    """The file's bytes are not the ones ingest read (it changed, or was swapped)."""
+
+
+@dataclass(frozen=True)
+class MediaStore:
+    """Kept recordings and documents by content hash, bounded in bytes and in age."""
+
+    root: Path
+    max_bytes: int | None = None  # QUORUM_MEDIA_MAX_MB; None: no bound
+    retain_days: float | None = None  # QUORUM_MEDIA_RETAIN_DAYS; None: while the source is
+
+    def path(self, kb: str, content_hash: str, suffix: str) -> Path:
+        """Where a source's kept file of ``suffix`` lives."""
+        if not _HASH.fullmatch(content_hash):
+            raise ValueError(f"not a content hash: {content_hash[:80]!r}")
+        return self.root / _safe(kb) / f"{content_hash}{suffix.lower()}"
+
+    def copies(self, kb: str, content_hash: str) -> list[Path]:
+        """Every kept file of one content hash (what forgetting its source deletes)."""
+        if not _HASH.fullmatch(content_hash):
+            return []
+        folder = self.root / _safe(kb)
+        return [p for s in KEPT if (p := folder / f"{content_hash}{s}").is_file()]
+
+    def legacy_copies(self, kb: str, source_id: str) -> list[Path]:
+        """Copies earlier versions of Quorum kept by source id (``media/<kb>/<id>.<ext>``)."""
+        folder = self.root / _safe(kb)
+        suffixes = (*KEPT, ".mov", ".mkv")
+        return [p for s in suffixes if (p := folder / f"{_safe(source_id)}{s}").is_file()]
+
+    def keep(self, kb: str, content_hash: str, original: Original) -> Path | None:
+        """Copy ``original`` into the store (a rendition when a browser cannot play it),
+        checked against the digest ingest read; None when nothing was kept (not a kind a
+        page serves, over the size bound, or the file changed since it was read)."""
+        suffix = original.path.suffix.lower()
+        from retrieval.ingest.media import MEDIA_SUFFIXES  # PyAV's readers: only when keeping
+
+        if suffix not in MEDIA_SUFFIXES and suffix not in DOCUMENTS:
+            return None
+        served = RENDITION if suffix in MEDIA_SUFFIXES and suffix not in PLAYABLE else suffix
+        target = self.path(kb, content_hash, served)
+        if target.is_file():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Its own name: two ingests (two chat uploads of one file) may keep it at once.
+        partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.part")
+        try:
+            _copy_checked(original, partial)
+            if suffix in MEDIA_SUFFIXES:
+                _probe(partial, original.path.name)
+            if served != suffix:  # a container browsers do not play
+                rendition = partial.with_name(partial.name + RENDITION)
+                try:
+                    render_audio(partial, rendition)
+                finally:
+                    partial.unlink(missing_ok=True)
+                partial = rendition
+            if self.max_bytes is not None and partial.stat().st_size > self.max_bytes:
+                log.warning(
+                    "%s is larger than QUORUM_MEDIA_MAX_MB: its page shows no media",
+                    original.path.name,
+                )
+                return None
+            partial.replace(target)  # whole or not at all
+        finally:
+            partial.unlink(missing_ok=True)
+        self.prune(keep=target)
+        return target
+
+    def prune(self, keep: Path | None = None, now: float | None = None) -> list[Path]:
+        """Delete kept files older than the retention days, then the oldest while the store
+        is over its size; the files deleted (never ``keep``, just kept)."""
+        files = sorted(self._files(), key=lambda x: x[1])  # oldest first
+        now = time.time() if now is None else now
+        doomed: list[Path] = []
+        if self.retain_days is not None:
+            doomed += [p for p, at, _ in files if now - at > self.retain_days * DAY_S]
+        if self.max_bytes is not None:
+            total = sum(size for p, _, size in files if p not in doomed)
+            for p, _, size in files:
+                if total <= self.max_bytes:
+                    break
+                if p not in doomed and p != keep:
+                    doomed.append(p)
+                    total -= size
+        for p in doomed:
+            p.unlink(missing_ok=True)
+        if doomed:
+            log.warning("media store: %d kept file(s) past their days or size dropped", len(doomed))
+        return doomed
+
+    def expired(self, days: float, now: float | None = None) -> list[tuple[Path, float]]:
+        """Kept files older than ``days``, with their age in days."""
+        now = time.time() if now is None else now
+        return [(p, (now - at) / DAY_S) for p, at, _ in self._files() if now - at > days * DAY_S]
+
+    def _files(self) -> Iterator[tuple[Path, float, int]]:
+        if not self.root.is_dir():
+            return
+        for folder in self.root.iterdir():
+            if not folder.is_dir() or folder.is_symlink():
+                continue
+            for p in folder.iterdir():
+                with contextlib.suppress(OSError):
+                    st = p.lstat()
+                    if stat.S_ISREG(st.st_mode) and not p.name.startswith("."):
+                        yield p, st.st_mtime, st.st_size
+
+    def find(self, kb: str, source: Source, suffixes: frozenset[str]) -> str | None:
+        """The suffix of ``source``'s kept file among ``suffixes``, or None."""
+        if not _HASH.fullmatch(source.content_hash):
+            return None
+        folder = self.root / _safe(kb)
+        for suffix in KEPT:
+            if suffix in suffixes and (folder / f"{source.content_hash}{suffix}").is_file():
+                return suffix
+        return None
+
+    def open(self, kb: str, source: Source, suffixes: frozenset[str]) -> Opened | None:
+        """``source``'s kept file among ``suffixes``, opened without following a link and
+        checked to be a regular file inside the store; None when there is none."""
+        suffix = self.find(kb, source, suffixes)
+        if suffix is None:
+            return None
+        path = self.path(kb, source.content_hash, suffix)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:  # a link (ELOOP), or gone since
+            log.warning("refused to serve %s: not a plain file", path.name)
+            return None
+        try:
+            st = os.fstat(fd)
+            real = Path(os.path.realpath(path))
+            inside = real.is_relative_to(Path(os.path.realpath(self.root)))
+            same = inside and os.stat(real).st_ino == st.st_ino
+            if not (stat.S_ISREG(st.st_mode) and same):
+                log.warning("refused to serve %s: not a plain file in the store", path.name)
+                os.close(fd)
+                return None
+            os.set_blocking(fd, True)
+        except OSError:
+            os.close(fd)
+            return None
+        return Opened(fd, st.st_size, suffix)
+
+
+def _copy_checked(original: Original, partial: Path) -> None:
+    """Copy ``original`` to ``partial``, hashing as it goes; ChangedWhileRead when the
+    bytes are not the ones ingest read."""
+    digest = hashlib.sha256()
+    with original.path.open("rb") as src, partial.open("wb") as dst:
+        while block := src.read(_BLOCK):
+            digest.update(block)
+            dst.write(block)
+    if digest.hexdigest() != original.digest:
+        partial.unlink(missing_ok=True)
+        raise ChangedWhileRead(f"{original.path.name} changed while it was ingested")
+
+
+def _probe(path: Path, name: str) -> None:
+    """ValueError unless ``path`` is a recording with sound (a page plays nothing else)."""
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            if container.streams.audio:
+                return
+    except av.FFmpegError:
+        pass
+    raise ValueError(f"{name} is not a recording with sound")
+
+
+def render_audio(source: Path, out: Path) -> None:
+    """The sound of ``source`` (any container PyAV reads) as AAC in ``out`` (.m4a)."""
+    import av  # here: PyAV is only needed when a recording is kept
+
+    with av.open(str(source)) as inp, av.open(str(out), "w", format="mp4") as outc:
+        if not inp.streams.audio:
+            raise ValueError(f"{source.name} has no sound")
+        sound = inp.streams.audio[0]
+        # The recording's own rate where AAC has it: resampling is most of the cost.
+        rate = sound.rate if sound.rate in _AAC_RATES else 48_000
+        stream = outc.add_stream("aac", rate=rate, layout="mono")
+        stream.bit_rate = 64_000
+        resampler = av.AudioResampler(format="fltp", layout="mono", rate=rate)
+        for frame in inp.decode(sound):
+            for out_frame in resampler.resample(frame):
+                for packet in stream.encode(out_frame):
+                    outc.mux(packet)
+        for out_frame in resampler.resample(None):
+            for packet in stream.encode(out_frame):
+                outc.mux(packet)
+        for packet in stream.encode(None):
+            outc.mux(packet)

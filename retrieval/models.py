@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import date
+from pathlib import Path
 from typing import Literal
 
 from retrieval.errors import InvalidInput
@@ -85,6 +86,16 @@ class Document:
     segments: tuple[Segment, ...]
     # Units of the other levels (turns, topics, summary), each numbered 0.. in its level.
     levels: tuple[Segment, ...] = ()
+    original: Original | None = None  # the file its page plays or offers, as ingest read it
+
+
+@dataclass(frozen=True)
+class Original:
+    """A file a source's page serves (a recording, a PDF) and the sha256 of the bytes
+    ingest read from it: the media store keeps exactly those bytes."""
+
+    path: Path
+    digest: str
 
 
 @dataclass(frozen=True)
@@ -143,3 +154,21 @@ def check_kb(kb: str) -> str:
             f"{kb!r} is not one."
         )
     return kb
+
+
+# Pages route on ids (``/v/{token}`` signs one; ``~insights`` and friends are Quorum's own
+# names): an id starts with a letter or digit and holds no '/', '~', space or control.
+SOURCE_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def check_source_id(source_id: str) -> str:
+    """The one rule for a source id, whatever gives it (a file name, a sidecar, front
+    matter, a manifest); InvalidInput says what an id may be."""
+    if not SOURCE_ID_PATTERN.fullmatch(source_id):
+        shown = source_id if len(source_id) <= 60 else source_id[:57] + "..."
+        raise InvalidInput(
+            f"source id {shown!r} is not allowed: an id starts with a letter or digit and "
+            "uses only letters, digits, '.', '-' and '_' (at most 200); names starting with "
+            "'~' and anything with '/' are Quorum's own"
+        )
+    return source_id

@@ -154,6 +154,21 @@ class SearchService:
         self._source_cache[kb] = _SourceCache(now, infos)
         return infos
 
+    async def current_source(self, kb: str, source_id: str) -> SourceInfo | None:
+        """A source as the store holds it now: the store confirms it (one record read)
+        and the cached list describes it, read again when it does not know it yet. A
+        source removed by another process within the cache's seconds is gone here at
+        once: what a page plays must not outlive its removal."""
+        if source_id not in await self.store.stored_sources(kb, [source_id]):
+            self.forget_sources(kb)
+            return None
+        for _ in range(2):
+            found = [i for i in await self.sources(kb) if i.source.id == source_id]
+            if found:
+                return found[0]
+            self.forget_sources(kb)  # added since the list was cached
+        return None
+
     async def choose_sources(self, kb: str, name: str) -> SourceChoice:
         """The sources a typed name selects (``retrieval.names``: exact names win)."""
         return choose_sources(name, [i.source for i in await self.sources(kb)])

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import EmbedBackend, LazyEmbedder
+from retrieval.kept_media import MediaStore
 from retrieval.search import SearchService
 from retrieval.share import LinkSigner, load_secret
 from retrieval.store import Store
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 WeaviateMode = Literal["embedded", "local", "cloud"]
 TRANSCRIPTS = "transcripts"
+MEDIA = "media"
 
 DATA_PARTS: dict[str, tuple[str, ...]] = {"index": DATA_DIR_NAMES, "transcripts": (TRANSCRIPTS,)}
 """What the retrieval layer keeps under the data dir, by kind (``quorum doctor``)."""
@@ -59,6 +61,13 @@ class RetrievalConfig:
     # A command that exits after one job: an embedded server it started is left to its
     # reaper (stopped within a second) instead of waited for (``EmbeddedServer.stop``).
     one_shot: bool = False
+    # The media store's bounds (``retrieval.kept_media``): None keeps everything.
+    media_max_bytes: int | None = None
+    media_retain_days: float | None = None
+
+    def media(self) -> MediaStore:
+        """The store of what pages serve, under ``data_dir/media``."""
+        return MediaStore(self.data_dir / MEDIA, self.media_max_bytes, self.media_retain_days)
 
     def transcriber(self) -> Transcriber:
         """The Whisper transcriber for audio and video (its model loads on first use),
@@ -82,6 +91,11 @@ class Retrieval:
     def chunking(self) -> ChunkConfig:
         """How sources are cut into windows."""
         return self.config.chunking
+
+    @property
+    def media(self) -> MediaStore:
+        """What pages serve, kept at ingest."""
+        return self.config.media()
 
 
 def boot(config: RetrievalConfig) -> None:

@@ -62,21 +62,33 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+MIN_SECRET = 16  # characters: QUORUM_LINK_SECRET's floor, and the kept file's
+
+
 def load_secret(data_dir: Path, given: str | None = None) -> bytes:
     """``given`` (``QUORUM_LINK_SECRET``), else the data folder's secret, made on first
-    use (readable by its owner only)."""
+    use (readable by its owner only). A kept secret that is empty or short (a crash
+    while an older Quorum wrote it) is refused with how to fix it, never used: every
+    link would be signed with it."""
     if given is not None:
-        if len(given) < 16:
-            raise ConfigError("QUORUM_LINK_SECRET must be at least 16 characters long.")
+        if len(given) < MIN_SECRET:
+            raise ConfigError(f"QUORUM_LINK_SECRET must be at least {MIN_SECRET} characters long.")
         return given.encode()
     path = data_dir / SECRET_FILE
     try:
-        return _read_or_make(path)
+        secret = _read_or_make(path)
     except OSError as exc:  # the data folder is a file, unwritable, ...
         raise ConfigError(
             f"The link secret {path} cannot be used ({exc.strerror or exc}); point "
             "QUORUM_DATA_DIR at a writable folder, or set QUORUM_LINK_SECRET."
         ) from exc
+    if len(secret) < MIN_SECRET:
+        raise ConfigError(
+            f"The link secret {path} is {'empty' if not secret else 'too short'}; delete "
+            "it so Quorum makes a new one (links already shared stop working), or set "
+            "QUORUM_LINK_SECRET."
+        )
+    return secret
 
 
 def _read_or_make(path: Path) -> bytes:
@@ -86,13 +98,35 @@ def _read_or_make(path: Path) -> bytes:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
     made = secrets.token_hex(32).encode()
+    # Written whole under a temporary name, flushed to disk, then linked into place: a
+    # crash leaves no secret or the whole one, never an empty file (and os.link, unlike a
+    # rename, fails when another process made its secret first: theirs is used).
+    part = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process made it first: use theirs
-        return path.read_bytes().strip()
-    with os.fdopen(fd, "wb") as f:
-        f.write(made)
+        with os.fdopen(fd, "wb") as f:
+            f.write(made)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(part, path)
+        except FileExistsError:
+            return path.read_bytes().strip()
+        except OSError:  # a file system without hard links: replaced whole all the same
+            os.replace(part, path)
+        _sync_dir(path.parent)
+    finally:
+        part.unlink(missing_ok=True)
     return made
+
+
+def _sync_dir(folder: Path) -> None:
+    """Make a new name in ``folder`` durable (the directory's entry, not only the data)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class LinkSigner:

@@ -58,6 +58,22 @@ def test_a_model_sdk_stays_behind_its_seam(sdk: str) -> None:
     assert importers == [MODEL_SDKS[sdk]]
 
 
+MCP_SDK = {"mcp", "mcp_types"}
+
+
+def test_the_mcp_sdk_stays_in_its_package() -> None:
+    """The MCP SDK (``mcp``, and ``mcp_types`` under it) is imported in ``adapters/mcp/``
+    and nowhere else: the tools there speak Quorum's types to the rest of the code."""
+    importers = sorted(
+        str(path.relative_to(REPO))
+        for package in ("adapters", "bot", "retrieval")
+        for path in (REPO / package).rglob("*.py")
+        if imports(path) & MCP_SDK and not path.is_relative_to(REPO / "adapters" / "mcp")
+    )
+    assert importers == []
+    assert any(imports(p) & MCP_SDK for p in (REPO / "adapters" / "mcp").glob("*.py"))
+
+
 def modules_imported(path: Path) -> set[str]:
     """Every absolute module name ``path`` imports (``from a.b import c`` gives ``a.b``)."""
     found: set[str] = set()

@@ -81,13 +81,13 @@ def test_a_recording_removed_with_the_cli_leaves_no_word_behind(
     assert files_saying(data, words), "the words are kept before removal"
     (listed,) = json.loads(quorum("sources", "--kb", kb, "--json")[1])
     assert listed["id"] == "weekly-sync" and listed["transcript_kept"] is True
-    assert listed["media_kept"] is False  # the user's own file, not a copy
+    assert listed["media_kept"] is True  # the copy its page plays, in the media store
     assert listed["added_by"].startswith("cli") and listed["added_at"]
     assert listed["size_bytes"] == wav.stat().st_size
 
     code, out, err = quorum("remove", "weekly-sync", "--kb", kb)
     assert code == 0, err
-    assert "Removed weekly-sync" in out and "1 kept file(s)" in out
+    assert "Removed weekly-sync" in out and "2 kept file(s)" in out  # transcript, media
 
     assert files_saying(data, words) == {}
     assert wav.is_file()  # Quorum never deletes the user's own recording

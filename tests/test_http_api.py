@@ -7,22 +7,23 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import pytest
 import pytest_asyncio
 
 from adapters.http.api import STOPPING
-from adapters.http.server import OpsServer
+from adapters.http.server import OpsServer, local_pages
 from bot.config import load_settings
 from bot.metrics import MeteredCore, Metrics
 from bot.models import Actor
-from bot.wiring import open_core, retrieval_config
+from bot.wiring import CoreServices, open_core, retrieval_config
 from retrieval.embed import LazyEmbedder, SentenceTransformerEmbedder
 from retrieval.search import SearchService
 from retrieval.service import Retrieval
@@ -354,3 +355,17 @@ async def test_openapi_describes_every_route(running: Running) -> None:
     ask = doc["components"]["schemas"]["AskBody"]
     assert ask["required"] == ["question"] and "session_id" in ask["properties"]
     assert "Filters" in doc["components"]["schemas"]
+
+
+async def test_a_terminal_chat_beside_a_running_server_leaves_the_pages_to_it(
+    tmp_path: Path,
+) -> None:
+    """``quorum chat`` (and ``quorum mcp``) next to a ``quorum serve`` on the same port: the
+    port is taken, so the chat serves no pages of its own instead of failing to start."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = load_settings(data_dir=tmp_path, http_port=port)
+        async with local_pages(settings, cast(CoreServices, None)) as pages:
+            assert pages is None

@@ -18,8 +18,8 @@ import pytest_asyncio
 from playwright.async_api import Browser
 
 from bot.config import load_settings
-from bot.models import Answer, Question, ThreadKey
-from bot.write import _keep_media
+from bot.models import Actor, Answer, Question, ThreadKey
+from bot.write import Writer
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.store.weaviate import WeaviateStore
@@ -74,7 +74,13 @@ async def world(
     async with serving(settings, weaviate_endpoint, store, embedder) as served:
         r = served.services.retrieval
         report = await ingest(
-            store, r.embedder, kb, [files], chunking=r.chunking, transcriber=r.transcriber
+            store,
+            r.embedder,
+            kb,
+            [files],
+            chunking=r.chunking,
+            transcriber=r.transcriber,
+            media=r.media,
         )
         assert not report.failed, report.failed
         async with chromium() as browser:
@@ -242,31 +248,18 @@ async def test_a_removed_source_is_404_and_a_rotated_secret_revokes(world: World
             assert "no longer" in await r.text()
 
 
-async def test_a_moved_recording_is_said_on_its_page_and_a_kept_copy_still_plays(
+async def test_a_moved_or_deleted_recording_still_plays_from_the_copy_quorum_kept(
     world: World, tmp_path: Path
 ) -> None:
     served, kb = world.served, f"t{uuid.uuid4().hex[:12]}"
     wav = speak(tmp_path / "standup.wav", ["The quarterly budget review is on Friday."]).path
-    r = served.services.retrieval
-    report = await ingest(
-        r.store, r.embedder, kb, [wav], chunking=r.chunking, transcriber=r.transcriber
-    )
+    # Through the one write path every door uses: it hands the indexer the media store.
+    await Writer.of(served.services.retrieval).add(kb, [wav], Actor("cli"))
     page = served.signer.page(kb, "standup")
-    async with served.http.get(page) as resp:
-        assert "id=media" in await resp.text()
-
-    moved = wav.rename(tmp_path / "elsewhere.wav")
+    wav.unlink()
     async with served.http.get(page) as resp:
         text = await resp.text()
-        assert "standup.wav) is no longer where it was ingested from" in text
-        assert "id=media" not in text and "quarterly budget" in text
-    async with served.http.get(page + "/media") as resp:
-        assert resp.status == 404
-
-    # QUORUM_KEEP_MEDIA: `quorum ingest` keeps a copy, which plays after the file moves.
-    moved.rename(wav)
-    _keep_media(served.services.settings.media_dir, kb, report)
-    wav.unlink()
+        assert "id=media" in text and "quarterly budget" in text
     browser_page = await opened(world.browser, page + "#t=0")
     assert (await media_state(browser_page))["t"] < 1.0
     await browser_page.close()

@@ -89,9 +89,21 @@ def may_manage(
     return user in admins or manages_server or (admin_role is not None and admin_role in roles)
 
 
+def shown_name(name: str, limit: int = 100) -> str:
+    """A file name as a message shows it: one line, cut in its stem so the extension
+    still shows."""
+    flat = one_line(name, len(name) + 1)
+    if len(flat) <= limit:
+        return flat
+    suffix = Path(flat).suffix[:16]
+    return one_line(flat[: len(flat) - len(suffix)], limit - len(suffix)) + suffix
+
+
 def refusal(name: str, size: int, max_mb: int) -> str | None:
-    """Why a file is refused before it is downloaded, or None to accept it."""
+    """Why a file is refused before it is downloaded, or None to accept it. ``name`` is the
+    file's whole name: its type is read from it, never from a shortened one."""
     suffix = Path(name).suffix.lower()
+    name = shown_name(name)
     if suffix not in SUPPORTED_SUFFIXES:
         kinds = " ".join(sorted(SUPPORTED_SUFFIXES))
         what = f"*{suffix}* files" if suffix else "files without an extension"
@@ -195,6 +207,10 @@ class Uploads:
 
     def __init__(self, library: Library | None, max_mb: int) -> None:
         self.library, self.max_mb = library, max_mb
+        # One upload at a time per kept file: the same person sharing the same name twice
+        # at once is one file updated twice, not two downloads replacing each other under
+        # an ingest (another person's same name is refused by the ingest's own claim).
+        self._shelves: dict[Path, tuple[asyncio.Lock, int]] = {}  # the lock, its users
 
     async def add(
         self, kb: str, upload: Upload, reply: UploadReply, by: Actor | None = None
@@ -202,11 +218,12 @@ class Uploads:
         """Check, download, ingest and report one file in ``reply``; never raises. A
         refused file is never downloaded; a failed one is not kept. ``by`` (who shared
         it) goes to the audit trail."""
-        name = one_line(Path(upload.name).name, 100)
+        whole = Path(upload.name.replace("\\", "/")).name
+        name = shown_name(whole)
         if self.library is None:
             await reply.done(NO_LIBRARY)
             return None
-        if refused := refusal(name, upload.size, self.max_mb):
+        if refused := refusal(whole, upload.size, self.max_mb):
             await reply.done(refused)
             return None
         library = self.library
@@ -225,12 +242,41 @@ class Uploads:
             behind = f" behind {ahead} other file{'s' if ahead != 1 else ''}" if ahead else ""
             say(f"Queued{behind}: {name}…")
 
+        folder = library.inbox(kb) / shelf(by)
+        target = folder / safe_name(upload.name)
+        lock, users = self._shelves.get(target, (asyncio.Lock(), 0))
+        self._shelves[target] = (lock, users + 1)
+        try:
+            async with lock:
+                return await self._add(kb, name, upload, folder, reply, by, heard, waiting, pending)
+        finally:
+            lock, users = self._shelves[target]
+            if users > 1:
+                self._shelves[target] = (lock, users - 1)
+            else:  # the last one out: no lock kept per file name ever shared
+                del self._shelves[target]
+
+    async def _add(
+        self,
+        kb: str,
+        name: str,
+        upload: Upload,
+        folder: Path,
+        reply: UploadReply,
+        by: Actor | None,
+        heard: Callable[[float, float], None],
+        waiting: Callable[[int], None],
+        pending: set[asyncio.Task[None]],
+    ) -> Added | None:
+        """Download, ingest and report one checked file."""
+        assert self.library is not None
+        library = self.library
         path: Path | None = None
         previous: Path | None = None
         kept = False
         try:
             await reply.start(f"Downloading {name}…")
-            downloaded = await self._download(library.inbox(kb) / shelf(by), upload)
+            downloaded = await self._download(folder, upload)
             if isinstance(downloaded, str):
                 await reply.done(downloaded.format(name=name, max_mb=self.max_mb))
                 return None

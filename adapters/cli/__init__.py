@@ -1,8 +1,8 @@
 """The ``quorum`` command line: ``app`` holds the typer app and what commands share,
 ``commands`` the archive commands (ingest, search, summary, sources, remove), ``ask`` ask and
-eval, ``transcript`` a recording's transcript, ``privacy`` audit and retention,
-``terminal`` how answers look in a terminal; ``main`` adds the platform commands (serve,
-chat, demo, doctor, and each chat platform's)."""
+eval, ``mcp`` the MCP server over stdio, ``transcript`` a recording's transcript,
+``privacy`` audit and retention, ``terminal`` how answers look in a terminal; ``main``
+adds the platform commands (serve, chat, demo, doctor, and each chat platform's)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ ARCHIVE_COMMANDS = frozenset(
 )
 
 
-STORE_COMMANDS = (ARCHIVE_COMMANDS - {"audit"}) | {"ask", "eval"}
+STORE_COMMANDS = (ARCHIVE_COMMANDS - {"audit"}) | {"ask", "eval", "mcp"}
 """The commands that open the archive's store."""
 
 
@@ -56,6 +56,9 @@ def main() -> int:
     boot_store()
     if sys.argv[1:2] and sys.argv[1] in ARCHIVE_COMMANDS:
         from adapters.cli import commands, insights, privacy, transcript  # noqa: F401
+        from adapters.cli.app import launch
+    elif sys.argv[1:2] == ["mcp"]:  # an assistant waits on it: no chat platform's SDK
+        from adapters.cli import commands, mcp  # noqa: F401  (two commands: a group)
         from adapters.cli.app import launch
     else:
         from adapters.cli.main import launch

@@ -6,8 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-import time
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -19,7 +18,7 @@ from adapters.cli.app import JsonOpt, KbOpt, app, err, fail, kb_name, out, run
 from adapters.cli.terminal import plain
 from adapters.shapes import asked_json, report_json
 from bot.config import Settings
-from bot.insights import Insights, Report
+from bot.insights import Insights, Report, day_range
 from bot.wiring import open_retrieval, open_session_store
 from retrieval.errors import InvalidInput
 from retrieval.links import format_timestamp
@@ -42,19 +41,9 @@ def range_of(days: int, since: str | None, until: str | None) -> tuple[float, fl
     """``--since``/``--until`` (YYYY-MM-DD, UTC) or the last ``--days`` days."""
     if days < 1:
         raise InvalidInput(f"--days must be at least 1, not {days}.")
-    start = time.time() - days * 86400
     first = parse_date(since, f"--since {since!r}")
     last = parse_date(until, f"--until {until!r}")
-    if first is not None:
-        start = _midnight(first)
-    end = None if last is None else _midnight(last) + 86400
-    if end is not None and end <= start:
-        raise InvalidInput("--until is before --since.")
-    return start, end
-
-
-def _midnight(day: date) -> float:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
+    return day_range(days, first, last, spell="--{}")
 
 
 @app.command("insights")
@@ -119,7 +108,18 @@ def write_csv(report: Report, users: bool) -> None:
     for row in report.rows:
         shaped = asked_json(row, users)
         shaped["gap"] = gap_of.get(row.id, "")
-        writer.writerow(shaped)
+        writer.writerow({k: inert(v) for k, v in shaped.items()})
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def inert(value: object) -> object:
+    """A text cell a spreadsheet would run as a formula, quoted so it opens as text (OWASP's
+    CSV injection advice: a leading single quote); numbers and other text as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 def show(report: Report) -> None:

@@ -83,15 +83,17 @@ def retention_cmd(
         bool, typer.Option("--apply/--dry-run", help="Delete, or only say what would go.")
     ] = False,
 ) -> None:
-    """Apply QUORUM_RETAIN_SOURCES_DAYS, _TRANSCRIPTS_DAYS and _QUERIES_DAYS: say what has
-    outlived its days (--dry-run, the default) or delete it (--apply)."""
+    """Apply QUORUM_RETAIN_SOURCES_DAYS, _TRANSCRIPTS_DAYS, _QUERIES_DAYS and
+    QUORUM_MEDIA_RETAIN_DAYS: say what has outlived its days (--dry-run, the default) or
+    delete it (--apply)."""
 
     async def go(settings: Settings) -> Plan:
         days = retain(settings)
         if not days.any:
             raise ConfigError(
                 "No retention is set: set QUORUM_RETAIN_SOURCES_DAYS, "
-                "QUORUM_RETAIN_TRANSCRIPTS_DAYS or QUORUM_RETAIN_QUERIES_DAYS."
+                "QUORUM_RETAIN_TRANSCRIPTS_DAYS, QUORUM_RETAIN_QUERIES_DAYS or "
+                "QUORUM_MEDIA_RETAIN_DAYS."
             )
         async with open_holdings(settings, one_shot=True) as holdings:
             return await plan(holdings, days, apply)

@@ -259,7 +259,7 @@ def demo_command(
             spoken: list[str] = []
             if speak:
                 with err.status("Speaking the sample recordings with espeak-ng...", spinner="dots"):
-                    spoken = await give_voices(r, DEMO_KB, settings.media_dir)
+                    spoken = await give_voices(r, DEMO_KB)
             if spoken:
                 out.print(
                     f"Spoke {len(spoken)} recordings with espeak-ng, a voice per speaker "

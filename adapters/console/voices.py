@@ -20,7 +20,7 @@ import numpy as np
 
 from adapters.http.pages import transcript_lines, units_of
 from bot.wiring import Retrieval
-from retrieval.kept_media import find_media, kept_path
+from retrieval.kept_media import PLAYABLE, RENDITION
 
 RATE = 22_050  # espeak-ng's own
 VOICES = ("en-us+m3", "en-gb+f3", "en-us+f4", "en-gb-scotland+m1", "en-us+m7", "en-gb+f2")
@@ -85,20 +85,22 @@ def _encode(pcm: np.ndarray, out: Path) -> None:
     partial.replace(out)
 
 
-async def give_voices(r: Retrieval, kb: str, media_dir: Path) -> list[str]:
-    """Speak every recording in ``kb`` that has no media yet; the titles spoken."""
+async def give_voices(r: Retrieval, kb: str) -> list[str]:
+    """Speak every recording in ``kb`` that has no media yet, into the media store; the
+    titles spoken."""
     if shutil.which("espeak-ng") is None:
         return []
-    archive = r.search.archive(kb)
+    archive, media = r.search.archive(kb), r.media
     spoken = []
     for info in await archive.sources():
         source = info.source
         if source.kind not in ("video", "audio"):
             continue
-        if (await asyncio.to_thread(find_media, media_dir, kb, source)).path is not None:
+        if await asyncio.to_thread(media.find, kb, source, PLAYABLE):
             continue
         lines = transcript_lines(await units_of(archive, source.id))
         said = [(line.start_s, line.speaker, line.text) for line in lines]
-        await asyncio.to_thread(speak_lines, said, kept_path(media_dir, kb, source.id, ".m4a"))
+        out = media.path(kb, source.content_hash, RENDITION)
+        await asyncio.to_thread(speak_lines, said, out)
         spoken.append(source.title)
     return spoken

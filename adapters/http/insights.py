@@ -15,8 +15,7 @@ dies with the secret; the token itself never rides in a URL.
 from __future__ import annotations
 
 import logging
-import time
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Protocol
 
 from aiohttp import web
@@ -27,7 +26,7 @@ from adapters.http.pages import HEADERS, STARTING, _refused
 from adapters.http.views import message
 from adapters.shapes import report_json
 from bot.config import Settings
-from bot.insights import Insights, Report
+from bot.insights import Insights, Report, day_range
 from bot.wiring import CoreServices
 from retrieval.errors import InvalidInput
 from retrieval.links import media_link, page_link
@@ -62,15 +61,14 @@ def _html(status: int, body: str) -> web.Response:
     )
 
 
-def _day(value: str | None, field: str) -> float | None:
-    """A ``YYYY-MM-DD`` query value as the start of that day (UTC)."""
+def _day(value: str | None, field: str) -> date | None:
+    """A ``YYYY-MM-DD`` query value as a day."""
     if not value:
         return None
     try:
-        d = date.fromisoformat(value)
+        return date.fromisoformat(value)
     except ValueError:
         raise InvalidInput(f"{field} must be a date like 2026-01-31.") from None
-    return datetime(d.year, d.month, d.day, tzinfo=UTC).timestamp()
 
 
 def time_range(query: dict[str, str]) -> tuple[float, float | None, int | None]:
@@ -84,10 +82,7 @@ def time_range(query: dict[str, str]) -> tuple[float, float | None, int | None]:
         raise InvalidInput(f"days must be between 1 and {MAX_DAYS}.")
     since = _day(query.get("since"), "since")
     until = _day(query.get("until"), "until")
-    end = None if until is None else until + 86400
-    start = since if since is not None else (end or time.time()) - days * 86400
-    if end is not None and end <= start:
-        raise InvalidInput("until is before since.")
+    start, end = day_range(days, since, until)
     return start, end, None if since is not None or until is not None else days
 
 

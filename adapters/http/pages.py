@@ -6,16 +6,19 @@
 
 Any caller may be hostile. A token that is malformed, tampered with or expired gets a
 403 page that says which and nothing more; a source since removed gets 404. A URL never
-names a file: the token names a source, and only that source's own media or file is
-served (``retrieval.kept_media``). Every response carries the security headers below.
+names a file: the token names a source, and only the copy Quorum kept of that source's
+recording or document is served, from its media store (``retrieval.kept_media``): opened
+without following links, streamed from that descriptor (never a ``.gz``/``.br`` sibling,
+never the path it was ingested from). Every response carries the security headers below.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -25,7 +28,14 @@ from adapters.http import views
 from bot.cite.sentences import Sentence, link_second, merge_sentences, sentences_of
 from bot.wiring import CoreServices
 from retrieval.errors import InvalidInput, QuorumError
-from retrieval.kept_media import PLAYABLE, content_type, find_file, find_media
+from retrieval.kept_media import (
+    CONTENT_TYPES,
+    DOCUMENTS,
+    PLAYABLE,
+    MediaStore,
+    Opened,
+    is_recording,
+)
 from retrieval.models import Hit, Source
 from retrieval.search import KbArchive
 from retrieval.share import BadLink, Grant
@@ -33,6 +43,8 @@ from retrieval.share import BadLink, Grant
 log = logging.getLogger("quorum.pages")
 
 MAX_UNITS = 5000  # a page reads at most this many stored windows of one source
+BLOCK = 256 * 1024  # bytes read and sent at a time
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 HEADERS = {
     "Content-Security-Policy": views.CSP,
     "X-Content-Type-Options": "nosniff",
@@ -113,16 +125,15 @@ class Pages:
             raise _refused(*(EXPIRED if exc.expired else FORBIDDEN)) from None
         try:
             archive = services.retrieval.search.archive(grant.kb)
-            infos = await archive.sources()
+            info = await services.retrieval.search.current_source(grant.kb, grant.source_id)
         except InvalidInput:  # a knowledge base name the store refuses: nothing there
             raise _refused(*REMOVED) from None
         except QuorumError:
             log.warning("listing sources for a page failed", exc_info=True)
             raise _refused(*DOWN) from None
-        source = next((i.source for i in infos if i.source.id == grant.source_id), None)
-        if source is None:
+        if info is None:
             raise _refused(*REMOVED)
-        return services, grant, archive, source
+        return services, grant, archive, info.source
 
     async def page(self, request: web.Request) -> web.Response:
         """A recording's or a document's page."""
@@ -143,74 +154,118 @@ class Pages:
         base = request.path.rstrip("/")
         timed = any(u.segment.start_s is not None for u in units)
         if source.kind in ("video", "audio") or timed:
-            media_dir = services.settings.media_dir
-            found = await asyncio.to_thread(find_media, media_dir, grant.kb, source)
+            media = services.retrieval.media
+            kept = await asyncio.to_thread(media.find, grant.kb, source, PLAYABLE)
             notes = []
-            if found.gone:
+            if kept is None and is_recording(source.path):
                 notes.append(
-                    f"The recording's file ({found.gone}) is no longer where it was ingested "
-                    "from, so it cannot play here; the transcript is below."
-                )
-            elif found.path and found.path.suffix.lower() not in PLAYABLE:
-                notes.append(
-                    f"Browsers may not play {found.path.suffix} files; if it does not start, "
-                    "download it from the player's menu."
+                    "Quorum keeps no playable copy of this recording (ingested before Quorum "
+                    "kept them, or dropped by its media limits), so it cannot play here; the "
+                    "transcript is below."
                 )
             host = (urlsplit(source.url).hostname or "") if source.url else ""
             body = views.recording(
                 title=source.title,
                 meta=meta,
                 lines=transcript_lines(units),
-                media_url=f"{base}/media" if found.path else None,
+                media_url=f"{base}/media" if kept else None,
                 audio_only=source.kind == "audio"
-                or (found.path is not None and content_type(found.path).startswith("audio/")),
+                or (kept is not None and CONTENT_TYPES[kept].startswith("audio/")),
                 notes=notes,
                 external=source.url,
                 external_host=host.removeprefix("www."),
             )
             return _html(200, body)
-        found = await asyncio.to_thread(find_file, source)
-        pdf = found.path is not None and found.path.suffix.lower() == ".pdf"
-        notes = []
-        if found.gone:
-            notes.append(f"The file ({found.gone}) is no longer where it was ingested from.")
+        media = services.retrieval.media
+        kept = await asyncio.to_thread(media.find, grant.kb, source, DOCUMENTS)
+        pdf = kept == ".pdf"
         body = views.document(
             title=source.title,
             meta=meta,
             passages=_passages(units),
-            file_url=f"{base}/file" if found.path else (source.url or None),
+            file_url=f"{base}/file" if kept else (source.url or None),
             file_label="Open the PDF" if pdf else "Open the original file",
-            notes=notes,
+            notes=[],
         )
         return _html(200, body)
 
     async def media(self, request: web.Request) -> web.StreamResponse:
-        """The source's recording, with Range support."""
-        services, grant, _, source = await self._open(request)
-        found = await asyncio.to_thread(find_media, services.settings.media_dir, grant.kb, source)
-        if found.path is None:
-            raise _refused(*REMOVED)
-        return _file_response(found.path)
+        """The source's kept recording, with Range support."""
+        return await self._kept(request, PLAYABLE)
 
     async def file(self, request: web.Request) -> web.StreamResponse:
-        """The document the source was ingested from."""
-        _, _, _, source = await self._open(request)
-        found = await asyncio.to_thread(find_file, source)
-        if found.path is None:
+        """The source's kept document (a PDF inline)."""
+        return await self._kept(request, DOCUMENTS)
+
+    async def _kept(self, request: web.Request, suffixes: frozenset[str]) -> web.StreamResponse:
+        services, grant, _, source = await self._open(request)
+        media: MediaStore = services.retrieval.media
+        opened = await asyncio.to_thread(media.open, grant.kb, source, suffixes)
+        if opened is None:
             raise _refused(*REMOVED)
-        return _file_response(found.path)
+        try:
+            return await _send(request, opened)
+        finally:
+            os.close(opened.fd)
 
 
-def _file_response(path: Path) -> web.FileResponse:
-    return web.FileResponse(
-        path,
+def _span(header: str | None, size: int) -> tuple[int, int] | None:
+    """The one byte range a Range header asks for, inclusive; None for the whole file
+    (no header, or one this server answers whole: several ranges, another unit).
+    ``HTTPRequestRangeNotSatisfiable`` when it starts past the end."""
+    m = _RANGE.fullmatch((header or "").strip())
+    if m is None or (not m[1] and not m[2]):
+        return None
+    if not m[1]:  # the last N bytes
+        n = int(m[2])
+        if n == 0 or size == 0:
+            raise _unsatisfiable(size)
+        return max(0, size - n), size - 1
+    start = int(m[1])
+    end = min(int(m[2]), size - 1) if m[2] else size - 1
+    if start >= size or end < start:
+        raise _unsatisfiable(size)
+    return start, end
+
+
+def _unsatisfiable(size: int) -> web.HTTPException:
+    return web.HTTPRequestRangeNotSatisfiable(
+        headers={**HEADERS, "Content-Range": f"bytes */{size}", "Cache-Control": "no-store"}
+    )
+
+
+async def _send(request: web.Request, opened: Opened) -> web.StreamResponse:
+    """Stream a kept file's descriptor: whole (200) or one range (206)."""
+    span = _span(request.headers.get("Range"), opened.size)
+    start, end = span if span is not None else (0, opened.size - 1)
+    response = web.StreamResponse(
+        status=206 if span is not None else 200,
         headers={
             **HEADERS,
-            "Content-Type": content_type(path),
+            "Content-Type": opened.content_type,
             "Content-Disposition": "inline",
+            "Accept-Ranges": "bytes",
             "Cache-Control": "private, max-age=3600",
         },
     )
+    if span is not None:
+        response.headers["Content-Range"] = f"bytes {start}-{end}/{opened.size}"
+    response.content_length = end - start + 1
+    await response.prepare(request)
+    if request.method == "HEAD":
+        return response
+    at = start
+    try:
+        while at <= end:
+            block = await asyncio.to_thread(os.pread, opened.fd, min(BLOCK, end - at + 1), at)
+            if not block:  # the file shrank: end the response short rather than pad it
+                break
+            await response.write(block)
+            at += len(block)
+        await response.write_eof()
+    except ConnectionError:  # the player hung up (it seeks by dropping one range for another)
+        pass
+    return response
 
 
 async def units_of(archive: KbArchive, source_id: str) -> list[Hit]:

@@ -6,6 +6,7 @@
     /metrics   Prometheus text (``bot.metrics``)
     /api/...   the JSON API (``adapters.http.api``), answered once the core is up
     /v/...     a source's page, opened by a signed link (``adapters.http.pages``)
+    /mcp       the MCP server over Streamable HTTP, same tokens (``adapters.mcp.http``)
 
 The server starts before the core, so an orchestrator sees the process alive (and not
 yet ready) while Weaviate starts and the model loads.
@@ -21,11 +22,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from adapters.http import api
 from adapters.http.insights import InsightsRoutes
 from adapters.http.openapi import openapi_document
 from adapters.http.pages import Pages
+from adapters.mcp.http import add_route as add_mcp_route
 from bot.config import Settings
 from bot.metrics import Metrics
 from bot.models import Core
@@ -35,6 +38,27 @@ from retrieval.errors import ConfigError
 log = logging.getLogger("quorum.http")
 
 READY_CHECK_S = 2.0  # how long /readyz waits for Weaviate before calling it down
+
+
+class _MalformedRequests(logging.Filter):
+    """A request aiohttp could not parse (a bad request line, an over-long line or
+    header, too many headers) is answered 400 by aiohttp and logged here as one line
+    without a traceback: anyone can send one, and a log of tracebacks for each hides
+    the errors that matter. Quorum's own failures keep theirs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.msg = "refused a malformed request (HTTP %d): %s"
+            record.args = (exc.code, str(exc.message)[:200])  # what a client sent, cut
+            record.exc_info = record.exc_text = None
+            if record.levelno > logging.WARNING:  # aiohttp's debug lines stay debug
+                record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+protocol_log = logging.getLogger("quorum.http.protocol")
+protocol_log.addFilter(_MalformedRequests())
 
 
 @dataclass
@@ -77,6 +101,7 @@ class OpsServer:
         self.api = api.add_routes(self.app, self, api.parse_tokens(settings.api_tokens))
         Pages(self).add_routes(self.app)  # /v/...: signed pages of recordings and documents
         InsightsRoutes(self, self.api.tokens).add_routes(self.app)  # /insights: admins only
+        add_mcp_route(self.app, self, self.api.tokens)  # /mcp: the MCP server, same tokens
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -94,6 +119,7 @@ class OpsServer:
             access_log=None,
             shutdown_timeout=self.settings.shutdown_s / 2,
             handler_cancellation=True,
+            logger=protocol_log,
         )
         await self._runner.setup()
         port = self.settings.http_port if port is None else port
@@ -173,7 +199,7 @@ async def local_pages(settings: Settings, services: CoreServices) -> AsyncIterat
     try:
         # Local only unless the pages have a public address.
         await server.start(host=settings.http_host if settings.public_url else "127.0.0.1")
-    except OSError:
+    except ConfigError:  # start says "cannot listen": the port is taken
         yield None
         return
     metrics = Metrics(services.llm)

@@ -107,7 +107,7 @@ class Writer:
         if not done.text.strip():
             log.warning("Claude returned an empty answer; answering extractively")
             return await fallback(UNAVAILABLE)
-        return done.text, "answer", {}
+        return done.shown(), "answer", {}
 
     async def meaning(self, query: str, passages: Sequence[Passage]) -> dict[str, float]:
         """The similarity in meaning to the query (MiniLM cosine) of every sentence of the

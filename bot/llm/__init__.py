@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from bot.config import Settings
 from bot.llm.base import (
+    CUT_LINE,
     LLM,
     Backend,
     BrokenReply,
@@ -27,6 +28,7 @@ from bot.llm.base import (
 )
 
 __all__ = [
+    "CUT_LINE",
     "LLM",
     "Backend",
     "BrokenReply",

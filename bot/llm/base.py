@@ -29,6 +29,7 @@ from typing import Any, Literal, Protocol, TypedDict
 from bot.errors import LLMError
 
 log = logging.getLogger("quorum.llm")
+TOOLS_RECHECK_S = 120.0
 TextSink = Callable[[str], Awaitable[None]]
 Role = Literal["user", "assistant"]
 
@@ -95,6 +96,10 @@ class Usage:
         self.cache_creation_input_tokens += other.cache_creation_input_tokens
 
 
+CUT_REASONS = frozenset({"max_tokens", "length"})  # Claude's and Chat Completions' words
+CUT_LINE = "(Cut short: the model reached its length limit here; ask for less, or in parts.)"
+
+
 @dataclass(frozen=True)
 class Completion:
     """One reply: its text, the tools it calls (if any), and what it cost."""
@@ -105,6 +110,17 @@ class Completion:
     usage: Usage
     attempts: int = 1
     tool_calls: tuple[ToolCall, ...] = ()
+
+    @property
+    def cut(self) -> bool:
+        """True when the model stopped at its length limit, not at the end of its answer."""
+        return self.stop_reason in CUT_REASONS
+
+    def shown(self) -> str:
+        """The text as a person may read it: a reply cut at the length limit says so on a
+        line of its own, never passing for a whole answer."""
+        text = self.text.rstrip()
+        return f"{text}\n\n{CUT_LINE}" if self.cut and text else text
 
 
 @dataclass(frozen=True)
@@ -161,7 +177,11 @@ class LLM(Protocol):
 
     model: str
     fast_model: str
-    tools_supported: bool | None  # False once the model or server refused tools
+
+    @property
+    def tools_supported(self) -> bool | None:
+        """False while a refusal of tools is recent, True once tools worked, else None."""
+        ...
 
     async def complete(
         self,
@@ -235,7 +255,21 @@ class Model:
     usage: Usage = field(default_factory=Usage)
     retries: int = 0  # requests sent again after a transient failure
     errors: int = 0  # calls that ended in an LLMError
-    tools_supported: bool | None = None  # None: not known yet
+    # A refusal of tools is believed this long, then tools are tried again: a server
+    # given a model that calls tools, or restarted with them on, gets deep research
+    # back without restarting Quorum, and a server without them is asked once a while.
+    tools_recheck_s: float = TOOLS_RECHECK_S
+    _tools_ok: bool | None = field(default=None, repr=False)
+    _tools_refused_at: float | None = field(default=None, repr=False)
+
+    @property
+    def tools_supported(self) -> bool | None:
+        """False while a refusal of tools is recent, True once tools worked, else None
+        (not known, or the refusal is old enough to try again)."""
+        refused = self._tools_refused_at
+        if refused is not None and time.monotonic() - refused < self.tools_recheck_s:
+            return False
+        return self._tools_ok
 
     @property
     def name(self) -> str:
@@ -257,13 +291,13 @@ class Model:
             done = await self._with_retries(request, on_text, timeout_s, kind)
         except NoTools:
             self.errors += 1
-            self.tools_supported = False
+            self._tools_ok, self._tools_refused_at = None, time.monotonic()
             raise
         except LLMError:
             self.errors += 1
             raise
         if request.tools:
-            self.tools_supported = True
+            self._tools_ok, self._tools_refused_at = True, None
         self.usage.add(done.usage)
         return done
 

@@ -3,8 +3,11 @@ itself) through the ``openai`` SDK's Chat Completions, one streamed attempt per 
 
 Every turn is streamed (``stream_options.include_usage`` for the tokens): text deltas go to
 ``on_text``, tool-call deltas are assembled by their index (id and name first, then the
-arguments in pieces). A stream that ends without a ``finish_reason``, a chunk that is not
-JSON, an error event mid-stream or a dropped connection is a ``BrokenReply`` or
+arguments in pieces). The SDK does not validate chunks, so each is read as untrusted
+input: a missing ``choices``, a null ``delta`` or malformed usage carries nothing wrong for
+the answer and is read past; content, tool calls or a finish that is not what the API
+says cannot be read. That, a stream that ends without a ``finish_reason``, a chunk that is
+not JSON, an error event mid-stream or a dropped connection is a ``BrokenReply`` or
 ``Transient`` and is tried again; 408/409/429/5xx are ``Transient`` with the server's
 ``retry-after``. A server that refuses tools (Ollama: "does not support tools"; vLLM
 without ``--enable-auto-tool-choice``) is ``NoTools``: quick answers go on, deep research
@@ -144,14 +147,102 @@ class _Call:
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    given: dict[str, Any] | None = None  # arguments a server sent as an object, not text
 
     def done(self, index: int) -> ToolCall:
         raw = "".join(self.arguments)
+        if self.given is not None and not raw.strip():
+            return ToolCall(self.id or f"call_{index}", self.name, self.given)
         try:
             value: Any = json.loads(raw) if raw.strip() else {}
         except json.JSONDecodeError:
             value = raw  # told back to the model as a tool error by the caller
         return ToolCall(self.id or f"call_{index}", self.name, value)
+
+
+def _field(obj: Any, name: str) -> Any:
+    """A chunk's field, or None: the SDK builds chunks without validating them, so a
+    field may be missing, null or of another type than its model says."""
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _text(value: Any, what: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BrokenReply(f"a malformed chunk ({what} is not text)")
+    return value
+
+
+@dataclass
+class _Reply:
+    """A streamed reply as its chunks are read, each checked as a server's input: a chunk
+    the SDK let through unvalidated that cannot be read is a ``BrokenReply`` (retried,
+    then the caller's fallback), never an exception of the reading code's own."""
+
+    model: str
+    parts: list[str] = field(default_factory=list)
+    calls: dict[int, _Call] = field(default_factory=dict)
+    finish: str | None = None
+    usage: Usage = field(default_factory=Usage)
+
+    def take(self, chunk: Any) -> bool:
+        """Read one chunk; True when it added text."""
+        if isinstance(chunk, list | str | int | float) or chunk is None:
+            raise BrokenReply("a malformed chunk (not an object)")
+        model = _field(chunk, "model")
+        self.model = model if isinstance(model, str) and model else self.model
+        usage = _field(chunk, "usage")
+        if usage is not None:
+            self.usage = _usage(usage)
+        choices = _field(chunk, "choices")
+        if choices is None:  # a server's keep-alive or usage chunk may have none
+            return False
+        if not isinstance(choices, list):
+            raise BrokenReply("a malformed chunk (its choices are not a list)")
+        added = False
+        for choice in choices:
+            if isinstance(choice, list | str | int | float) or choice is None:
+                raise BrokenReply("a malformed chunk (a choice is not an object)")
+            finish = _field(choice, "finish_reason")
+            self.finish = _text(finish, "finish_reason") or self.finish
+            delta = _field(choice, "delta")
+            if delta is None:  # nothing said in this chunk: "delta": null
+                continue
+            self._tool_calls(_field(delta, "tool_calls"))
+            content = _text(_field(delta, "content"), "the content")
+            if content:
+                self.parts.append(content)
+                added = True
+        return added
+
+    def _tool_calls(self, pieces: Any) -> None:
+        if pieces is None:
+            return
+        if not isinstance(pieces, list):
+            raise BrokenReply("a malformed chunk (tool_calls is not a list)")
+        for piece in pieces:
+            index = _field(piece, "index")
+            if isinstance(index, bool) or not isinstance(index, int):
+                raise BrokenReply("a malformed chunk (a tool call without an index)")
+            call = self.calls.setdefault(index, _Call())
+            call.id = _text(_field(piece, "id"), "a tool call's id") or call.id
+            function = _field(piece, "function")
+            if function is None:
+                continue
+            call.name = _text(_field(function, "name"), "a tool's name") or call.name
+            arguments = _field(function, "arguments")
+            if isinstance(arguments, dict):  # some servers send the object itself
+                call.given = arguments
+            else:
+                call.arguments.append(_text(arguments, "a tool call's arguments"))
+
+    def completion(self) -> Completion:
+        """The whole reply; a ``BrokenReply`` when it never said it was finished."""
+        if self.finish is None:
+            raise BrokenReply("an incomplete reply (the stream ended without a finish_reason)")
+        tool_calls = tuple(self.calls[i].done(i) for i in sorted(self.calls))
+        return Completion("".join(self.parts), self.model, self.finish, self.usage, 1, tool_calls)
 
 
 class OpenAIBackend:
@@ -178,11 +269,7 @@ class OpenAIBackend:
     ) -> Completion:
         """One streamed attempt; text to ``on_text`` as it comes, tool calls assembled."""
         tools: Any = tools_param(request.tools) if request.tools else openai.omit
-        parts: list[str] = []
-        calls: dict[int, _Call] = {}
-        finish: str | None = None
-        model = request.model
-        usage = Usage()
+        reply = _Reply(request.model)
         with _translated(self.label, bool(request.tools)):
             stream = await self.client.chat.completions.create(
                 model=request.model,
@@ -193,6 +280,7 @@ class OpenAIBackend:
                 tools=tools,
                 timeout=timeout_s,
             )
+        broken: BrokenReply | None = None
         async with stream:
             chunks = stream.__aiter__()
             while True:
@@ -200,34 +288,37 @@ class OpenAIBackend:
                     chunk = await anext(chunks, None)
                 if chunk is None:
                     break
-                model = chunk.model or model
-                if chunk.usage is not None:
-                    usage = _usage(chunk.usage)
-                for choice in chunk.choices:
-                    finish = choice.finish_reason or finish
-                    delta = choice.delta
-                    for piece in delta.tool_calls or ():
-                        call = calls.setdefault(piece.index, _Call())
-                        call.id = piece.id or call.id
-                        if piece.function is not None:
-                            call.name = piece.function.name or call.name
-                            call.arguments.append(piece.function.arguments or "")
-                    if delta.content:
-                        parts.append(delta.content)
-                        if on_text is not None:  # its own errors are not the server's
-                            await on_text("".join(parts))
-        if finish is None:
-            raise BrokenReply("an incomplete reply (the stream ended without a finish_reason)")
-        tool_calls = tuple(calls[i].done(i) for i in sorted(calls))
-        return Completion("".join(parts), model, finish, usage, 1, tool_calls)
+                if broken is not None:
+                    # The rest is read and dropped: leaving the SDK's generators suspended
+                    # mid-stream gets them finalised later, beside the closed connection
+                    # ("Exception ignored ... already executing" on the terminal).
+                    continue
+                try:
+                    added = reply.take(chunk)
+                except BrokenReply as exc:
+                    broken = exc
+                    continue
+                except Exception as exc:  # a shape take() did not foresee: the server's too
+                    broken = BrokenReply(f"a broken reply ({type(exc).__name__})")
+                    continue
+                if added and on_text is not None:  # its own errors are not the server's
+                    await on_text("".join(reply.parts))
+        if broken is not None:
+            raise broken
+        return reply.completion()
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _usage(u: Any) -> Usage:
-    details = getattr(u, "prompt_tokens_details", None)
-    cached = (getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
-    prompt = u.prompt_tokens or 0
+    """Tokens as the server counted them; a count it sent malformed counts as none (what
+    was spent is only reported, and an answer is not lost for it)."""
+    cached = _count(_field(_field(u, "prompt_tokens_details"), "cached_tokens"))
+    prompt = _count(_field(u, "prompt_tokens"))
     return Usage(
         input_tokens=max(0, prompt - cached),
-        output_tokens=u.completion_tokens or 0,
+        output_tokens=_count(_field(u, "completion_tokens")),
         cache_read_input_tokens=cached,
     )

@@ -229,7 +229,7 @@ class _Run:
             uses = message.tool_calls
             if not uses:
                 self.turns.append(self.turn_trace(turn, now, llm_ms, 0.0, message, usage, 0))
-                return message.text.strip(), None
+                return message.shown().strip(), None
             self.messages.append({"role": "assistant", "content": assistant_content(message)})
             t_tools = time.perf_counter()
             timed_out, result_chars = await self.run_tools(turn, uses)
@@ -341,7 +341,7 @@ class _Run:
         )
         self.llm_ms += (time.perf_counter() - started) * 1000
         self.usage.add(completion.usage)
-        return completion.text
+        return completion.shown()
 
     def result(self, text: str, stopped: Stop | None) -> ResearchResult:
         sources = self.registry.sources

@@ -5,7 +5,7 @@ database from ``QUORUM_DATABASE_URL``: none means the SQLite file in the data fo
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,8 +39,12 @@ class Sessions(Protocol):
         """Raise ConfigError when the store cannot answer a query now."""
         ...
 
-    async def add_exchange(self, thread: ThreadKey, record: ExchangeRecord) -> int:
-        """Store an exchange in the thread's session (created on first use); returns its id."""
+    async def add_exchange(
+        self, thread: ThreadKey, record: ExchangeRecord, queries: Sequence[QueryRecord] = ()
+    ) -> int:
+        """Store an exchange in the thread's session (created on first use) with the
+        searches it made; returns its id. One drawing on a source removed since
+        ``record.asked_at`` is stored without its words."""
         ...
 
     async def history(self, thread: ThreadKey, turns: int = 5) -> list[Exchange]:
@@ -102,6 +106,18 @@ class Sessions(Protocol):
     async def scrub_answers(self, kb: str, source_id: str) -> int:
         """Stored answers of ``kb`` that cited ``source_id`` keep their question but lose
         the answer, its sources, citations and research trace; returns how many."""
+        ...
+
+    async def removed_since(self, kb: str | None, source_ids: set[str], since: float) -> set[str]:
+        """Which of ``source_ids`` were removed from ``kb`` (or expired) at or after ``since``."""
+        ...
+
+    async def last_removal(self, kb: str) -> float:
+        """When a source of ``kb`` was last removed or expired (0 when never)."""
+        ...
+
+    async def purge(self) -> None:
+        """Leave no scrubbed or deleted words in the database's own files."""
         ...
 
     async def asked(

@@ -53,6 +53,11 @@ class Driver(Connection, Protocol):
         """Raise a driver error when the database cannot answer now."""
         ...
 
+    async def purge(self) -> None:
+        """Leave no deleted or rewritten row's words in the database's files (a WAL
+        checkpointed, dead rows vacuumed), as far as the database lets a client."""
+        ...
+
     def unusable(self, exc: BaseException) -> ConfigError:
         """The one sentence for a database that cannot be reached or used."""
         ...

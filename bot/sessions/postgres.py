@@ -142,6 +142,12 @@ class PostgresDriver(_Statements):
     def unusable(self, exc: BaseException) -> ConfigError:
         return unusable(self.url, exc)
 
+    async def purge(self) -> None:
+        """VACUUM the tables answers and searches live in: their dead row versions (the
+        words before a scrub) are pruned from the tables' pages. The server's own WAL
+        and free space are its operator's (see README)."""
+        await self._pool.execute("VACUUM exchanges, query_log")
+
     @staticmethod
     @contextlib.asynccontextmanager
     async def connect(url: str) -> AsyncIterator[PostgresDriver]:

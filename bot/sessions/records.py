@@ -43,6 +43,7 @@ class ExchangeRecord:
     output_tokens: int = 0
     research_trace: Any = None
     kb: str | None = None
+    asked_at: float | None = None  # when the question came: a removal since then scrubs it
 
     def row(self, session_id: int, created_at: float) -> tuple[Any, ...]:
         """The values of an ``exchanges`` row, in ``EXCHANGE_COLUMNS`` order."""
@@ -170,6 +171,18 @@ def without_quotes(record: ExchangeRecord) -> ExchangeRecord:
         record,
         answer="",
         citations=[{k: v for k, v in c.items() if k != "quote"} for c in record.citations],
+        research_trace=None,
+    )
+
+
+def forgotten(record: ExchangeRecord) -> ExchangeRecord:
+    """``record`` without anything a removed source gave it: its question alone."""
+    return replace(
+        record,
+        answer="",
+        standalone_query=None,
+        sources=[],
+        citations=[],
         research_trace=None,
     )
 

@@ -19,7 +19,8 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import replace
 from functools import update_wrapper
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
@@ -39,6 +40,7 @@ from bot.sessions.records import (
     LoggedAnswer,
     QueryRecord,
     as_json,
+    forgotten,
     without_quotes,
 )
 
@@ -77,6 +79,21 @@ def _decoded(row: Row, *columns: str) -> Row:
 
 
 THREAD_IS = "platform = ? AND workspace = ? AND channel = ? AND thread = ?"
+
+
+async def _log_query(db: Connection, record: QueryRecord, exchange_id: int | None) -> None:
+    await db.execute(
+        "INSERT INTO query_log (kb, query, filters_json, hits, hit_ids_json,"
+        " retrieval_ms, exchange_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        record.kb,
+        record.query,
+        as_json(record.filters),
+        len(record.hit_ids),
+        as_json(list(record.hit_ids)),
+        record.retrieval_ms,
+        exchange_id,
+        time.time(),
+    )
 
 
 def _thread(thread: ThreadKey) -> tuple[str, str, str, str]:
@@ -149,12 +166,22 @@ class SqlSessions:
         await self.driver.ping()
 
     @_translated
-    async def add_exchange(self, thread: ThreadKey, record: ExchangeRecord) -> int:
-        """Store an exchange in the thread's session (created on first use); returns its id."""
+    async def add_exchange(
+        self, thread: ThreadKey, record: ExchangeRecord, queries: Sequence[QueryRecord] = ()
+    ) -> int:
+        """Store an exchange in the thread's session (created on first use) with the
+        searches it made, in one transaction; returns its id. An exchange drawing on a
+        source removed since it was asked is stored without its words (the removal's
+        scrub ran before it existed)."""
         now = time.time()
         if not self.keep_answers:
             record = without_quotes(record)
         async with self.driver.transaction() as tx:
+            if record.asked_at is not None:
+                cited = privacy.cited_ids(list(record.sources), record.research_trace)
+                if await privacy.removed_since(tx, record.kb, cited, record.asked_at):
+                    record = forgotten(record)
+                    queries = [replace(q, query="") for q in queries]
             (session,) = await tx.fetch(
                 "INSERT INTO sessions (platform, workspace, channel, thread, created_at,"
                 " updated_at) VALUES (?, ?, ?, ?, ?, ?)"
@@ -170,6 +197,8 @@ class SqlSessions:
                 f" VALUES ({', '.join('?' * len(row))}) RETURNING id",
                 *row,
             )
+            for query in queries:
+                await _log_query(tx, query, int(inserted["id"]))
         return int(inserted["id"])
 
     @_translated
@@ -288,18 +317,7 @@ class SqlSessions:
     @_translated
     async def log_query(self, record: QueryRecord, exchange_id: int | None = None) -> None:
         """Add a search to the query log."""
-        await self.driver.execute(
-            "INSERT INTO query_log (kb, query, filters_json, hits, hit_ids_json,"
-            " retrieval_ms, exchange_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            record.kb,
-            record.query,
-            as_json(record.filters),
-            len(record.hit_ids),
-            as_json(list(record.hit_ids)),
-            record.retrieval_ms,
-            exchange_id,
-            time.time(),
-        )
+        await _log_query(self.driver, record, exchange_id)
 
     @_translated
     async def recent_queries(self, limit: int = 50) -> list[dict[str, Any]]:
@@ -333,7 +351,23 @@ class SqlSessions:
     @_translated
     async def scrub_answers(self, kb: str, source_id: str) -> int:
         """Stored answers that cited a forgotten source lose its words; how many."""
-        return await privacy.scrub_answers(self.driver, kb, source_id)
+        async with self.driver.transaction() as tx:
+            return await privacy.scrub_answers(tx, kb, source_id)
+
+    @_translated
+    async def removed_since(self, kb: str | None, source_ids: set[str], since: float) -> set[str]:
+        """Which of ``source_ids`` were removed from ``kb`` at or after ``since``."""
+        return await privacy.removed_since(self.driver, kb, source_ids, since)
+
+    @_translated
+    async def last_removal(self, kb: str) -> float:
+        """When a source of ``kb`` was last removed or expired (0 when never)."""
+        return await privacy.last_removal(self.driver, kb)
+
+    @_translated
+    async def purge(self) -> None:
+        """Leave no deleted or scrubbed words in the database's own files (``Driver``)."""
+        await self.driver.purge()
 
     @_translated
     async def asked(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +18,8 @@ from bot.errors import ConfigError
 from bot.sessions.driver import Errors, Row
 from bot.sessions.migrations import Dialect
 from bot.sessions.sql import SqlSessions
+
+log = logging.getLogger(__name__)
 
 
 def unusable(path: Path, exc: BaseException) -> ConfigError:
@@ -37,6 +40,9 @@ PRAGMAS = (
     "busy_timeout=5000",
     "secure_delete=ON",
 )
+
+
+PURGE_TRIES = 8
 
 
 class _Statements:
@@ -83,6 +89,19 @@ class SqliteDriver(_Statements):
     async def execute(self, sql: str, *args: Any) -> int:
         async with self._lock:
             return await super().execute(sql, *args)
+
+    async def purge(self) -> None:
+        """Copy the WAL into the database file and truncate it: a scrubbed answer's old
+        page, still in the WAL until a checkpoint, is gone from every file (freed space in
+        the database file itself is zeroed by ``secure_delete``). Another process reading
+        at that moment keeps the WAL busy: tried again for a few seconds."""
+        for attempt in range(PURGE_TRIES):
+            async with self._lock:
+                (done,) = await self.fetch("PRAGMA wal_checkpoint(TRUNCATE)")
+            if not done["busy"]:
+                return
+            await asyncio.sleep(0.2 * (attempt + 1))
+        log.warning("the session database's WAL stayed busy; it is truncated at the next removal")
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[_Statements]:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from retrieval.chunking import ChunkConfig, Unit, chunk, unique_speakers
-from retrieval.errors import IngestError
+from retrieval.errors import IngestError, InvalidInput
 from retrieval.ingest.course import is_course, read_course
 from retrieval.ingest.markdown import read_markdown
 from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest, read_media
@@ -31,8 +31,9 @@ from retrieval.ingest.srt import read_srt
 from retrieval.ingest.transcript import read_transcript
 from retrieval.ingest.vtt import read_vtt
 from retrieval.ingest.whisper import read_whisper
+from retrieval.kept_media import PLAYABLE
 from retrieval.levels import turns
-from retrieval.models import Document, Kind, Source
+from retrieval.models import Document, Kind, Original, Source, check_source_id
 from retrieval.transcribe import OnProgress, Transcriber
 
 __all__ = ["SUPPORTED_SUFFIXES", "ChunkConfig", "discover", "read_source"]
@@ -48,6 +49,10 @@ _TEXT_READERS: dict[str, Callable[[str, Path], list[Unit]]] = {
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset({*_TEXT_READERS, ".pdf", *MEDIA_SUFFIXES})
 _FRONT_MATTER = {".md", ".markdown", ".txt"}
 _DOCUMENTS = {".md", ".markdown", ".pdf"}
+# A transcript a person wrote, beside the recording it transcribes (``call.vtt`` next to
+# ``call.m4a``): the transcript is the source, the recording its page's media.
+_TRANSCRIPTS = (".vtt", ".srt", ".json", ".txt")
+_BESIDE = sorted(MEDIA_SUFFIXES, key=lambda s: (s not in PLAYABLE, s))
 
 
 def _is_metadata_file(name: str) -> bool:
@@ -75,7 +80,29 @@ def discover(paths: Sequence[Path]) -> list[Path]:
                 and not _is_metadata_file(name)
                 and Path(name).suffix.lower() in SUPPORTED_SUFFIXES
             )
-    return sorted(found)
+    # A recording whose transcript is ingested too is that transcript's media, not a
+    # second source of the same id (and is never transcribed again).
+    return sorted(p for p in found if not transcribed_beside(p, found))
+
+
+def transcribed_beside(path: Path, found: set[Path]) -> bool:
+    """True when ``path`` is a recording whose transcript is among ``found``."""
+    return path.suffix.lower() in MEDIA_SUFFIXES and any(
+        path.with_suffix(s) in found for s in _TRANSCRIPTS
+    )
+
+
+def recording_beside(path: Path) -> Path | None:
+    """The recording of the same name beside a transcript (playable containers first)."""
+    if path.suffix.lower() not in _TRANSCRIPTS:
+        return None
+    for suffix in _BESIDE:
+        p = path.with_suffix(suffix)
+        # A plain file only: a link beside a transcript could name any file (the session
+        # database, the link secret), and this one is never parsed, only kept and served.
+        if not p.is_symlink() and p.is_file():
+            return p
+    return None
 
 
 def _decode(data: bytes, path: Path) -> str:
@@ -112,8 +139,17 @@ def read_source(
         .over(Metadata(kind=kind))
     )
     source_id = (
-        meta.id or slug(path.stem) or "source-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+        meta.id
+        or slug(path.stem)[:200].strip("-")  # a long file name still names its source
+        or "source-" + hashlib.sha256(name.encode()).hexdigest()[:8]
     )
+    try:
+        check_source_id(source_id)
+    except InvalidInput as exc:
+        raise IngestError(name, str(exc)) from None
+    original = _original(path, data, meta.kind or kind)
+    if original is not None and original.path != path:  # a recording beside its transcript
+        data += original.digest.encode()  # a new recording re-ingests the transcript
     segments = chunk(units, source_id, chunking)
     source = Source(
         id=source_id,
@@ -127,7 +163,25 @@ def read_source(
         content_hash=hashlib.sha256(data + sidecar_bytes).hexdigest(),
         description=meta.description,
     )
-    return Document(source=source, segments=tuple(segments), levels=tuple(turns(units, source_id)))
+    return Document(
+        source=source,
+        segments=tuple(segments),
+        levels=tuple(turns(units, source_id)),
+        original=original,
+    )
+
+
+def _original(path: Path, data: bytes, kind: Kind) -> Original | None:
+    """The file the source's page serves, with the digest of the bytes read: the
+    recording itself or beside its transcript, or a document's own file."""
+    suffix = path.suffix.lower()
+    if suffix in MEDIA_SUFFIXES:
+        return Original(path, data.decode())  # its bytes' digest stands for it
+    if beside := recording_beside(path):
+        return Original(beside, file_digest(beside))
+    if kind in ("document", "course") and suffix in (*_DOCUMENTS, ".txt"):
+        return Original(path, hashlib.sha256(data).hexdigest())
+    return None
 
 
 def _load(path: Path, transcriber: Transcriber | None) -> bytes:

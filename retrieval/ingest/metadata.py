@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from retrieval.errors import IngestError
-from retrieval.models import KINDS, Kind
+from retrieval.errors import IngestError, InvalidInput
+from retrieval.models import KINDS, Kind, check_source_id
 
 MANIFEST = "quorum.yaml"
 SIDECAR_SUFFIX = ".meta.json"
@@ -132,6 +132,11 @@ def parse(raw: object, origin: str) -> Metadata:
             if not isinstance(names, list):
                 raise IngestError(origin, "speakers must be a list of names")
             values[key] = tuple(_text("speakers", name, origin) for name in names)
+        elif key == "id":
+            try:
+                values[key] = check_source_id(_text(key, value, origin))
+            except InvalidInput as exc:
+                raise IngestError(origin, str(exc)) from None
         else:
             values[key] = _text(key, value, origin)
     return replace(Metadata(), **values)

@@ -17,8 +17,9 @@ Replies are scripted with the same ``Reply``/``ToolUse`` as the Anthropic emulat
 deltas, tool-call deltas (id and name first, then the arguments in pieces), a chunk with
 the ``finish_reason``, a usage chunk when ``stream_options.include_usage``, then
 ``data: [DONE]``. Faults: the connection reset after the first delta, a malformed or
-truncated chunk, an empty stream, a stream without a ``finish_reason`` ("no_stop"), and
-an error event mid-stream (``stream_error``).
+truncated chunk, chunks sent as given before the finish (``Reply.chunks``: JSON the SDK
+does not validate), an empty stream, a stream without a ``finish_reason`` ("no_stop"),
+and an error event mid-stream (``stream_error``).
 
     emu = OpenAIEmulator()
     await emu.start()
@@ -525,6 +526,8 @@ class OpenAIEmulator:
                 await resp.write(f"data: {json.dumps(error)}\n\n".encode())
                 await resp.write_eof()
                 return resp
+        for raw in reply.chunks:
+            await resp.write(f"data: {json.dumps(raw)}\n\n".encode())
         if reply.fault != "no_stop":
             await send(delta({}, self._finish(reply)))
         if (body.get("stream_options") or {}).get("include_usage"):

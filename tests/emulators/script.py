@@ -41,6 +41,9 @@ class Reply:
     # "reset" drops the connection and "truncated" cuts the JSON body in half.
     fault: str | None = None
     raw_input: Any = None  # a tool_use input sent as given (e.g. not an object)
+    # Streamed chunks sent as given after the text, before the finish (the OpenAI
+    # emulator): what a server sends that the SDK does not validate.
+    chunks: list[Any] = field(default_factory=list)
 
     @classmethod
     def error(cls, status: int, *, retry_after: float | None = None, delay_s: float = 0.0) -> Reply:

@@ -6,6 +6,7 @@ generations)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ from weaviate.classes.config import Configure, Property
 from weaviate.classes.query import Filter
 from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.filters import _Filters
-from weaviate.exceptions import UnexpectedStatusCodeError
+from weaviate.exceptions import UnexpectedStatusCodeError, WeaviateInvalidInputError
 
 from retrieval.errors import ConfigError
 from retrieval.models import Level, check_kb
@@ -27,6 +28,7 @@ from retrieval.store.weaviate.schema import (
     SEGMENTS,
     SOURCE_PROPERTIES,
     SOURCES,
+    UNFILTERED,
     UNIT_PROPERTIES,
     UNITS,
     VECTOR,
@@ -34,6 +36,8 @@ from retrieval.store.weaviate.schema import (
     replication,
     source_uuid,
 )
+
+log = logging.getLogger(__name__)
 
 
 class Collections:
@@ -132,6 +136,9 @@ class Collections:
                 except UnexpectedStatusCodeError as exc:
                     if not _already_exists(exc):  # another process added it first
                         raise
+        for p in config.properties:
+            if p.name in UNFILTERED and p.index_filterable:
+                await _drop_filterable(col, name, p.name)
         return unranged
 
     async def _ensure_tenant(self, kb: str) -> None:
@@ -266,3 +273,13 @@ class Collections:
             if len(page.objects) < 500:
                 return
             offset += 500
+
+
+async def _drop_filterable(col: Any, name: str, prop: str) -> None:
+    """Drop the filterable index of a property that holds words (``schema.UNFILTERED``)."""
+    try:
+        await col.config.delete_property_index(prop, "filterable")
+        log.warning("Dropped the filterable index of %s.%s (it kept removed words).", name, prop)
+    except (UnexpectedStatusCodeError, WeaviateInvalidInputError) as exc:
+        # An older server without the route, or another process dropped it first.
+        log.warning("Could not drop the filterable index of %s.%s: %s", name, prop, exc)

@@ -89,10 +89,23 @@ def _ranged(kind: DataType, name: str) -> Property:
     return Property(name=name, data_type=kind, index_range_filters=True)
 
 
+# The properties that hold a source's words, searched by keyword and never filtered on.
+# They have no filterable index: its keys are the words themselves, and a key whose
+# every object was deleted stays in its segment until a compaction with another segment
+# drops it (a source added and removed within one memtable flush has none to meet), so
+# the words of a removed source would outlive it on disk. Collections made before keep
+# theirs until the store connects and drops it (``Collections.ensure_schema``).
+UNFILTERED = ("text", "source_title", "heading", "lesson_title", "context", "title", "description")
+
+
+def _words(name: str, **config: Any) -> Property:
+    return Property(name=name, data_type=DataType.TEXT, index_filterable=False, **config)
+
+
 SEGMENT_PROPERTIES = [
-    Property(name="text", data_type=DataType.TEXT, tokenization=Tokenization.WORD),
+    _words("text", tokenization=Tokenization.WORD),
     Property(name="source_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
-    Property(name="source_title", data_type=DataType.TEXT, skip_vectorization=True),
+    _words("source_title", skip_vectorization=True),
     Property(name="source_url", data_type=DataType.TEXT, index_searchable=False),
     Property(name="source_kind", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
     _ranged(DataType.DATE, "recorded_at"),
@@ -101,9 +114,9 @@ SEGMENT_PROPERTIES = [
     _ranged(DataType.NUMBER, "start_s"),
     _ranged(DataType.NUMBER, "end_s"),
     Property(name="page", data_type=DataType.INT),
-    Property(name="heading", data_type=DataType.TEXT),
+    _words("heading"),
     Property(name="lesson", data_type=DataType.INT),
-    Property(name="lesson_title", data_type=DataType.TEXT),
+    _words("lesson_title"),
     Property(name="lesson_url", data_type=DataType.TEXT, index_searchable=False),
     _ranged(DataType.INT, "position"),
     # Where each cue starts in ``text`` and when it is said (``Mark``), as three parallel
@@ -118,7 +131,7 @@ SEGMENT_PROPERTIES = [
     ),
     _ranged(DataType.INT, "generation"),
     # What the unit is part of (title, speakers, heading): searched, never displayed.
-    Property(name="context", data_type=DataType.TEXT, tokenization=Tokenization.WORD),
+    _words("context", tokenization=Tokenization.WORD),
 ]
 UNIT_PROPERTIES = [
     *SEGMENT_PROPERTIES,
@@ -127,14 +140,14 @@ UNIT_PROPERTIES = [
 
 SOURCE_PROPERTIES = [
     Property(name="source_id", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
-    Property(name="title", data_type=DataType.TEXT),
+    _words("title"),
     Property(name="kind", data_type=DataType.TEXT, tokenization=Tokenization.FIELD),
     Property(name="url", data_type=DataType.TEXT, index_searchable=False),
     Property(name="recorded_at", data_type=DataType.DATE),
     Property(name="speakers", data_type=DataType.TEXT_ARRAY, index_searchable=False),
     Property(name="path", data_type=DataType.TEXT, index_searchable=False),
     Property(name="content_hash", data_type=DataType.TEXT, index_searchable=False),
-    Property(name="description", data_type=DataType.TEXT),
+    _words("description"),
     Property(name="segment_count", data_type=DataType.INT),
     Property(name="unit_count", data_type=DataType.INT),  # of the other levels
     GENERATION,

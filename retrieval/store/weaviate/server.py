@@ -52,6 +52,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WEAVIATE_VERSION = "1.39.0"
+JOIN_TIMEOUT_S = 10.0
+"""How long a server named in ``server.json`` may take to answer before it is called hung:
+it was ready once (the state is written only then), so it answers at once unless it is
+stopped (SIGSTOP) or wedged; that takes a sentence, not a boot's minute and a half."""
 Mode = Literal["embedded", "local", "cloud"]
 
 
@@ -150,6 +154,20 @@ def is_ready(url: str, timeout: float = 1.0) -> bool:
 
 HYBRID_CANDIDATES = 100
 
+# How Weaviate forgets. A deleted object is a tombstone in the memtable (and its WAL)
+# until the memtable is flushed to a segment; a compaction of that segment with the
+# older one holding the object then drops both. Weaviate flushes a memtable 60 s after
+# its first write, and never while its WAL is under 4 KB (a small WAL is reused, not
+# flushed): a removed source's words could stay on disk indefinitely. Flushed after
+# FLUSH_DIRTY_S, small WALs included, a removal usually leaves every file within a
+# minute, as soon as a compaction pairs its tombstones with the segment holding the
+# words (bench/forget_bound.py measures it, what it costs, and when no pair comes).
+FLUSH_DIRTY_S = 10
+FORGETTING = {
+    "PERSISTENCE_MEMTABLES_FLUSH_DIRTY_AFTER_SECONDS": str(FLUSH_DIRTY_S),
+    "PERSISTENCE_MAX_REUSE_WAL_SIZE": "0",
+}
+
 
 def node_env(
     data_dir: Path, name: str, grpc_port: int, gossip: int, data: int, raft: int, raft_rpc: int
@@ -179,6 +197,7 @@ def node_env(
         "RAFT_PORT": str(raft),
         "RAFT_INTERNAL_RPC_PORT": str(raft_rpc),
         "LOG_LEVEL": "warning",
+        **FORGETTING,
     }
 
 
@@ -225,13 +244,20 @@ class EmbeddedServer:
             state = self._read_state()
             # A stale server.json may name a pid the system has since given to another
             # program: waiting for that to become ready would cost the whole timeout.
-            if state and is_our_server(int(state["pid"]), self.data_dir):
+            if state and is_our_server(pid := int(state["pid"]), self.data_dir):
                 endpoint = Endpoint("127.0.0.1", state["port"], "127.0.0.1", state["grpc_port"])
-                if self._wait_ready(endpoint, int(state["pid"])):
+                if self._wait_ready(endpoint, pid, JOIN_TIMEOUT_S):
                     state["users"] = [p for p in state["users"] if pid_alive(p)] + [os.getpid()]
                     self._write_state(state)
                     self._endpoint = endpoint
                     return endpoint
+                if pid_alive(pid):  # alive and not answering: another server beside it
+                    # on the same data would fail too, after another boot's wait
+                    raise SearchUnavailable(
+                        f"The Weaviate server of {self.data_dir} (pid {pid}, {endpoint.url}) "
+                        f"is running but has not answered for {JOIN_TIMEOUT_S:g} seconds; "
+                        f"if it stays so, stop it (kill {pid}) and Quorum starts a fresh one."
+                    )
             state = self._spawn()
             self._write_state(state)
         self._endpoint = Endpoint("127.0.0.1", state["port"], "127.0.0.1", state["grpc_port"])
@@ -303,8 +329,8 @@ class EmbeddedServer:
         log.info("started weaviate-server pid=%s at %s", pid, endpoint.url)
         return {"pid": pid, "port": port, "grpc_port": grpc_port, "users": [os.getpid()]}
 
-    def _wait_ready(self, endpoint: Endpoint, pid: int) -> bool:
-        deadline = time.monotonic() + self.startup_timeout
+    def _wait_ready(self, endpoint: Endpoint, pid: int, timeout_s: float | None = None) -> bool:
+        deadline = time.monotonic() + (self.startup_timeout if timeout_s is None else timeout_s)
         while time.monotonic() < deadline:
             if is_ready(endpoint.url, timeout=0.5):
                 return True

@@ -46,6 +46,10 @@ QUERY_PROPERTIES = ["text^2", "heading", "lesson_title", "context"]
 # Whether a knowledge base stores stems is judged on this many of its units; a no is asked
 # again after this many seconds (an ingest may have added them since).
 STEMS_SAMPLE = 100
+ANSWER_CHECK_S = 10.0
+"""How long a server that accepts the connection may take to connect and say whether it
+is ready: a stopped or wedged one (connections accepted, nothing answered) is one
+sentence after this, not the query timeout (QUORUM_WEAVIATE_TIMEOUT_S) and more."""
 STEMS_RECHECK_S = 60.0
 
 
@@ -61,7 +65,15 @@ class WeaviateStore(Writes):
         close on exit."""
         try:
             with translate_errors(url):
-                await client.connect()
+                try:
+                    async with asyncio.timeout(ANSWER_CHECK_S):
+                        await client.connect()  # asks the server (the query timeout)
+                        await client.is_ready()
+                except TimeoutError:
+                    raise SearchUnavailable(
+                        f"Weaviate at {url} accepts connections but has not answered for "
+                        f"{ANSWER_CHECK_S:g} seconds; check that it is running and not stuck."
+                    ) from None
         except SearchUnavailable:
             with contextlib.suppress(Exception):
                 await client.close()
