@@ -134,6 +134,21 @@ async def test_the_same_recording_queued_twice_is_one_job(tmp_path: Path, kb: st
         assert (await queue.table.counts())["queued"] == 2
 
 
+async def test_a_recording_named_beside_its_transcript_is_no_job_of_its_own(
+    tmp_path: Path, kb: str
+) -> None:
+    # `quorum ingest call.vtt call.wav`: one source, the transcript, the recording its media.
+    (tmp_path / "call.vtt").write_text("WEBVTT\n\n00:00.000 --> 00:04.000\nHello.\n")
+    recorded = recording(tmp_path, "call.wav", repeat=1)
+    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
+        queue = JobQueue(JobTable(sessions.driver))
+        jobs, _ = await queue.add(kb, [tmp_path / "call.vtt", recorded], Actor("cli"))
+        assert [Path(j.file).name for j in jobs] == ["call.vtt"]
+        alone, _ = await queue.add(kb, [recorded], Actor("cli"))  # named alone: transcribed
+        assert [Path(j.file).name for j in alone] == ["call.wav"]
+        assert alone[0].lane == "transcribe"
+
+
 def test_a_broken_file_fails_with_its_sentence_and_the_others_go_on(
     weaviate_env: Endpoint, tmp_path: Path, kb: str
 ) -> None:

@@ -23,7 +23,7 @@ from bot.jobs.table import JobTable
 from bot.models import Actor
 from bot.write import Writer
 from retrieval.indexer import FileResult, Progress, Status
-from retrieval.ingest import discover
+from retrieval.ingest import discover, transcribed_beside
 from retrieval.ingest.media import MEDIA_SUFFIXES
 
 Watch = Callable[[list[Job]], Awaitable[None]]
@@ -60,7 +60,10 @@ def _files(paths: Sequence[Path]) -> tuple[list[tuple[Path, Path | None, str]], 
         root = path if path.is_dir() else None
         for f in discover([path]) if root else [path]:
             found.append((f, root, file_hash(f)))
-    return found, missing
+    # A recording named beside its named transcript is that transcript's media (kept with
+    # it), not a second source to transcribe: as the indexer's own discovery has it.
+    named = {f for f, _, _ in found}
+    return [row for row in found if not transcribed_beside(row[0], named)], missing
 
 
 ALIVE_S = 10.0  # a worker seen within this long is alive
