@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -186,6 +187,37 @@ async def check_database(settings: Settings) -> Check:
     return _ok("database", f"{where}, {done} (latest {applied[-1] if applied else 'none'})")
 
 
+async def check_jobs(settings: Settings) -> Check | None:
+    """The workers alive and the oldest queued job (None when the database fails: its
+    own row says why)."""
+    from bot.jobs import JobTable
+    from bot.sessions.sql import SqlSessions
+
+    try:
+        async with open_session_store(settings) as store:
+            assert isinstance(store, SqlSessions)
+            table = JobTable(store.driver)
+            alive = await table.alive(10.0)
+            oldest = await table.oldest_queued()
+            counts = await table.counts()
+    except (QuorumError, OSError):
+        return None
+    hosts = sorted({w["host"] for w in alive})
+    workers = f"{len(alive)} worker(s) alive" + (f" on {', '.join(hosts)}" if hosts else "")
+    if oldest is None:
+        return _ok("jobs", f"{workers}; nothing queued ({counts['failed']} failed in all)")
+    waited = time.time() - oldest.created_at
+    detail = f"{workers}; {counts['queued']} queued, the oldest ({oldest.name}) for {waited:.0f} s"
+    if not alive:
+        return Check(
+            "jobs",
+            "warn",
+            detail,
+            "Start `quorum serve` (QUORUM_SERVE_WORKERS) or `quorum worker`.",
+        )
+    return _ok("jobs", detail)
+
+
 def check_disk(settings: Settings) -> Check:
     """Free space where the data lives."""
     where = settings.data_dir
@@ -265,6 +297,7 @@ async def run_checks(settings: Settings) -> list[Check]:
         ("llm", check_llm),
         ("weaviate", check_store),
         ("database", check_database),
+        ("jobs", check_jobs),
     ]
     slow += [(p.name, p.check) for p in platform.platforms()]
     checks += [check_model(settings), check_disk(settings), check_data(settings)]

@@ -26,6 +26,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from adapters.http.server import OpsServer
+from adapters.workers import Workers
 from bot.config import Settings
 from bot.metrics import MeteredCore, Metrics
 from bot.models import Core
@@ -78,8 +79,19 @@ async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Run
     log.warning("Quorum's HTTP server is on port %d (/healthz, /readyz, /metrics, /api)", port)
     for name in platforms:
         server.readiness.set(name, "not connected")
-    async with open_core(settings) as services:
+    # Jobs run in worker processes of their own (adapters.workers); with none here, on
+    # SQLite, an upload is run by the bot itself, as before jobs.
+    inline = settings.serve_workers == 0 and settings.database_url is None
+    workers = Workers(settings.serve_workers) if settings.serve_workers else None
+    async with open_core(settings, inline_jobs=inline) as services:
+        from adapters.chat.announce import announcer  # the platforms' posters, by name
+
+        if workers is not None:
+            workers.start()
+
+        services.writer.add_announcer(announcer(settings, services.retrieval.search))
         metrics = Metrics(services.llm)
+        counting = asyncio.create_task(metrics.jobs().watch(services.jobs.table))
         core = MeteredCore(services.engine, metrics)
         server.attach(services, core, metrics)
         await _warm_up(services)
@@ -100,12 +112,17 @@ async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Run
         try:
             await asyncio.gather(*tasks) if tasks else await _forever()
         finally:
-            for task in [*tasks, *([keeper] if keeper else [])]:
+            for task in [*tasks, *([keeper] if keeper else []), counting]:
                 task.cancel()
             # API requests in flight finish beside the platforms' answers, while the
             # core they need is still open.
             with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.gather(server.stop(), *tasks, return_exceptions=True)
+                await asyncio.gather(
+                    server.stop(),
+                    *tasks,
+                    *([workers.stop()] if workers else []),
+                    return_exceptions=True,
+                )
 
 
 async def _warm_up(services: CoreServices) -> None:

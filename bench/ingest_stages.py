@@ -119,10 +119,10 @@ def timed_discover(times: StageTimes) -> Callable[..., Any]:
     """The indexer's ``_discover``, timed."""
     inner = indexer._discover
 
-    def find(paths: Sequence[Path]) -> Any:
+    def find(paths: Sequence[Path], roots: Any) -> Any:
         t0 = time.perf_counter()
         try:
-            return inner(paths)
+            return inner(paths, roots)
         finally:
             times.discover_s += time.perf_counter() - t0
 

@@ -227,6 +227,36 @@ class Settings(BaseSettings):
     link_ttl_days: float = Field(
         30.0, gt=0, le=3650, description="How many days a page link works after its answer."
     )
+    # --- ingest jobs (bot/jobs)
+    serve_workers: int = Field(
+        1,
+        ge=0,
+        le=32,
+        description="Worker processes `quorum serve` runs for ingest jobs (a decoder's crash "
+        "or out-of-memory kills a worker, never the bot). 0: none here; `quorum worker` runs "
+        "them on other machines (PostgreSQL).",
+    )
+    job_timeout_s: float = Field(
+        30.0,
+        ge=2,
+        description="A running job whose worker sent no heartbeat for this long is taken "
+        "up again by another worker.",
+    )
+    job_attempts: int = Field(
+        3, ge=1, le=20, description="Tries of one job (a dead worker or an outage) before it fails."
+    )
+    jobs_max_transcribing: int = Field(
+        0,
+        ge=0,
+        description="Transcriptions running at once over every worker (0: one per worker); "
+        "documents and removals never wait behind them.",
+    )
+    worker_memory_mb: int | None = Field(
+        None,
+        ge=64,
+        description="A worker's address-space limit (RLIMIT_AS) in MB: a decoder that would "
+        "exhaust the machine's memory kills that worker alone. Unset: no limit.",
+    )
     media_max_mb: int | None = Field(
         None,
         ge=1,

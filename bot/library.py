@@ -12,14 +12,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 from bot.holdings import Holdings
-from bot.models import Actor, Added, Heard
+from bot.jobs import Job, JobQueue
+from bot.jobs.queue import file_result
+from bot.models import Actor, Added, Heard, Waiting
+from bot.write import Writer
 from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
-from retrieval.errors import InvalidInput
-from retrieval.indexer import FileResult, ingest
+from retrieval.errors import InvalidInput, QuorumError
+from retrieval.indexer import FileResult
 from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
 from retrieval.kept_media import MediaStore
 from retrieval.models import SourceInfo
@@ -65,11 +69,26 @@ class KbLibrary:
         transcriber: Transcriber | None = None,
         summarize: Summarizer | None = None,
         holdings: Holdings | None = None,
+        writer: Writer | None = None,
+        jobs: JobQueue | None = None,
         media: MediaStore | None = None,
     ) -> None:
         self.store, self.embedder, self.search = store, embedder, search
         self.uploads_dir, self.chunking, self.transcriber = uploads_dir, chunking, transcriber
-        self.summarize, self.holdings, self.media = summarize, holdings, media
+        self.summarize, self.holdings, self.jobs = summarize, holdings, jobs
+        self.media = media
+        # Every add and removal goes through the one write path (``bot.write``), which
+        # keeps each source's recording or document in ``media`` for its page.
+        self.writer = writer or Writer(
+            store=store,
+            embedder=embedder,
+            search=search,
+            chunking=chunking,
+            transcriber=transcriber,
+            holdings=holdings,
+            media=media,
+            uploads_dir=uploads_dir,
+        )
 
     @classmethod
     def of(
@@ -77,6 +96,8 @@ class KbLibrary:
         retrieval: Retrieval,
         summarize: Summarizer | None = None,
         holdings: Holdings | None = None,
+        writer: Writer | None = None,
+        jobs: JobQueue | None = None,
     ) -> KbLibrary:
         """The library over a running retrieval layer; the reply to an upload quotes the
         summary ingest stored for it unless another ``summarize`` is given."""
@@ -97,6 +118,8 @@ class KbLibrary:
             transcriber=retrieval.transcriber,
             summarize=summarize or stored,
             holdings=holdings,
+            writer=writer,
+            jobs=jobs,
             media=retrieval.media,
         )
 
@@ -107,21 +130,51 @@ class KbLibrary:
         return folder
 
     async def add(
-        self, kb: str, path: Path, heard: Heard | None = None, by: Actor | None = None
+        self,
+        kb: str,
+        path: Path,
+        heard: Heard | None = None,
+        by: Actor | None = None,
+        waiting: Waiting | None = None,
     ) -> Added:
-        """Ingest ``path`` into ``kb``; a file that cannot be read comes back "failed"."""
-        report = await ingest(
-            self.store,
-            self.embedder,
-            kb,
-            [path],
-            chunking=self.chunking,
-            progress=_Heard(heard),
-            transcriber=self.transcriber,
-            media=self.media,
-        )
-        self.search.forget_sources(kb)
-        result = report.results[0]
+        """Ingest ``path`` into ``kb``; a file that cannot be read comes back "failed".
+        With jobs, the file is a job a worker runs (``waiting`` hears how many are ahead)."""
+        who = by or Actor("chat")
+        if self.jobs is None:
+            written = await self.writer.add(kb, [path], who, progress=_Heard(heard))
+            return await self._added(kb, path, written.report.results[0])
+        queued, _ = await self.jobs.add(kb, [path], who)
+        if not queued:
+            return Added("failed", path.name, reason="the file is gone")
+        told: list[int] = []
+
+        async def watch(jobs: list[Job]) -> None:
+            job = jobs[0]
+            if job.state == "queued" and waiting is not None:
+                ahead = await self.jobs.ahead(job) if self.jobs else 0
+                if told != [ahead]:
+                    told[:] = [ahead]
+                    waiting(ahead)
+            elif job.state == "running" and job.total_s and heard is not None:
+                heard(job.progress * job.total_s, job.total_s)
+
+        ended = await self.jobs.settle(queued, _Heard(heard), watch)
+        result = file_result(ended[0])
+        if result.status == "failed" and result.source_id:  # its id held by another file?
+            holder = next(
+                (
+                    i.source.path
+                    for i in await self.store.list_sources(kb)
+                    if i.source.id == result.source_id and i.source.path != str(path)
+                ),
+                None,
+            )
+            if holder:
+                result = replace(result, holder=holder)
+        return await self._added(kb, path, result)
+
+    async def _added(self, kb: str, path: Path, result: FileResult) -> Added:
+        """What the thread is told of one file's result."""
         if result.status == "failed" and result.holder and result.source_id:
             why = self._clash(kb, result.source_id, result.holder, path)
             return Added("failed", path.name, reason=why)
@@ -131,10 +184,6 @@ class KbLibrary:
             (i for i in await self.store.list_sources(kb) if i.source.id == result.source_id),
             None,
         )
-        if self.holdings is not None and result.status in ("added", "updated"):
-            title = info.source.title if info else path.stem
-            update = result.status == "updated"
-            await self.holdings.note(kb, result.source_id, title, by or Actor("chat"), update)
         summary = None
         if self.summarize is not None:
             try:
@@ -148,7 +197,17 @@ class KbLibrary:
             info.segments if info else result.segments,
             await asyncio.to_thread(self._duration, path),
             summary,
+            link=await self._page(kb, result.source_id),
         )
+
+    async def _page(self, kb: str, source_id: str) -> str | None:
+        """Where the source opens: its own URL, or Quorum's signed page of it (read with
+        its summary; a source too short for one has no link here)."""
+        try:
+            hit = await self.search.archive(kb).summary(source_id)
+        except QuorumError:
+            return None
+        return hit.source.url or hit.source.view
 
     def _clash(self, kb: str, source_id: str, holder: str, path: Path) -> str:
         """Why a file whose source id another file holds (or is being added as, at this
@@ -175,24 +234,12 @@ class KbLibrary:
     async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> int:
         """Remove a source, its chat upload and its page's copy in the media store (with
         ``Holdings``: every copy of its words, written to the audit trail)."""
-        if self.holdings is not None:
-            forgotten = await self.holdings.forget(kb, source_id, by or Actor("chat"))
-            return forgotten.passages
-        found = [i.source for i in await self.store.list_sources(kb) if i.source.id == source_id]
-        removed = await self.store.delete_source(kb, source_id)
-        self.search.forget_sources(kb)
-        if found and self.media is not None:
-            live = {i.source.content_hash for i in await self.store.list_sources(kb)}
-            copies = await asyncio.to_thread(self.media.unused, kb, found[0], live)
-            await asyncio.to_thread(_unlink, copies)
-        await asyncio.to_thread(self._drop_kept, kb, [s.path for s in found])
-        return removed
-
-    def _drop_kept(self, kb: str, paths: list[str]) -> None:
-        inbox = (self.uploads_dir / kb).resolve()
-        _unlink([Path(p) for p in paths if p and Path(p).resolve().is_relative_to(inbox)])
-
-
-def _unlink(paths: list[Path]) -> None:
-    for p in paths:
-        p.unlink(missing_ok=True)
+        who = by or Actor("chat")
+        if self.jobs is None:
+            return (await self.writer.remove(kb, source_id, who)).passages
+        [job] = await self.jobs.settle([await self.jobs.remove(kb, source_id, who)])
+        if job.state == "done":
+            return job.segments
+        if job.error and not job.error.startswith("there is no source"):
+            raise QuorumError(job.error)
+        return 0

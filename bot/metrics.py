@@ -16,6 +16,7 @@ The model's tokens, retries and errors (per backend: claude, openai) are read fr
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,9 +33,23 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from bot.engine import BROKEN, SEARCH_DOWN
+from bot.jobs.table import JobTable
 from bot.llm import Model
-from bot.models import Actor, Added, Answer, Core, EventSink, Heard, Library, Question, ThreadKey
+from bot.models import (
+    Actor,
+    Added,
+    Answer,
+    Core,
+    EventSink,
+    Heard,
+    Library,
+    Question,
+    ThreadKey,
+    Waiting,
+)
 from retrieval.models import SourceInfo
+
+log = logging.getLogger("quorum.metrics")
 
 ACTIVE_WINDOW_S = 15 * 60.0  # a session is active while it had a question this recently
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
@@ -82,6 +97,62 @@ class _ModelCollector(Collector):
         yield errors
 
 
+JOB_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200)
+JOBS_EVERY_S = 5.0  # the jobs' figures are read from the database this often
+
+
+class JobMetrics:
+    """Jobs by state, the queue's depth per lane and job seconds by kind, read from the
+    shared jobs table, so every replica reports the whole queue (what an autoscaler of
+    workers scales on)."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
+        self.by_state = Gauge("quorum_jobs", "Ingest jobs, by state.", ["state"], registry=r)
+        self.depth = Gauge(
+            "quorum_jobs_queued", "Jobs waiting for a worker, by lane.", ["lane"], registry=r
+        )
+        self.oldest = Gauge(
+            "quorum_jobs_oldest_queued_seconds", "How long the oldest queued job waits.", registry=r
+        )
+        self.workers = Gauge("quorum_workers", "Workers seen in the last 10 seconds.", registry=r)
+        self.seconds = Histogram(
+            "quorum_job_seconds",
+            "Seconds a finished job ran, by kind.",
+            ["kind"],
+            buckets=JOB_BUCKETS,
+            registry=r,
+        )
+        self.since = time.time()
+
+    async def read(self, table: JobTable) -> None:
+        """Read the figures once."""
+        for state, n in (await table.counts()).items():
+            self.by_state.labels(state).set(n)
+        rows = await table.driver.fetch(
+            "SELECT lane, COUNT(*) AS n FROM jobs WHERE state = 'queued' GROUP BY lane"
+        )
+        depth = {r["lane"]: int(r["n"]) for r in rows}
+        for lane in ("transcribe", "write"):
+            self.depth.labels(lane).set(depth.get(lane, 0))
+        oldest = await table.oldest_queued()
+        self.oldest.set(time.time() - oldest.created_at if oldest else 0.0)
+        self.workers.set(len(await table.alive(10.0)))
+        now = time.time()
+        for kind, seconds in (await table.seconds_by_kind(self.since)).items():
+            for s in seconds:
+                self.seconds.labels(kind).observe(s)
+        self.since = now
+
+    async def watch(self, table: JobTable, every_s: float = JOBS_EVERY_S) -> None:
+        """Read the figures every ``every_s`` until cancelled."""
+        while True:
+            try:
+                await self.read(table)
+            except Exception:  # the database blinked: the next read tries again
+                log.warning("reading the jobs' metrics failed", exc_info=True)
+            await asyncio.sleep(every_s)
+
+
 class Metrics:
     """Every metric a running Quorum exposes, in its own registry."""
 
@@ -119,6 +190,7 @@ class Metrics:
             f"Threads with a question in the last {ACTIVE_WINDOW_S / 60:.0f} minutes.",
             registry=r,
         ).set_function(self._active_sessions)
+        self._jobs: JobMetrics | None = None
         self.backend = None if llm is None else llm.name
         if llm is not None:
             r.register(_ModelCollector(llm))
@@ -141,6 +213,12 @@ class Metrics:
             self.errors.labels(error_kind(answer)).inc()
         elif answer.kind == "extractive" and self.backend is not None:
             self.errors.labels(self.backend).inc()  # the model failed: the answer fell back
+
+    def jobs(self) -> JobMetrics:
+        """The ingest jobs' metrics, in this registry (``JobMetrics.watch`` fills them)."""
+        if self._jobs is None:
+            self._jobs = JobMetrics(self.registry)
+        return self._jobs
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""
@@ -213,10 +291,15 @@ class MeteredLibrary:
         return self.inner.inbox(kb)
 
     async def add(
-        self, kb: str, path: Path, heard: Heard | None = None, by: Actor | None = None
+        self,
+        kb: str,
+        path: Path,
+        heard: Heard | None = None,
+        by: Actor | None = None,
+        waiting: Waiting | None = None,
     ) -> Added:
         """The inner library's add, counted."""
-        added = await self.inner.add(kb, path, heard, by)
+        added = await self.inner.add(kb, path, heard, by, waiting)
         self.metrics.ingest_files.labels(added.status).inc()
         self.metrics.ingest_segments.inc(added.segments)
         return added

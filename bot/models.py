@@ -139,6 +139,7 @@ async def _ignore(event: Event) -> None:
 
 AddStatus = Literal["added", "updated", "unchanged", "failed"]
 Heard = Callable[[float, float], None]  # (audio seconds transcribed, of total), on the loop
+Waiting = Callable[[int], None]  # a queued upload: how many jobs are ahead of it
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ class Added:
     duration_s: float | None = None  # recordings only
     summary: str | None = None  # when a summarizer is wired in
     reason: str | None = None  # why it failed, one line
+    link: str | None = None  # where the source opens (its own URL, or Quorum's page)
 
 
 class Library(Protocol):
@@ -163,10 +165,15 @@ class Library(Protocol):
         ...
 
     async def add(
-        self, kb: str, path: Path, heard: Heard | None = None, by: Actor | None = None
+        self,
+        kb: str,
+        path: Path,
+        heard: Heard | None = None,
+        by: Actor | None = None,
+        waiting: Waiting | None = None,
     ) -> Added:
         """Ingest one file (recordings are transcribed); never raises for a bad file.
-        ``by`` goes to the audit trail."""
+        ``by`` goes to the audit trail; ``waiting`` hears how many jobs are ahead of it."""
         ...
 
     async def sources(self, kb: str) -> list[SourceInfo]:

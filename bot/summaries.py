@@ -1,6 +1,6 @@
 """Summaries written by the fast model at ingest, and reading a stored summary back.
 
-With a model configured, ``ClaudeSummarizer`` is handed to ``retrieval.indexer.ingest``: it sends
+With a model configured, ``ClaudeSummarizer`` is handed to the write path (``bot.write``): it sends
 a source's topics (each line with its second) to the fast model and asks for topics,
 decisions and action items as JSON, each with the second it is about. A second outside
 the source, a broken reply or a failed call leaves the extractive summary in place

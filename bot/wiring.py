@@ -21,8 +21,11 @@ from retrieval.service import Retrieval, RetrievalConfig
 if TYPE_CHECKING:
     from bot.engine import Engine, ResearchHook
     from bot.holdings import Holdings
+    from bot.jobs import JobQueue, Limits
     from bot.llm import Model
     from bot.retention import Retain
+    from bot.summaries import ClaudeSummarizer
+    from bot.write import Writer
 
 __all__ = [
     "CoreServices",
@@ -31,10 +34,14 @@ __all__ = [
     "holdings_of",
     "open_core",
     "open_holdings",
+    "open_job_queue",
+    "open_jobs",
+    "job_limits",
     "open_retrieval",
     "retain",
     "open_session_store",
     "retrieval_config",
+    "writer_of",
 ]
 
 
@@ -117,6 +124,69 @@ async def open_holdings(settings: Settings, *, one_shot: bool = False) -> AsyncI
         yield holdings_of(settings, retrieval, sessions)
 
 
+def writer_of(
+    settings: Settings,
+    retrieval: Retrieval,
+    holdings: Holdings | None,
+    summarizer: ClaudeSummarizer | None = None,
+) -> Writer:
+    """The one write path (``bot.write``) over running retrieval: the model's summaries
+    when ``summarizer`` is given, the media store's copies, the audit trail."""
+    from bot.write import Writer
+
+    return Writer.of(retrieval, holdings=holdings, summarizer=summarizer)
+
+
+def job_limits(settings: Settings) -> Limits:
+    """How jobs are kept alive and retried, from settings."""
+    from bot.jobs import Limits
+
+    return Limits(settings.job_timeout_s, settings.job_attempts)
+
+
+@contextlib.asynccontextmanager
+async def open_job_queue(
+    settings: Settings, sessions: Sessions, writer: Writer | None, *, inline: bool = True
+) -> AsyncIterator[JobQueue]:
+    """The job queue in the session database (on PostgreSQL, with PgQueuer delivering to
+    workers on any machine). With ``writer`` and ``inline`` a door runs its own jobs when
+    no worker is alive."""
+    from bot.jobs import JobQueue, JobTable
+    from bot.sessions.sql import SqlSessions
+
+    if not isinstance(sessions, SqlSessions):
+        raise TypeError("jobs live in the SQL session store")
+    table = JobTable(sessions.driver)
+    limits = job_limits(settings)
+    url = settings.database_url.get_secret_value() if settings.database_url else None
+    if url is None:
+        yield JobQueue(table, writer=writer, limits=limits, inline=inline)
+        return
+    from bot.jobs.pgqueue import delivery
+
+    async with delivery(url) as pg:
+        yield JobQueue(table, pg, writer=writer, limits=limits, inline=inline)
+
+
+@contextlib.asynccontextmanager
+async def open_jobs(
+    settings: Settings, *, one_shot: bool = False, warm: bool = True
+) -> AsyncIterator[tuple[Writer, JobQueue, Sessions]]:
+    """The write path and the job queue, for a command that adds or removes sources,
+    or runs jobs (``quorum worker``)."""
+    from bot.summaries import claude_summarizer
+
+    async with (
+        open_retrieval(settings, warm=warm, one_shot=one_shot) as retrieval,
+        open_session_store(settings) as sessions,
+        claude_summarizer(settings) as summarizer,
+    ):
+        holdings = holdings_of(settings, retrieval, sessions)
+        writer = writer_of(settings, retrieval, holdings, summarizer)
+        async with open_job_queue(settings, sessions, writer) as queue:
+            yield writer, queue, sessions
+
+
 def retain(settings: Settings) -> Retain:
     """The retention settings, as plain values."""
     from bot.retention import Retain
@@ -139,6 +209,8 @@ class CoreServices:
     llm: Model | None
     engine: Engine
     holdings: Holdings
+    writer: Writer
+    jobs: JobQueue
 
 
 @contextlib.asynccontextmanager
@@ -148,10 +220,13 @@ async def open_core(
     retrieval: Retrieval | None = None,
     research: ResearchHook | None = None,
     one_shot: bool = False,
+    inline_jobs: bool = True,
 ) -> AsyncIterator[CoreServices]:
     """Retrieval (or the one given, left open), the session store, Claude (None without an
-    API key: answers are then extractive), the research router (quick or deep per question)
-    and the engine, closed in reverse on exit."""
+    API key: answers are then extractive), the research router (quick or deep per question),
+    the job queue and the engine, closed in reverse on exit. ``inline_jobs``: an upload no
+    live worker would take runs in this process (off in ``quorum serve``, whose workers
+    are processes of their own)."""
     # Imported here: Claude's SDK and the engine cost seconds that `quorum search` and
     # `quorum ingest`, which open retrieval alone, should not pay.
     from bot.cite.vectors import SentenceVectors
@@ -159,6 +234,7 @@ async def open_core(
     from bot.library import KbLibrary
     from bot.llm import from_settings as model_from_settings
     from bot.router import ResearchRouter
+    from bot.summaries import ClaudeSummarizer
 
     async with contextlib.AsyncExitStack() as stack:
         if retrieval is None:
@@ -170,6 +246,10 @@ async def open_core(
             stack.push_async_callback(llm.aclose)
         vectors = SentenceVectors(retrieval.embedder)  # shared: quick answers warm it
         holdings = holdings_of(settings, retrieval, sessions)
+        summarizer = ClaudeSummarizer(llm, settings.llm_timeout_s) if llm is not None else None
+        writer = writer_of(settings, retrieval, holdings, summarizer)
+        queue = open_job_queue(settings, sessions, writer, inline=inline_jobs)
+        jobs = await stack.enter_async_context(queue)
         engine = Engine.from_settings(
             settings,
             archives=retrieval.search.archive,
@@ -177,6 +257,6 @@ async def open_core(
             llm=llm,
             research=research or ResearchRouter.from_settings(settings, llm, vectors),
             embedder=vectors,
-            library=KbLibrary.of(retrieval, holdings=holdings),
+            library=KbLibrary.of(retrieval, holdings=holdings, writer=writer, jobs=jobs),
         )
-        yield CoreServices(settings, retrieval, sessions, llm, engine, holdings)
+        yield CoreServices(settings, retrieval, sessions, llm, engine, holdings, writer, jobs)

@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -100,6 +101,19 @@ class MediaProgress(Protocol):
         """``done_s`` of ``total_s`` audio seconds of ``path`` are transcribed."""
 
 
+@runtime_checkable
+class Stoppable(Protocol):
+    """A ``Progress`` that can stop a transcription under way (a job cancelled): while
+    ``stop`` is set the next progress report raises ``Stopped`` in the decoder's thread,
+    before anything is kept."""
+
+    stop: threading.Event
+
+
+class Stopped(Exception):
+    """A transcription stopped because its ``Stoppable`` progress asked it to."""
+
+
 class _Silent:
     def started(self, files: int) -> None:
         pass
@@ -143,14 +157,17 @@ async def ingest(
     transcriber: Transcriber | None = None,
     summarizer: Summarizer | None = None,
     media: MediaStore | None = None,
+    roots: Mapping[Path, Path] | None = None,
 ) -> IngestReport:
     """Ingest files and folders into ``kb``; unchanged files are skipped unless ``force``.
     Audio and video are transcribed with ``transcriber`` (without one they fail); what a
-    page serves of each source is kept in ``media`` (without one, pages show text only)."""
+    page serves of each source is kept in ``media`` (without one, pages show text only).
+    ``roots``: for a file given alone, the folder its manifest lookups stop at (a job's
+    file, queued from a folder), else its own folder."""
     check_kb(kb)
     run = _Run(store, embedder, kb, chunking, force, transcriber, summarizer, progress, media)
     try:
-        return await run.go(paths)
+        return await run.go(paths, roots or {})
     finally:
         run.release()
 
@@ -180,12 +197,12 @@ class _Run:
         self.owners: dict[str, str] = {}  # source id -> the file that took it in this run
         self.media = media
 
-    async def go(self, paths: Sequence[Path]) -> IngestReport:
+    async def go(self, paths: Sequence[Path], roots: Mapping[Path, Path]) -> IngestReport:
         """Ingest ``paths``: files read and checked, then written batch by batch."""
         # What a crashed ingest left behind (never visible to search) is removed first.
         if removed := await self.store.clean_orphans(self.kb):
             log.info("removed %d orphan segments from %s", removed, self.kb)
-        files, missing = await asyncio.to_thread(_discover, paths)
+        files, missing = await asyncio.to_thread(_discover, paths, roots)
         for p in missing:
             self.record(FileResult(str(p), "failed", reason="no such file or folder"))
         self.progress.started(len(files) + len(missing))
@@ -260,6 +277,8 @@ class _Run:
             )
         except IngestError as exc:
             return FileResult(str(path), "failed", reason=brief(exc.reason))
+        except Stopped:
+            raise
         except ConfigError:  # a bad setting (the Whisper model) fails the run, not each file
             raise
         except Exception as exc:  # a reader's bug or a hostile file costs that file, not the run
@@ -435,7 +454,9 @@ def _groups(files: Sequence[tuple[Path, Path]]) -> list[list[tuple[Path, Path]]]
     return groups
 
 
-def _discover(paths: Sequence[Path]) -> tuple[list[tuple[Path, Path]], list[Path]]:
+def _discover(
+    paths: Sequence[Path], roots: Mapping[Path, Path]
+) -> tuple[list[tuple[Path, Path]], list[Path]]:
     """Files to read, each with the folder its manifest lookups stop at; missing paths."""
     files: list[tuple[Path, Path]] = []
     missing: list[Path] = []
@@ -446,7 +467,7 @@ def _discover(paths: Sequence[Path]) -> tuple[list[tuple[Path, Path]], list[Path
         if not root.exists():
             missing.append(given)
             continue
-        base = root if root.is_dir() else root.parent
+        base = root if root.is_dir() else roots.get(given, roots.get(root, root.parent))
         files.extend((f, base) for f in discover([root]))
     found = {f for f, _ in files}  # a recording named beside its named transcript: its media
     return [(f, b) for f, b in files if not transcribed_beside(f, found)], missing
@@ -469,8 +490,11 @@ def _listener(progress: Progress, path: str) -> OnProgress | None:
         return None
     loop = asyncio.get_running_loop()
     listener = progress
+    stop = progress.stop if isinstance(progress, Stoppable) else None
 
     def heard(done_s: float, total_s: float) -> None:
+        if stop is not None and stop.is_set():
+            raise Stopped(path)
         loop.call_soon_threadsafe(listener.transcribing, path, done_s, total_s)
 
     return heard

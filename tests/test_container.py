@@ -119,3 +119,15 @@ def test_compose_starts_the_bot_once_weaviate_is_healthy() -> None:
     assert len(snippets) >= 2  # the PostgreSQL override and the three-node cluster
     for snippet in snippets:
         healthy_dependencies(snippet, compose)
+
+
+def test_compose_runs_ingest_workers_that_scale() -> None:
+    """`docker compose up --scale worker=N`: the worker service runs `quorum worker` on the
+    bot's data and Weaviate, with no fixed port or name that would stop it scaling."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    bot, worker = compose["services"]["bot"], compose["services"]["worker"]
+    assert worker["command"] == ["worker"]
+    assert worker["volumes"] == bot["volumes"]
+    assert worker["environment"] == bot["environment"]
+    assert "ports" not in worker and "container_name" not in worker
+    assert worker["healthcheck"] == {"disable": True}  # the image's probe is serve's /readyz

@@ -22,6 +22,7 @@ from adapters.http.api import STOPPING
 from adapters.http.server import OpsServer, local_pages
 from bot.config import load_settings
 from bot.metrics import MeteredCore, Metrics
+from bot.models import Actor
 from bot.wiring import CoreServices, open_core, retrieval_config
 from retrieval.embed import LazyEmbedder, SentenceTransformerEmbedder
 from retrieval.search import SearchService
@@ -219,6 +220,50 @@ async def test_search_and_sources(running: Running) -> None:
     assert not any("path" in s for s in sources)
 
 
+async def test_jobs_are_listed_for_the_tokens_knowledge_base_only(
+    running: Running, tmp_path: Path
+) -> None:
+    services = running.server.services
+    assert services is not None
+    note = tmp_path / "private-notes" / "standup.txt"
+    note.parent.mkdir()
+    note.write_text("[00:00:05] Ana: The flumox cache evicts entries.\n")
+    [mine], _ = await services.jobs.add(running.kb, [note], Actor("cli", "ana"))
+    [theirs], _ = await services.jobs.add("elsewhere", [note], Actor("cli", "bo"))
+    url = running.url
+    async with running.http.get(f"{url}/api/jobs", headers=running.auth()) as r:
+        assert r.status == 200
+        body = await r.json()
+    assert body["kb"] == running.kb
+    assert [(j["id"], j["file"], j["state"]) for j in body["jobs"]] == [
+        (mine.id, "standup.txt", "queued")
+    ]
+    assert "private-notes" not in json.dumps(body)  # a file's name, never its path
+    async with running.http.get(
+        f"{url}/api/jobs", params={"kb": "elsewhere"}, headers=running.auth()
+    ) as r:
+        assert r.status == 403
+    async with running.http.get(f"{url}/api/jobs", headers=running.auth(OTHER_TOKEN)) as r:
+        assert [j["id"] for j in (await r.json())["jobs"]] == [theirs.id]
+    for bad in ("0", "-1", "x", "501"):
+        async with running.http.get(
+            f"{url}/api/jobs", params={"limit": bad}, headers=running.auth()
+        ) as r:
+            assert r.status == 422 and (await r.json())["field"] == "limit"
+    async with running.http.get(f"{url}/api/jobs") as r:
+        assert r.status == 401
+    # /metrics: what an autoscaler of workers reads (the whole queue, every replica alike).
+    assert running.server.metrics is not None
+    await running.server.metrics.jobs().read(services.jobs.table)
+    samples = await running.metrics()
+    assert samples['quorum_jobs{state="queued"}'] >= 2
+    assert samples['quorum_jobs_queued{lane="write"}'] >= 2
+    assert samples["quorum_jobs_oldest_queued_seconds"] >= 0
+    assert samples["quorum_workers"] == 0
+    await services.jobs.cancel(mine.id)
+    await services.jobs.cancel(theirs.id)
+
+
 @pytest.mark.parametrize(
     ("headers", "status", "says"),
     [
@@ -302,6 +347,7 @@ async def test_openapi_describes_every_route(running: Running) -> None:
         "/api/ask",
         "/api/search",
         "/api/sources",
+        "/api/jobs",
         "/api/sessions/{id}",
         "/api/feedback",
         "/api/insights",

@@ -110,7 +110,13 @@ async def world(
             await load_sample(store, embedder, kb)
             for name, where in ((kb, files), (other, docs)):
                 report = await ingest(
-                    store, r.embedder, name, [where], chunking=r.chunking, transcriber=r.transcriber
+                    store,
+                    r.embedder,
+                    name,
+                    [where],
+                    chunking=r.chunking,
+                    transcriber=r.transcriber,
+                    media=r.media,  # pages play only what the media store kept at ingest
                 )
                 assert not report.failed, report.failed
             env = {

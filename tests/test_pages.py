@@ -18,7 +18,8 @@ import pytest_asyncio
 from playwright.async_api import Browser
 
 from bot.config import load_settings
-from bot.models import Answer, Question, ThreadKey
+from bot.models import Actor, Answer, Question, ThreadKey
+from bot.write import Writer
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
 from retrieval.store.weaviate import WeaviateStore
@@ -252,16 +253,8 @@ async def test_a_moved_or_deleted_recording_still_plays_from_the_copy_quorum_kep
 ) -> None:
     served, kb = world.served, f"t{uuid.uuid4().hex[:12]}"
     wav = speak(tmp_path / "standup.wav", ["The quarterly budget review is on Friday."]).path
-    r = served.services.retrieval
-    await ingest(
-        r.store,
-        r.embedder,
-        kb,
-        [wav],
-        chunking=r.chunking,
-        transcriber=r.transcriber,
-        media=r.media,
-    )
+    # Through the one write path every door uses: it hands the indexer the media store.
+    await Writer.of(served.services.retrieval).add(kb, [wav], Actor("cli"))
     page = served.signer.page(kb, "standup")
     wav.unlink()
     async with served.http.get(page) as resp:

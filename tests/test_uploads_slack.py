@@ -107,7 +107,7 @@ async def test_a_recording_is_transcribed_with_progress_and_its_length(
     assert final.startswith("Added *Standup* (`standup`): ")
     assert f"0:{int(wav.duration_s):02d} of recording" in final
     shown = "\n".join(v["text"] for v in reply.versions[:-1])
-    assert f"Transcribing standup.wav: 0:00 of 0:{int(wav.duration_s):02d}" in shown
+    assert f"Transcribing standup.wav: 0 %, 0:00 of 0:{int(wav.duration_s):02d}" in shown
     hits = await search.search(kb, "budget review Friday")
     assert hits and "budget" in hits[0].segment.text.lower()
 

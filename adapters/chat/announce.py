@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from adapters.platform import platforms
 from bot.cite.citations import at_second
 from bot.config import Settings
+from bot.write import Announcer
 from retrieval.errors import ConfigError, InvalidInput, QuorumError
 from retrieval.indexer import FileResult
 from retrieval.links import format_timestamp
 from retrieval.models import Hit
-from retrieval.search import KbArchive
+from retrieval.search import KbArchive, SearchService
 from retrieval.summary import LABELS, read_lines
 
 log = logging.getLogger("quorum.announce")
@@ -99,3 +100,13 @@ async def announce(
                     f"{target.platform}:{target.channel} ({exc})."
                 )
     return failures
+
+
+def announcer(settings: Settings, search: SearchService) -> Announcer:
+    """The core's ``Announcer`` (``bot.write``): what a write added, posted to the
+    ``QUORUM_POST_SUMMARIES`` targets."""
+
+    async def post(kb: str, results: Sequence[FileResult]) -> list[str]:
+        return await announce(settings, search.archive(kb), results)
+
+    return post

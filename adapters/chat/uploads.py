@@ -155,6 +155,8 @@ def result_text(name: str, added: Added) -> str:
     else:
         verb = "Added" if added.status == "added" else "Updated"
         line = f"{verb} {what}: {facts}. Ask me about it."
+        if added.link:
+            line += f" Open it: {added.link}"
     if added.summary:
         first = [one_line(x, 300) for x in added.summary.strip().splitlines() if x.strip()]
         line += "\n" + "\n".join(f"> {x}" for x in first[:3])
@@ -227,11 +229,18 @@ class Uploads:
         library = self.library
         pending: set[asyncio.Task[None]] = set()
 
-        def heard(done_s: float, total_s: float) -> None:
-            text = f"Transcribing {name}: {clock(done_s)} of {clock(total_s)}…"
+        def say(text: str) -> None:
             task = asyncio.ensure_future(reply.on_event(ProgressEvent(text)))
             pending.add(task)
             task.add_done_callback(pending.discard)
+
+        def heard(done_s: float, total_s: float) -> None:
+            share = f"{100 * done_s / total_s:.0f} %, " if total_s else ""
+            say(f"Transcribing {name}: {share}{clock(done_s)} of {clock(total_s)}…")
+
+        def waiting(ahead: int) -> None:
+            behind = f" behind {ahead} other file{'s' if ahead != 1 else ''}" if ahead else ""
+            say(f"Queued{behind}: {name}…")
 
         folder = library.inbox(kb) / shelf(by)
         target = folder / safe_name(upload.name)
@@ -239,7 +248,7 @@ class Uploads:
         self._shelves[target] = (lock, users + 1)
         try:
             async with lock:
-                return await self._add(kb, name, upload, folder, reply, by, heard, pending)
+                return await self._add(kb, name, upload, folder, reply, by, heard, waiting, pending)
         finally:
             lock, users = self._shelves[target]
             if users > 1:
@@ -256,6 +265,7 @@ class Uploads:
         reply: UploadReply,
         by: Actor | None,
         heard: Callable[[float, float], None],
+        waiting: Callable[[int], None],
         pending: set[asyncio.Task[None]],
     ) -> Added | None:
         """Download, ingest and report one checked file."""
@@ -272,7 +282,7 @@ class Uploads:
                 return None
             path, previous = downloaded
             await reply.on_event(ProgressEvent(f"Reading {name}…"))
-            added = await library.add(kb, path, heard, by)
+            added = await library.add(kb, path, heard, by, waiting)
             kept = added.status != "failed"
             await asyncio.gather(*pending, return_exceptions=True)
         except QuorumError as exc:

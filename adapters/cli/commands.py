@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from adapters.cli.app import (
@@ -41,9 +40,16 @@ from adapters.cli.terminal import failure_line, plain, summary_table
 from adapters.shapes import held_json, hit_json
 from bot.answer.understand import choice_note
 from bot.config import Settings
-from bot.holdings import Forgotten, Held
+from bot.holdings import Held
+from bot.jobs import Job
 from bot.models import Actor
-from bot.wiring import holdings_of, open_holdings, open_retrieval, open_session_store
+from bot.wiring import (
+    open_holdings,
+    open_job_queue,
+    open_jobs,
+    open_retrieval,
+    open_session_store,
+)
 from retrieval.errors import InvalidInput
 from retrieval.links import locator
 from retrieval.models import Hit
@@ -81,52 +87,56 @@ def ingest_cmd(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders to ingest.")],
     kb: KbOpt = None,
     force: Annotated[bool, typer.Option(help="Re-ingest files even when unchanged.")] = False,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Queue the files and print the job ids at once.")
+    ] = False,
 ) -> None:
     """Ingest recordings (audio and video are transcribed), transcripts, PDFs, Markdown and
-    course files."""
+    course files: a job per file, run by a worker (`quorum serve`, `quorum worker`), or
+    here while none is running."""
 
-    async def go(settings: Settings) -> IngestReport:
+    async def go(settings: Settings) -> IngestReport | None:
         # Here, not at the top: the readers (PDF, media) and the announcements cost a
         # one-shot `quorum search` over a second on two cores.
-        from adapters.chat.announce import announce, targets
+        from adapters.chat.announce import announcer, targets
         from adapters.cli.ingest_progress import IngestProgress
-        from bot.summaries import claude_summarizer  # Claude's SDK only when ingesting
-        from retrieval.indexer import ingest
+        from bot.jobs.queue import file_result
+        from retrieval.indexer import FileResult, IngestReport
 
         name = kb_name(settings, kb)
         targets(settings.post_summaries)  # a malformed target fails before any work
-        async with (
-            open_retrieval(settings, warm=True, one_shot=True) as r,
-            open_session_store(settings) as sessions,
-            claude_summarizer(settings) as summ,
-        ):
+        if no_wait:  # queued in the database alone: neither the store nor the model
+            async with (
+                open_session_store(settings) as sessions,
+                open_job_queue(settings, sessions, None) as queue,
+            ):
+                jobs, missing = await queue.add(name, paths, cli_actor(), force=force)
+                idle = bool(jobs) and not await queue.workers_alive(30)
+            # Plain lines (id, a tab, the file), for scripts: `cut -f1` gives the ids.
+            sys.stdout.write("".join(f"{job.id}\t{job.name}\n" for job in jobs))
+            if idle:
+                err.print("No worker is running: `quorum serve` or `quorum worker` runs them.")
+            for path in missing:
+                err.print(failure_line(str(path), "no such file or folder"), highlight=False)
+            return None
+        async with open_jobs(settings, one_shot=True) as (writer, queue, _):
+            writer.add_announcer(announcer(settings, writer.search))
+            jobs, missing = await queue.add(name, paths, cli_actor(), force=force)
             t0 = time.perf_counter()
             with IngestProgress(err) as progress:
-                report = await ingest(
-                    r.store,
-                    r.embedder,
-                    name,
-                    paths,
-                    chunking=r.chunking,
-                    progress=progress,
-                    force=force,
-                    transcriber=r.transcriber,
-                    summarizer=summ,
-                    media=r.media,
-                )
-            r.search.forget_sources(name)
-            await holdings_of(settings, r, sessions).note_ingest(name, report.results, cli_actor())
+                ended = await queue.settle(jobs, progress)
             elapsed = time.perf_counter() - t0
-            posted = await announce(settings, r.search.archive(name), report.results)
+        report = IngestReport([file_result(j) for j in ended])
+        report.results += [
+            FileResult(str(p), "failed", reason="no such file or folder") for p in missing
+        ]
         out.print(_report_table(report, elapsed))
         for f in report.failed:
             err.print(failure_line(f.path, f.reason), highlight=False)
-        for line in posted:
-            err.print(f"[yellow]{escape(line)}[/]", highlight=False)
         return report
 
     report = run(go)
-    if report.failed:
+    if report is not None and report.failed:
         raise fail(f"{len(report.failed)} file(s) could not be ingested (listed above).")
 
 
@@ -245,15 +255,20 @@ def remove_cmd(
     """Remove a source from a knowledge base: its passages at every level, its summary, its
     kept transcript and uploaded file, and its words in stored answers."""
 
-    async def go(settings: Settings) -> Forgotten:
-        async with open_holdings(settings, one_shot=True) as holdings:
-            return await holdings.forget(kb_name(settings, kb), source_id, cli_actor())
+    async def go(settings: Settings) -> Job:
+        async with open_jobs(settings, one_shot=True, warm=False) as (_, queue, _):
+            job = await queue.remove(kb_name(settings, kb), source_id, cli_actor())
+            [ended] = await queue.settle([job])
+            return ended
 
-    gone = run(go)
-    if gone.passages == 0:
-        raise fail(f"No source {source_id!r} in that knowledge base (see `quorum sources`).")
-    files = f", {len(gone.files)} kept file(s)" if gone.files else ""
-    answers = f", its words in {gone.answers} stored answer(s)" if gone.answers else ""
-    out.print(plain(f"Removed {source_id} ({gone.passages} passages{files}{answers})."))
-    if gone.shared_transcript:
+    job = run(go)
+    if job.state != "done":
+        if job.error and job.error.startswith("there is no source"):
+            raise fail(f"No source {source_id!r} in that knowledge base (see `quorum sources`).")
+        raise fail(f"Could not remove {source_id}: {job.error or job.state}.")
+    what = json.loads(job.detail or "{}")
+    files = f", {what['files']} kept file(s)" if what.get("files") else ""
+    answers = f", its words in {what['answers']} stored answer(s)" if what.get("answers") else ""
+    out.print(plain(f"Removed {source_id} ({job.segments} passages{files}{answers})."))
+    if what.get("shared"):
         out.print("Its transcript is kept: another source was made from the same recording.")

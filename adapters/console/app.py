@@ -33,9 +33,9 @@ from adapters.http.server import local_pages
 from bot.config import Settings
 from bot.engine import Engine
 from bot.errors import ConfigError, QuorumError
-from bot.models import Event, Mode, PartialAnswer, ProgressEvent, Question, ThreadKey
+from bot.models import Actor, Event, Mode, PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.wiring import open_core, open_retrieval
-from retrieval.indexer import ingest
+from bot.write import Writer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DEMO_KB = "demo"
@@ -243,9 +243,8 @@ def demo_command(
         async with open_retrieval(settings, warm=True) as r:
             t0 = time.perf_counter()
             with err.status("Ingesting the sample archive...", spinner="dots"):
-                report = await ingest(
-                    r.store, r.embedder, DEMO_KB, demo_paths(), chunking=r.chunking, media=r.media
-                )
+                written = await Writer.of(r).add(DEMO_KB, demo_paths(), Actor("demo"))
+            report = written.report
             r.search.forget_sources(DEMO_KB)
             changed = report.count("added") + report.count("updated")
             out.print(

@@ -318,6 +318,16 @@ class Api:
         held = await self.services().holdings.held(kb)
         return web.json_response({"kb": kb, "sources": [held_json(h) for h in held]})
 
+    async def jobs(self, request: web.Request) -> web.StreamResponse:
+        """GET /api/jobs[?kb=&limit=]: the knowledge base's latest ingest jobs, newest first
+        (file names only, never a path on the server)."""
+        kb = self.kb_for(request, request.query.get("kb"))
+        raw = request.query.get("limit", "50")
+        if not raw.isdigit() or not 1 <= int(raw) <= 500:
+            return _problem(422, "limit: a whole number from 1 to 500.", field="limit")
+        jobs = await self.services().jobs.table.listing(kb, int(raw))
+        return web.json_response({"kb": kb, "jobs": [j.json() for j in jobs]})
+
     async def session(self, request: web.Request) -> web.StreamResponse:
         """GET /api/sessions/{id}[?kb=]."""
         kb = self.kb_for(request, request.query.get("kb"))
@@ -381,6 +391,7 @@ def add_routes(app: web.Application, server: OpsServer, tokens: dict[str, str]) 
     app.router.add_post("/api/ask", _guarded(api.ask))
     app.router.add_post("/api/search", _guarded(api.search))
     app.router.add_get("/api/sources", _guarded(api.sources))
+    app.router.add_get("/api/jobs", _guarded(api.jobs))
     app.router.add_get("/api/sessions/{id}", _guarded(api.session))
     app.router.add_post("/api/feedback", _guarded(api.feedback))
     return api

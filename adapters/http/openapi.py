@@ -69,6 +69,12 @@ def openapi_document() -> dict[str, Any]:
             "/api/ask": {"post": ask},
             "/api/search": {"post": _op("Hybrid search in a knowledge base.", SearchBody)},
             "/api/sources": {"get": _op("The knowledge base's sources.", parameters=[kb_param])},
+            "/api/jobs": {
+                "get": _op(
+                    "The knowledge base's latest ingest jobs, newest first.",
+                    parameters=[kb_param, {**kb_param, "name": "limit"}],
+                )
+            },
             "/api/sessions/{id}": {
                 "get": _op(
                     "A session's questions and answers.",

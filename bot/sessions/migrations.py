@@ -122,12 +122,56 @@ UPDATE exchanges SET kb = (
 CREATE INDEX exchanges_by_kb ON exchanges (kb, created_at)
 """
 
+# Ingest jobs (``bot.jobs``): the durable record of every add, update and removal, and
+# the workers that run them. One active job per dedupe key (the content hash): the same
+# recording queued twice is one job.
+M006_JOBS = """
+CREATE TABLE jobs (
+    id $pk,
+    kind TEXT NOT NULL,
+    lane TEXT NOT NULL,
+    kb TEXT NOT NULL,
+    via TEXT NOT NULL,
+    actor TEXT NOT NULL DEFAULT '',
+    file TEXT NOT NULL,
+    root TEXT,
+    force INTEGER NOT NULL DEFAULT 0,
+    dedupe_key TEXT NOT NULL,
+    state TEXT NOT NULL,
+    progress $float NOT NULL DEFAULT 0,
+    total_s $float,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    worker TEXT,
+    error TEXT,
+    result TEXT,
+    source_id TEXT,
+    segments INTEGER NOT NULL DEFAULT 0,
+    detail TEXT,
+    created_at $float NOT NULL,
+    run_after $float NOT NULL,
+    started_at $float,
+    heartbeat_at $float,
+    finished_at $float
+);
+CREATE UNIQUE INDEX jobs_active_key ON jobs (dedupe_key) WHERE state IN ('queued', 'running');
+CREATE INDEX jobs_by_state ON jobs (state, lane, run_after);
+CREATE INDEX jobs_by_kb ON jobs (kb, id);
+CREATE TABLE workers (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at $float NOT NULL,
+    seen_at $float NOT NULL
+)
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("m001_initial", M001_INITIAL),
     ("m002_query_log", M002_QUERY_LOG),
     ("m003_claimant", M003_CLAIMANT),
     ("m004_audit", M004_AUDIT),
     ("m005_exchange_kb", M005_EXCHANGE_KB),
+    ("m006_jobs", M006_JOBS),
 )
 
 

@@ -1,0 +1,245 @@
+"""Running jobs: each through the one write path (``bot.write``), with a heartbeat that
+keeps the claim, reports progress and hears a cancel.
+
+A job's file that cannot be read fails it at once with the reader's sentence; anything
+else that goes wrong (the store down, the worker's own trouble) queues it again after a
+backoff until ``QUORUM_JOB_ATTEMPTS`` runs out. A cancel stops a transcription before
+anything of it is kept (``retrieval.indexer.Stopped``); the upload it was made for goes
+too. A job whose write already finished when the cancel came is done: too late to undo.
+The write path is idempotent (content hash, switch-over), so a job run twice after its
+worker died leaves one source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.jobs.records import Job
+from bot.jobs.table import JobTable
+from bot.models import Actor
+from bot.write import Writer
+from retrieval.errors import ConfigError
+from retrieval.indexer import FileResult, Progress, Stopped
+
+log = logging.getLogger("quorum.jobs")
+
+MAX_BACKOFF_S = 300.0
+
+
+def backoff(attempts: int) -> float:
+    """Seconds before the next try after ``attempts`` tries: 5, 10, 20 ... at most 5 min."""
+    return float(min(MAX_BACKOFF_S, 5.0 * 2.0 ** max(0, attempts - 1)))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How jobs are kept alive and retried."""
+
+    timeout_s: float = 30.0
+    attempts: int = 3
+
+    @property
+    def beat_s(self) -> float:
+        """How often a running job's heartbeat is written."""
+        return max(0.2, self.timeout_s / 4)
+
+
+class _Beats:
+    """An indexer ``Progress`` (and ``MediaProgress``, ``Stoppable``) for a run of jobs:
+    remembers each file's transcription progress, passes everything on to ``outer``."""
+
+    def __init__(self, outer: Progress | None) -> None:
+        self.outer = outer
+        self.stop = threading.Event()
+        self.heard: dict[str, tuple[float, float]] = {}
+
+    def started(self, files: int) -> None:
+        if self.outer is not None:
+            self.outer.started(files)
+
+    def file_done(self, result: FileResult) -> None:
+        if self.outer is not None:
+            self.outer.file_done(result)
+
+    def transcribing(self, path: str, done_s: float, total_s: float) -> None:
+        self.heard[path] = (done_s, total_s)
+        transcribing = getattr(self.outer, "transcribing", None)
+        if transcribing is not None:
+            transcribing(path, done_s, total_s)
+
+
+class Runner:
+    """Runs claimed jobs through the write path, beating their heartbeats."""
+
+    def __init__(
+        self, writer: Writer, table: JobTable, worker: str, limits: Limits | None = None
+    ) -> None:
+        self.writer, self.table, self.worker = writer, table, worker
+        self.limits = limits or Limits()
+
+    async def run(self, jobs: Sequence[Job], progress: Progress | None = None) -> float | None:
+        """Run ``jobs`` (claimed by this worker; additions of one knowledge base, or one
+        removal) to their end; the seconds to wait before they are due again when they
+        were queued for a retry, else None."""
+        if not jobs:
+            return None
+        beats = _Beats(progress)
+        beating = asyncio.create_task(self._beat(jobs, beats))
+        try:
+            if jobs[0].kind == "remove":
+                await self._remove(jobs[0])
+            else:
+                await self._add(jobs, beats)
+            return None
+        except Stopped:
+            await self._cancelled(jobs)
+            return None
+        except asyncio.CancelledError:  # the worker is stopping: hand the jobs back at once
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._release(jobs))
+            raise
+        except MemoryError:  # the worker's process decides (``quorum worker`` exits)
+            raise
+        except ConfigError as exc:  # a setting is wrong: no retry mends it
+            for job in jobs:
+                await self.table.finish(job.id, self.worker, "failed", error=str(exc))
+            return None
+        except Exception as exc:
+            log.warning("jobs %s failed (%s); trying again", [j.id for j in jobs], exc)
+            return await self._again(jobs, exc)
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+
+    async def _add(self, jobs: Sequence[Job], beats: _Beats) -> None:
+        first = jobs[0]
+        paths = [Path(j.file) for j in jobs]
+        roots = {Path(j.file): Path(j.root) for j in jobs if j.root}
+        by = Actor(first.via, first.actor)
+        written = await self.writer.add(
+            first.kb, paths, by, progress=beats, force=any(j.force for j in jobs), roots=roots
+        )
+        by_path = {r.path: r for r in written.report.results}
+        for job in jobs:
+            r = by_path.get(job.file)
+            if r is None or r.status == "failed":
+                why = r.reason if r is not None and r.reason else "it could not be read"
+                await self._end(job, "failed", error=why)
+            else:
+                result = "unchanged" if r.status == "skipped" else r.status
+                kind = "update" if r.status == "updated" else None
+                await self._end(
+                    job, "done", result=result, sid=r.source_id, segs=r.segments, kind=kind
+                )
+
+    async def _remove(self, job: Job) -> None:
+        gone = await self.writer.remove(job.kb, job.file, Actor(job.via, job.actor))
+        if gone.passages == 0:
+            await self._end(job, "failed", error=f"there is no source {job.file!r} in {job.kb}")
+            return
+        what = {"files": len(gone.files), "answers": gone.answers, "shared": gone.shared_transcript}
+        await self._end(
+            job, "done", result="removed", sid=job.file, segs=gone.passages, detail=json.dumps(what)
+        )
+
+    async def _end(
+        self,
+        job: Job,
+        state: str,
+        *,
+        error: str | None = None,
+        result: str | None = None,
+        sid: str | None = None,
+        segs: int = 0,
+        kind: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        # A cancel that came after the write finished is too late: the job is done.
+        if state == "done":
+            await self.table.driver.execute(
+                "UPDATE jobs SET state = 'running' WHERE id = ? AND worker = ? "
+                "AND state = 'cancelled'",
+                job.id,
+                self.worker,
+            )
+        await self.table.finish(
+            job.id,
+            self.worker,
+            state,  # type: ignore[arg-type]
+            error=error,
+            result=result,
+            source_id=sid,
+            segments=segs,
+            kind=kind,  # type: ignore[arg-type]
+            detail=detail,
+        )
+
+    async def _again(self, jobs: Sequence[Job], exc: Exception) -> float | None:
+        why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        delays: list[float] = []
+        for job in jobs:
+            if job.attempts >= self.limits.attempts:
+                await self.table.finish(
+                    job.id,
+                    self.worker,
+                    "failed",
+                    error=f"{job.name}: {why} (tried {job.attempts} times)",
+                )
+            else:
+                delay = backoff(job.attempts)
+                if await self.table.later(job.id, self.worker, delay, why):
+                    delays.append(delay)
+        return min(delays) if delays else None
+
+    async def _release(self, jobs: Sequence[Job]) -> None:
+        """Queue ``jobs`` again for the next worker (this one stops before they end)."""
+        for job in jobs:
+            await self.table.later(job.id, self.worker, 0.0, "its worker stopped; queued again")
+
+    async def _cancelled(self, jobs: Sequence[Job]) -> None:
+        """A cancelled run leaves nothing: no source was written, no transcript kept;
+        the upload it was made for is deleted (a user's own file never)."""
+        uploads = self.writer.uploads_dir
+        for job in jobs:
+            log.info("job %s was cancelled while running", job.id)
+            path = Path(job.file)
+            if uploads is None or job.kind == "remove":
+                continue
+            held = {i.source.path for i in await self.writer.store.list_sources(job.kb)}
+            inside = await asyncio.to_thread(_inside, path, uploads)
+            if inside and job.file not in held:
+                await asyncio.to_thread(path.unlink, missing_ok=True)
+
+    async def _beat(self, jobs: Sequence[Job], beats: _Beats) -> None:
+        """Every ``beat_s``: the claim kept alive, progress written, a cancel heard."""
+        lengths: set[int] = set()
+        while True:
+            await asyncio.sleep(self.limits.beat_s)
+            for job in jobs:
+                heard = beats.heard.get(job.file)
+                fraction = heard[0] / heard[1] if heard and heard[1] else None
+                if heard and job.id not in lengths:
+                    await self.table.length(job.id, self.worker, heard[1])
+                    lengths.add(job.id)
+                try:
+                    state = await self.table.beat(job.id, self.worker, fraction)
+                except Exception:  # the database blinked: the next beat tries again
+                    log.warning("heartbeat of job %s failed", job.id, exc_info=True)
+                    continue
+                if state != "running":  # cancelled, or taken over by another worker
+                    beats.stop.set()
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except (OSError, ValueError):
+        return False

@@ -1,0 +1,169 @@
+"""The one write path: every add, update and removal of a source goes through ``Writer``,
+whichever door it came in by (``quorum ingest`` and ``remove``, the console, chat
+uploads, the HTTP API, a job's worker).
+
+Adding is the indexer's read or transcription, chunks, levels, embedding and write under a
+generation with its switch-over (``retrieval.indexer``), the summary (the model's when one
+is configured, extractive otherwise), the recording or document its page serves kept in the
+media store (``retrieval.kept_media``), the audit entry and the announcement. Removal is
+``Holdings.forget``: every copy of the source's words (its kept media too), and the audit
+entry. ``tests/test_architecture.py`` fails when any other module calls the indexer, so the
+doors cannot drift apart again.
+
+Announcing is the adapters' business (each platform posts its own way): they register an
+``Announcer`` with ``add_announcer``, and the core calls it after each write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bot.models import Actor
+from retrieval.chunking import ChunkConfig
+from retrieval.embed import Embedder
+from retrieval.indexer import FileResult, IngestReport, Progress, ingest
+from retrieval.kept_media import MediaStore
+from retrieval.search import SearchService
+from retrieval.store import Store
+from retrieval.summary import Summarizer
+from retrieval.transcribe import Transcriber
+
+if TYPE_CHECKING:
+    from bot.holdings import Forgotten, Holdings
+    from retrieval.service import Retrieval
+
+log = logging.getLogger("quorum.write")
+
+Announcer = Callable[[str, Sequence[FileResult]], Awaitable[list[str]]]
+"""Called with (kb, the files written) after an add: tells the team; returns one line per
+post that failed (a failed post never fails the write)."""
+
+
+@dataclass
+class Written:
+    """What one add did: the indexer's report, and the announcements that failed."""
+
+    report: IngestReport
+    notices: list[str] = field(default_factory=list)
+
+
+class Writer:
+    """Adds, updates and removes sources: the one door (``bot.write``)."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        embedder: Embedder,
+        search: SearchService,
+        chunking: ChunkConfig | None = None,
+        transcriber: Transcriber | None = None,
+        holdings: Holdings | None = None,
+        summarizer: Summarizer | None = None,
+        media: MediaStore | None = None,
+        uploads_dir: Path | None = None,
+        announcers: Sequence[Announcer] = (),
+    ) -> None:
+        self.store, self.embedder, self.search = store, embedder, search
+        self.chunking, self.transcriber = chunking, transcriber
+        self.holdings, self.summarizer = holdings, summarizer
+        self.media = media  # what pages serve, kept by the indexer as it writes
+        self.uploads_dir = uploads_dir  # chat uploads' kept files, removed with their source
+        self.announcers = list(announcers)
+
+    @classmethod
+    def of(
+        cls,
+        retrieval: Retrieval,
+        *,
+        holdings: Holdings | None = None,
+        summarizer: Summarizer | None = None,
+    ) -> Writer:
+        """The writer over a running retrieval layer (its media store keeps pages' files)."""
+        return cls(
+            store=retrieval.store,
+            embedder=retrieval.embedder,
+            search=retrieval.search,
+            chunking=retrieval.chunking,
+            transcriber=retrieval.transcriber,
+            holdings=holdings,
+            summarizer=summarizer,
+            media=retrieval.media,
+            uploads_dir=retrieval.config.data_dir / "uploads",
+        )
+
+    def add_announcer(self, announcer: Announcer) -> None:
+        """Tell the team through ``announcer`` after each add."""
+        self.announcers.append(announcer)
+
+    async def add(
+        self,
+        kb: str,
+        paths: Sequence[Path],
+        by: Actor,
+        *,
+        progress: Progress | None = None,
+        force: bool = False,
+        roots: Mapping[Path, Path] | None = None,
+    ) -> Written:
+        """Add (or update) the files and folders in ``paths`` to ``kb``; unchanged files
+        are skipped unless ``force``. Each file has its own result; a bad file fails alone."""
+        report = await ingest(
+            self.store,
+            self.embedder,
+            kb,
+            paths,
+            chunking=self.chunking,
+            progress=progress,
+            force=force,
+            transcriber=self.transcriber,
+            summarizer=self.summarizer,
+            media=self.media,
+            roots=roots,
+        )
+        self.search.forget_sources(kb)
+        if self.holdings is not None:
+            await self.holdings.note_ingest(kb, report.results, by)
+        notices: list[str] = []
+        for announcer in self.announcers:
+            try:
+                notices += await announcer(kb, report.results)
+            except Exception:  # telling the team is a bonus: the sources are in either way
+                log.exception("announcing what was added to %s failed", kb)
+        return Written(report, notices)
+
+    async def remove(self, kb: str, source_id: str, by: Actor) -> Forgotten:
+        """Remove a source and every copy of its words (``passages`` 0: there was none)."""
+        if self.holdings is not None:
+            return await self.holdings.forget(kb, source_id, by)
+        from bot.holdings import Forgotten
+
+        sources = [i.source for i in await self.store.list_sources(kb) if i.source.id == source_id]
+        passages = await self.store.delete_source(kb, source_id)
+        self.search.forget_sources(kb)
+        gone = await asyncio.to_thread(self._drop_uploads, kb, [s.path for s in sources])
+        if self.media is not None and sources:
+            # What its page served, unless a live source has the very same content.
+            live = {i.source.content_hash for i in await self.store.list_sources(kb)}
+            for source in sources:
+                for path in await asyncio.to_thread(self.media.unused, kb, source, live):
+                    path.unlink(missing_ok=True)
+                    gone.append(str(path))
+        return Forgotten(source_id, passages, tuple(gone))
+
+    def _drop_uploads(self, kb: str, paths: list[str]) -> list[str]:
+        """The kept upload files among ``paths`` deleted (never a file of the user's own)."""
+        if self.uploads_dir is None:
+            return []
+        inbox = (self.uploads_dir / kb).resolve()
+        gone: list[str] = []
+        for p in paths:
+            if p and Path(p).resolve().is_relative_to(inbox):
+                Path(p).unlink(missing_ok=True)
+                gone.append(p)
+        return gone
