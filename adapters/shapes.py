@@ -11,7 +11,7 @@ from bot.holdings import Held
 from bot.insights import Cited, Report
 from bot.models import Answer
 from bot.sessions.records import LoggedAnswer
-from retrieval.models import Hit
+from retrieval.models import Hit, SourceInfo
 
 
 def hit_json(hit: Hit) -> dict[str, Any]:
@@ -59,7 +59,12 @@ def answer_json(answer: Answer) -> dict[str, Any]:
 def held_json(held: Held) -> dict[str, Any]:
     """A source as ``quorum sources --json`` and the API list it: what it is, its size, who
     added it and when, and whether Quorum keeps a copy of its media or its transcript."""
-    s = held.info.source
+    return {**info_json(held.info), **held.json()}
+
+
+def info_json(info: SourceInfo) -> dict[str, Any]:
+    """A stored source as every listing shows it: what it is, when, who speaks, its size."""
+    s = info.source
     return {
         "id": s.id,
         "title": s.title,
@@ -67,8 +72,7 @@ def held_json(held: Held) -> dict[str, Any]:
         "url": s.url,
         "recorded_at": s.recorded_at.isoformat() if s.recorded_at else None,
         "speakers": list(s.speakers),
-        "segments": held.info.segments,
-        **held.json(),
+        "segments": info.segments,
     }
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any, Literal
 
-from adapters.shapes import answer_json, hit_json
+from adapters.shapes import answer_json, hit_json, info_json
 from bot.cite.citations import at_second
 from bot.cite.sentences import Sentence, merge_sentences, sentences_of, timed_lines
 from bot.errors import InvalidInput
@@ -160,17 +160,7 @@ async def ask(
 
 
 def _source_data(info: SourceInfo, page: str | None) -> dict[str, Any]:
-    s = info.source
-    return {
-        "id": s.id,
-        "title": s.title,
-        "kind": s.kind,
-        "url": s.url,
-        "recorded_at": s.recorded_at.isoformat() if s.recorded_at else None,
-        "speakers": list(s.speakers),
-        "segments": info.segments,
-        "page_link": page,
-    }
+    return {**info_json(info), "page_link": page}
 
 
 async def sources(
