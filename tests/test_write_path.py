@@ -95,10 +95,12 @@ async def test_a_chat_upload_is_kept_for_its_page_and_forget_takes_the_copy(
             kb, Upload("rollout.md", len(NOTES), fetch), Said(), Actor("slack", "U1")
         )
         assert added is not None and added.status == "added"
-        (kept,) = [p for p in media.rglob("*") if p.is_file()]  # what its page offers
+        (kept,) = [
+            p for p in media.rglob("*") if p.is_file() and not p.name.startswith(".")
+        ]  # what its page offers
         assert kept.read_text() == NOTES
         assert await library.forget(kb, "rollout", Actor("slack", "U1")) > 0
-    assert [p for p in media.rglob("*") if p.is_file()] == []
+    assert [p for p in media.rglob("*") if p.is_file() and not p.name.startswith(".")] == []
 
 
 async def test_the_writer_without_holdings_keeps_media_and_a_removal_drops_it(
@@ -115,8 +117,19 @@ async def test_the_writer_without_holdings_keeps_media_and_a_removal_drops_it(
     (tmp_path / "b.md").write_text(NOTES + "\nAnother line.\n")
     written = await writer.add(kb, [tmp_path / "a.md", tmp_path / "b.md"], Actor("cli"))
     assert not written.report.failed
-    assert len([p for p in (tmp_path / "media").rglob("*") if p.is_file()]) == 2
+    assert (
+        len(
+            [
+                p
+                for p in (tmp_path / "media").rglob("*")
+                if p.is_file() and not p.name.startswith(".")
+            ]
+        )
+        == 2
+    )
     forgotten = await writer.remove(kb, "a", Actor("cli"))
     assert forgotten.passages > 0 and len(forgotten.files) == 1
-    (left,) = [p for p in (tmp_path / "media").rglob("*") if p.is_file()]
+    (left,) = [
+        p for p in (tmp_path / "media").rglob("*") if p.is_file() and not p.name.startswith(".")
+    ]
     assert left.read_text().endswith("Another line.\n")  # b's copy stays

@@ -170,6 +170,8 @@ class JobQueue:
                 for c in claimed:
                     if c.kind == "remove":
                         await runner.run([c], shown)
+                if runner.setting_error is not None:  # the jobs say it too, as failed
+                    raise runner.setting_error
                 if claimed:
                     continue
             await asyncio.sleep(0.25)

@@ -83,6 +83,9 @@ class Runner:
     ) -> None:
         self.writer, self.table, self.worker = writer, table, worker
         self.limits = limits or Limits()
+        # The last wrong setting a job met: whoever runs jobs in front of a person (``quorum
+        # ingest`` with no worker alive) stops at it instead of failing every file alike.
+        self.setting_error: ConfigError | None = None
 
     async def run(self, jobs: Sequence[Job], progress: Progress | None = None) -> float | None:
         """Run ``jobs`` (claimed by this worker; additions of one knowledge base, or one
@@ -110,6 +113,7 @@ class Runner:
         except ConfigError as exc:  # a setting is wrong: no retry mends it
             for job in jobs:
                 await self.table.finish(job.id, self.worker, "failed", error=str(exc))
+            self.setting_error = exc
             return None
         except Exception as exc:
             log.warning("jobs %s failed (%s); trying again", [j.id for j in jobs], exc)

@@ -326,12 +326,15 @@ async def test_a_kept_file_that_shrinks_mid_stream_ends_the_connection(world: Wo
 async def test_a_request_dropped_while_its_file_opens_leaves_no_descriptor(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gate = threading.Event()
+    gate, done = threading.Event(), threading.Event()
     real = MediaStore.open
 
     def slow_open(self: MediaStore, *args: Any) -> Opened | None:  # a slow disk
         gate.wait(10)
-        return real(self, *args)
+        try:
+            return real(self, *args)
+        finally:
+            done.set()
 
     monkeypatch.setattr(MediaStore, "open", slow_open)
     with kept_call_of(world, 1024) as kept:
@@ -341,6 +344,8 @@ async def test_a_request_dropped_while_its_file_opens_leaves_no_descriptor(
                 pass
         await asyncio.sleep(0.3)  # the server notices the hang-up and cancels the request
         gate.set()
+        # Only once the thread has opened the file can its descriptor be counted.
+        assert await asyncio.to_thread(done.wait, 10)
         for _ in range(50):
             if open_on(kept) == 0:
                 break
