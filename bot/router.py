@@ -30,7 +30,7 @@ from bot.config import Settings
 from bot.errors import LLMError
 from bot.llm import LLM, NoTools
 from bot.models import EventSink, Mode, Question
-from bot.research.loop import NEEDS_API_KEY, NO_TOOLS, Researcher, ResearchResult
+from bot.research.loop import MODEL_OFF, NEEDS_API_KEY, NO_TOOLS, Researcher, ResearchResult
 from bot.research.schema import SearchArgs, TimelineArgs, ToolError, parse_args
 from bot.sessions import Exchange
 from retrieval.archive import Archive
@@ -39,6 +39,7 @@ from retrieval.models import SearchFilters
 
 __all__ = [
     "DEEP_FAILED",
+    "MODEL_OFF",
     "NEEDS_API_KEY",
     "NO_TOOLS",
     "ResearchRouter",
@@ -132,6 +133,7 @@ def route(
     *,
     has_llm: bool = True,
     titles: Sequence[str] = (),
+    model_off: bool = False,
 ) -> Route:
     """The mode for a question: ``requested`` is ``Question.mode``, ``default`` the
     ``research_mode`` setting, ``has_llm`` whether a model is configured, ``titles`` the
@@ -139,6 +141,8 @@ def route(
     if requested == "deep":
         if has_llm:
             return Route("deep", "asked for deep research")
+        if model_off:
+            return Route("quick", "answering without a model by choice", note=MODEL_OFF)
         return Route("quick", "deep research needs an API key", note=NEEDS_API_KEY)
     mode = "auto" if requested == "auto" else default
     if mode == "deep":
@@ -204,10 +208,12 @@ class ResearchRouter:
         quick: QuickPath,
         *,
         default_mode: Mode = "quick",
+        model_off: bool = False,
     ) -> None:
         self.researcher = researcher
         self.quick = quick
         self.default_mode = default_mode
+        self.model_off = model_off  # QUORUM_LLM=none: no model by choice, not by omission
 
     @classmethod
     def from_settings(
@@ -216,7 +222,9 @@ class ResearchRouter:
         """A router with the configured budgets and default mode (no ``llm``: quick only)."""
         researcher = None if llm is None else Researcher.from_settings(llm, settings)
         quick = QuickAnswerer(llm, AnswerConfig.from_settings(settings), embedder)
-        return cls(researcher, quick, default_mode=settings.research_mode)
+        return cls(
+            researcher, quick, default_mode=settings.research_mode, model_off=settings.llm == "none"
+        )
 
     async def route(self, question: Question, archive: Archive) -> Route:
         """The mode for ``question`` (source titles are read only when auto needs them)."""
@@ -228,6 +236,7 @@ class ResearchRouter:
             self.default_mode,
             has_llm=self.researcher is not None,
             titles=titles,
+            model_off=self.model_off,
         )
 
     async def research(

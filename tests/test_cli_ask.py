@@ -93,6 +93,17 @@ def test_an_answer_without_a_model_says_why_in_one_line_naming_no_vendor(
     assert "Claude" not in opening and "Anthropic" not in opening and "API key" not in opening
 
 
+def test_deep_research_asked_with_the_model_chosen_off_names_the_choice_not_a_vendor(
+    demo_ingested: str, weaviate_env: Endpoint
+) -> None:
+    env = {"QUORUM_LLM": "none", "ANTHROPIC_API_KEY": "sk-ant-kept-for-later"}
+    result = runner.invoke(app, ["ask", QUESTION, "--kb", demo_ingested, "--deep"], env=env)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "QUORUM_LLM=none" in text and "ANTHROPIC_API_KEY" not in text, text
+    assert "Claude" not in text and "Anthropic" not in text
+
+
 def test_ask_json(demo_ingested: str, weaviate_env: Endpoint) -> None:
     result = runner.invoke(app, ["ask", QUESTION, "--kb", demo_ingested, "--json"])
     assert result.exit_code == 0, result.output

@@ -60,6 +60,7 @@ from bot.research.trace import (
 from retrieval.archive import Archive
 
 __all__ = [
+    "MODEL_OFF",
     "NEEDS_API_KEY",
     "NO_TOOLS",
     "STOPPED_EARLY",
@@ -74,6 +75,10 @@ log = logging.getLogger("quorum.research")
 NEEDS_API_KEY = (
     "Deep research needs a model (ANTHROPIC_API_KEY, or QUORUM_OPENAI_BASE_URL for your own "
     "server); here is a quick answer instead."
+)
+MODEL_OFF = (
+    "Deep research needs a model, and Quorum is set to answer without one (QUORUM_LLM=none); "
+    "here is a quick answer instead."
 )
 NO_TOOLS = (
     "Deep research needs a model that can call tools, and this one cannot; here is a quick "
