@@ -50,6 +50,7 @@ from rich.table import Table
 from bench.citation_gold import (
     KB,
     REPO,
+    SPLITS,
     Case,
     Result,
     Script,
@@ -188,15 +189,17 @@ async def run(
     limit: int | None,
     index: Path | None = None,
     progress_bar: Progress | None = None,
+    split: str = "all",
 ) -> dict[str, list[Result]]:
-    """Ingest the meetings (unless ``index`` already holds them), then ask every case on
-    each path (shown on ``progress_bar`` when given, e.g. one that also prints lines)."""
+    """Ingest the meetings (unless ``index`` already holds them), then ask every case of
+    ``split`` (``bench.citation_gold.split_meetings``) on each path (shown on
+    ``progress_bar`` when given, e.g. one that also prints lines)."""
     embedder = SentenceTransformerEmbedder.from_path()
     results: dict[str, list[Result]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = index or Path(tmp)
         kept = KeptIndex(root, "ingested")
-        cases = load_cases(data, root / "vtt")
+        cases = load_cases(data, root / "vtt", split)
         cases = cases[:limit] if limit is not None else cases
         async with (
             temp_store(root / "weaviate") as store,
@@ -337,6 +340,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "eval" / "qmsum-val")
     parser.add_argument("--path", choices=("a", "b", "both"), default="both")
     parser.add_argument("--limit", type=int, default=None, help="Only the first N questions.")
+    parser.add_argument("--split", choices=SPLITS, default="all", help="Which meetings to ask.")
     parser.add_argument("--show", type=int, default=0, help="List the first N questions.")
     parser.add_argument("--json", type=Path, default=None, help="Write the numbers here.")
     parser.add_argument(
@@ -349,7 +353,7 @@ def main() -> None:
     warnings.simplefilter("ignore", DeprecationWarning)
     t0 = time.perf_counter()
     paths = ["a", "b"] if args.path == "both" else [args.path]
-    results = asyncio.run(run(args.data, paths, args.limit, args.index))
+    results = asyncio.run(run(args.data, paths, args.limit, args.index, split=args.split))
     names = {"a": "(a) extractive", "b": "(b) Claude, emulated"}
     summaries: list[Summary] = []
     for p, rs in results.items():
@@ -361,7 +365,8 @@ def main() -> None:
         else:
             summaries.append(summarise(names[p], rs, exclude_misses=True))
     n = max(len(rs) for rs in results.values())
-    console.print(table(summaries, f"Citation accuracy, QMSum val: {n} questions, meeting given"))
+    title = f"Citation accuracy, QMSum val ({args.split}): {n} questions, meeting given"
+    console.print(table(summaries, title))
     for s in summaries:
         extra = ""
         if s.on_quoted_sentence is not None:

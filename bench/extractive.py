@@ -3,14 +3,16 @@ link a reader clicks) open inside the gold span, and does any quote?
 
     .venv/bin/python bench/extractive.py [--data ../shared/eval/qmsum-val]
         [--eval examples/eval.jsonl] [--set qmsum|examples|both] [--path a|b|both]
-        [--limit N] [--show N] [--index DIR] [--json out.json]
+        [--split dev|held-out|all] [--limit N] [--show N] [--index DIR] [--json out.json]
 
 Two sets, both through the user's path (the real readers, chunker, embedded Weaviate,
 search service and ``bot.engine.Engine.ask``, MiniLM for meaning and alignment):
 
 - QMSum val: the 35 meetings written as timed WebVTT (bench/qmsum.py's layout), each
   specific query asked with its meeting as the source filter, scored against its gold
-  utterance spans in seconds (``bench.citation_gold``).
+  utterance spans in seconds (``bench.citation_gold``). ``--split`` asks one half of
+  the meetings (``bench.citation_gold.split_meetings``): tune on ``dev``, check on
+  ``held-out``, report both and ``all``.
 - examples/eval.jsonl: the sample archive (what ``quorum demo`` ingests), every question
   asked across the whole knowledge base, scored by ``bot.evaluate`` (a window in
   seconds, a page, a lesson or a heading of the gold source).
@@ -49,7 +51,7 @@ from rich.table import Table
 
 from adapters.console.app import demo_paths
 from bench import citations
-from bench.citation_gold import MISS_REPLY, inside, source_lines
+from bench.citation_gold import MISS_REPLY, SPLITS, inside, source_lines
 from bench.citation_gold import Result as QResult
 from bench.common import temp_store
 from bot.answer.answer import AnswerConfig
@@ -109,13 +111,14 @@ class Row:
         ]
 
 
-def qmsum_rows(results: dict[str, list[QResult]]) -> list[Row]:
+def qmsum_rows(results: dict[str, list[QResult]], split: str = "all") -> list[Row]:
     """QMSum's rows: every question counts, "nothing found" and misses included."""
     rows = []
+    half = "" if split == "all" else f" {split}"
     for path, rs in results.items():
         first = sum(r.first_inside for r in rs)
         anywhere = sum(any(s is not None and inside(s, r.windows) for s in r.cited) for r in rs)
-        rows.append(Row(f"QMSum val, {NAMES[path]}", len(rs), first, anywhere, _nothing(rs)))
+        rows.append(Row(f"QMSum val{half}, {NAMES[path]}", len(rs), first, anywhere, _nothing(rs)))
     return rows
 
 
@@ -342,6 +345,9 @@ def main() -> None:
     parser.add_argument("--set", choices=("qmsum", "examples", "both"), default="both")
     parser.add_argument("--path", choices=("a", "b", "both"), default="both")
     parser.add_argument("--limit", type=int, default=None, help="Only the first N questions.")
+    parser.add_argument(
+        "--split", choices=SPLITS, default="all", help="QMSum's meetings to ask (tune on dev)."
+    )
     parser.add_argument("--show", type=int, default=0, help="List the first N questions.")
     parser.add_argument("--json", type=Path, default=None, help="Write every result here.")
     parser.add_argument(
@@ -365,12 +371,14 @@ def main() -> None:
             dump[f"examples-{path}"] = [r.json() for r in rs]
     if args.set in ("qmsum", "both"):
         with Ticking(console=console) as bar:
-            results = asyncio.run(citations.run(args.data, paths, args.limit, args.index, bar))
+            results = asyncio.run(
+                citations.run(args.data, paths, args.limit, args.index, bar, args.split)
+            )
         for path, answers in results.items():
             if args.show:
                 citations.show(NAMES[path], answers, args.show)
             dump[f"qmsum-{path}"] = [vars(r) for r in answers]
-        rows = qmsum_rows(results) + rows
+        rows = qmsum_rows(results, args.split) + rows
     console.print(table(rows, "First quote and any quote inside the gold span"))
     if args.json is not None:
         args.json.write_text(json.dumps(dump, indent=1, default=str))
