@@ -168,6 +168,26 @@ def test_pdf_pages_are_numbered_from_one(tmp_path: Path) -> None:
     assert doc.source.kind == "document" and doc.source.title == "Finance"
 
 
+def test_a_pdfs_running_header_and_footer_are_not_its_text(tmp_path: Path) -> None:
+    body = [
+        "Refunds are paid within 14 days.\nThe finance team signs off each one.",
+        "Taxes are filed quarterly.\nPriya owns the filing.",
+        "Billing runs on the 1st.\nA failed card is retried three times.",
+    ]
+    pages = [
+        f"Acme Finance - handbook v2 (2024-03-01)\n{text}\nInternal. Page {n} of 3"
+        for n, text in enumerate(body, 1)
+    ]
+    doc = read_source(make_pdf(tmp_path / "finance.pdf", pages))
+    assert [(s.page, s.text) for s in doc.segments] == [
+        (n, " ".join(text.split())) for n, text in enumerate(body, 1)
+    ]
+    # a line that opens only some pages is the page's own text
+    pages = ["Summary\nAlpha.", "Summary\nBeta.", "Details\nGamma.", "Details\nDelta."]
+    doc = read_source(make_pdf(tmp_path / "notes.pdf", pages))
+    assert [s.text for s in doc.segments] == [" ".join(p.split()) for p in pages]
+
+
 COURSE = """Course Title: Introduction to MCP
 Course Link: https://example.com/courses/mcp
 Course Instructor: Ada Okafor

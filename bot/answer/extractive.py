@@ -87,18 +87,15 @@ class Extract:
     pins: dict[int, str]
 
 
-def extractive(
+def quotes(
     query: str,
     passages: Sequence[tuple[NumberedSource, Passage]],
-    reason: str = NO_MODEL,
     meaning: Mapping[str, float] | None = None,
     speaker: str | None = None,
-) -> Extract:
-    """``reason``, then up to three passages, each as a short quote with its ``[n]``.
-
-    ``passages`` pair each numbered source with its passage, best first; ``meaning`` maps
-    a sentence's text to its similarity with the query (none: words alone decide);
-    ``speaker`` is the person whose words the question asks for, if any."""
+) -> list[tuple[NumberedSource, list[Sentence]]]:
+    """Up to ``MAX_QUOTES`` quotes, one per point, best first: each a numbered source and
+    the one or two consecutive sentences of its passage that answer best (see
+    ``extractive`` for the arguments)."""
     q = terms(query)
     df: dict[str, int] = {}
     for _, p in passages:
@@ -135,16 +132,34 @@ def extractive(
     top = max((f[0] for f in found), default=0.0)
     kept = [f for f in found if f[0] > 0 and f[0] >= KEEP_RATIO * top] or found[:1]
     ranked = sorted(kept, key=lambda f: -(f[0] + f[1])) if meaning else kept
-    lines = [reason, ""]
-    pins: dict[int, str] = {}
+    out: list[tuple[NumberedSource, list[Sentence]]] = []
     quoted: list[tuple[str, Sentence]] = []
     for _, _, source, chosen in ranked:
-        if len(pins) == MAX_QUOTES:
+        if len(out) == MAX_QUOTES:
             break
         key = (source.hit.source.id, chosen[0])
         if any(_same_point(key, q) for q in quoted):
             continue
         quoted.append(key)
+        out.append((source, chosen))
+    return out
+
+
+def extractive(
+    query: str,
+    passages: Sequence[tuple[NumberedSource, Passage]],
+    reason: str = NO_MODEL,
+    meaning: Mapping[str, float] | None = None,
+    speaker: str | None = None,
+) -> Extract:
+    """``reason``, then up to three passages, each as a short quote with its ``[n]``.
+
+    ``passages`` pair each numbered source with its passage, best first; ``meaning`` maps
+    a sentence's text to its similarity with the query (none: words alone decide);
+    ``speaker`` is the person whose words the question asks for, if any."""
+    lines = [reason, ""]
+    pins: dict[int, str] = {}
+    for source, chosen in quotes(query, passages, meaning, speaker):
         said_by = chosen[0].speaker
         who = f"{said_by}: " if said_by else ""
         pins[len(pins)] = chosen[0].text
