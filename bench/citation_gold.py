@@ -52,6 +52,7 @@ class Result:
     quotes: list[str | None]
     align_ms: float | None
     miss: bool
+    total_ms: float | None = None  # the whole answer, as Engine.ask timed it
     nothing: bool = False  # answered "nothing found"
     gold_in_hits: bool | None = None  # ... although the search hits overlap a gold window
     picked: str | None = None  # (b): the sentence the emulated Claude quoted
@@ -250,6 +251,7 @@ def score(case: Case, answer: Answer, miss: bool) -> Result:
         quotes=[c.quote for c in cites],
         align_ms=answer.timings.get("align"),
         miss=miss,
+        total_ms=answer.timings.get("total"),
         nothing=answer.kind == "nothing_found",
     )
     seconds = [s for s in cited if s is not None]

@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import json
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -51,7 +52,7 @@ from rich.table import Table
 
 from adapters.console.app import demo_paths
 from bench import citations
-from bench.citation_gold import MISS_REPLY, SPLITS, inside, source_lines
+from bench.citation_gold import MISS_REPLY, SPLITS, inside, source_lines, split_meetings
 from bench.citation_gold import Result as QResult
 from bench.common import temp_store
 from bot.answer.answer import AnswerConfig
@@ -64,6 +65,7 @@ from bot.sessions import SessionStore
 from retrieval.chunking import split_sentences
 from retrieval.embed import SentenceTransformerEmbedder
 from retrieval.indexer import ingest
+from retrieval.ingest.metadata import slug
 from retrieval.search import SearchService
 from tests.emulators.anthropic import AnthropicEmulator, Reply
 
@@ -99,6 +101,7 @@ class Row:
     first: int
     any: int
     nothing: int
+    p50_ms: float | None = None  # the answer's whole time (Engine.ask), median
 
     def cells(self) -> list[str]:
         n = max(1, self.questions)
@@ -108,17 +111,35 @@ class Row:
             f"{self.first / n:.3f} ({self.first})",
             f"{self.any / n:.3f} ({self.any})",
             str(self.nothing),
+            "-" if self.p50_ms is None else f"{self.p50_ms:.0f}",
         ]
 
 
-def qmsum_rows(results: dict[str, list[QResult]], split: str = "all") -> list[Row]:
-    """QMSum's rows: every question counts, "nothing found" and misses included."""
+def qmsum_rows(
+    results: dict[str, list[QResult]], halves: dict[str, str], split: str = "all"
+) -> list[Row]:
+    """QMSum's rows: every question counts, "nothing found" and misses included; asked
+    on ``all``, a row for each half (``halves``: a meeting id's half) and the whole."""
     rows = []
-    half = "" if split == "all" else f" {split}"
     for path, rs in results.items():
-        first = sum(r.first_inside for r in rs)
-        anywhere = sum(any(s is not None and inside(s, r.windows) for s in r.cited) for r in rs)
-        rows.append(Row(f"QMSum val{half}, {NAMES[path]}", len(rs), first, anywhere, _nothing(rs)))
+        parts = [("dev", "dev"), ("held-out", "held-out"), ("all", "")] if split == "all" else []
+        for name, label in parts or [(split, split)]:
+            some = [r for r in rs if name == "all" or halves.get(r.meeting) == name]
+            first = sum(r.first_inside for r in some)
+            anywhere = sum(
+                any(s is not None and inside(s, r.windows) for s in r.cited) for r in some
+            )
+            times = [r.total_ms for r in some if r.total_ms is not None]
+            rows.append(
+                Row(
+                    f"QMSum val{' ' + label if label else ''}, {NAMES[path]}",
+                    len(some),
+                    first,
+                    anywhere,
+                    _nothing(some),
+                    statistics.median(times) if times else None,
+                )
+            )
     return rows
 
 
@@ -331,6 +352,7 @@ def table(rows: Sequence[Row], title: str) -> Table:
         "first quote inside",
         "any quote inside",
         "nothing found",
+        "p50 ms per answer",
     ):
         t.add_column(col, justify="left" if col.startswith("set") else "right")
     for row in rows:
@@ -378,7 +400,8 @@ def main() -> None:
             if args.show:
                 citations.show(NAMES[path], answers, args.show)
             dump[f"qmsum-{path}"] = [vars(r) for r in answers]
-        rows = qmsum_rows(results, args.split) + rows
+        halves = {slug(stem): half for stem, half in split_meetings(args.data).items()}
+        rows = qmsum_rows(results, halves, args.split) + rows
     console.print(table(rows, "First quote and any quote inside the gold span"))
     if args.json is not None:
         args.json.write_text(json.dumps(dump, indent=1, default=str))

@@ -273,6 +273,14 @@ class QuickAnswerer:
             note = choice_note(filters.source, choose_sources(filters.source, known), known)
             notes.extend([note] if note else [])
         speakers = [] if filters.speaker else await archive.speakers()
+        if typed and speakers:
+            # Asked inside typed sources, their own speakers: "what did the professor
+            # think" is Professor C there, not ambiguous among every meeting's professors.
+            ids = set(filters.source_ids) | set(
+                choose_sources(filters.source, known).ids if filters.source else ()
+            )
+            own = [name for s in known if s.id in ids for name in s.speakers]
+            speakers = list(dict.fromkeys(own)) or speakers
         dated = filters.after or filters.before
         understood = understand(
             query, [] if typed else known, speakers, None if dated else self.today()
