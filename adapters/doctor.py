@@ -134,18 +134,13 @@ async def check_llm(settings: Settings) -> Check:
 
 async def check_store(settings: Settings) -> Check:
     """Connect (starting the embedded server if that is the mode), report the version."""
+    own = settings.store_settings()  # what its fix names is the store's own to say
     try:
         async with open_retrieval(settings) as r:
             info = await r.store.server_info()
-            where = "embedded" if settings.weaviate_mode == "embedded" else info.url
     except QuorumError as exc:
-        fix = (
-            "Run `make install` (it builds weaviate-server) or set QUORUM_WEAVIATE_BINARY."
-            if settings.weaviate_mode == "embedded"
-            else "Check QUORUM_WEAVIATE_URL (and QUORUM_WEAVIATE_API_KEY) and that it runs."
-        )
-        return Check("weaviate", "FAIL", str(exc), fix)
-    return _ok("weaviate", f"{where}, version {info.version}")
+        return Check(settings.store, "FAIL", str(exc), own.fix())
+    return _ok(settings.store, f"{own.where(info)}, version {info.version}")
 
 
 def check_model(settings: Settings) -> Check:
@@ -295,7 +290,7 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks: list[Check | None] = [check_front_ends(settings)]
     slow: list[tuple[str, Callable[[Settings], Awaitable[Check | None]]]] = [
         ("llm", check_llm),
-        ("weaviate", check_store),
+        (settings.store, check_store),
         ("database", check_database),
         ("jobs", check_jobs),
     ]

@@ -1,4 +1,4 @@
-"""The composition root: builds the retrieval layer (``retrieval.service``: Weaviate, the
+"""The composition root: builds the retrieval layer (``retrieval.service``: the store, the
 embedder, the search service), the session store, Claude and the engine from settings,
 inside one AsyncExitStack.
 
@@ -51,13 +51,7 @@ def retrieval_config(settings: Settings, *, one_shot: bool = False) -> Retrieval
     s = settings
     return RetrievalConfig(
         data_dir=s.data_dir,
-        weaviate_mode=s.weaviate_mode,
-        weaviate_url=s.weaviate_url,
-        weaviate_grpc_port=s.weaviate_grpc_port,
-        weaviate_api_key=s.weaviate_api_key.get_secret_value() if s.weaviate_api_key else None,
-        weaviate_binary=s.weaviate_binary,
-        weaviate_timeout_s=s.weaviate_timeout_s,
-        weaviate_replicas=s.weaviate_replicas,
+        store=s.store_settings(),
         embed_model_path=s.embed_model_path,
         embed_batch_size=s.embed_batch_size,
         embed_backend=s.embed_backend,
@@ -89,7 +83,7 @@ def boot_store(settings: Settings) -> None:
 def open_retrieval(
     settings: Settings, *, warm: bool = False, one_shot: bool = False
 ) -> contextlib.AbstractAsyncContextManager[Retrieval]:
-    """Start or reach Weaviate and hand out the retrieval services (``retrieval.service``)."""
+    """Start or reach the store and hand out the retrieval services (``retrieval.service``)."""
     config = retrieval_config(settings, one_shot=one_shot)
     return retrieval_service.open_retrieval(config, warm=warm)
 
