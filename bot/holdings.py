@@ -175,7 +175,7 @@ class Holdings:
 
     def _shares(self, other: Source, source: Source, digests: set[str]) -> bool:
         """True when ``other`` was made from the same audio as ``source``."""
-        from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
+        from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest  # as in _digests
 
         if other.content_hash == source.content_hash:
             return True

@@ -126,14 +126,14 @@ def writer_of(
 ) -> Writer:
     """The one write path (``bot.write``) over running retrieval: the model's summaries
     when ``summarizer`` is given, the media store's copies, the audit trail."""
-    from bot.write import Writer
+    from bot.write import Writer  # the indexer and its readers: only for a command that writes
 
     return Writer.of(retrieval, holdings=holdings, summarizer=summarizer)
 
 
 def job_limits(settings: Settings) -> Limits:
     """How jobs are kept alive and retried, from settings."""
-    from bot.jobs import Limits
+    from bot.jobs import Limits  # the jobs package: only for commands that run jobs
 
     return Limits(settings.job_timeout_s, settings.job_attempts)
 
@@ -145,6 +145,7 @@ async def open_job_queue(
     """The job queue in the session database (on PostgreSQL, with PgQueuer delivering to
     workers on any machine). With ``writer`` and ``inline`` a door runs its own jobs when
     no worker is alive."""
+    # jobs and the SQL store: only for commands that run jobs
     from bot.jobs import JobQueue, JobTable
     from bot.sessions.sql import SqlSessions
 
@@ -156,7 +157,7 @@ async def open_job_queue(
     if url is None:
         yield JobQueue(table, writer=writer, limits=limits, inline=inline)
         return
-    from bot.jobs.pgqueue import delivery
+    from bot.jobs.pgqueue import delivery  # PgQueuer: only on PostgreSQL
 
     async with delivery(url) as pg:
         yield JobQueue(table, pg, writer=writer, limits=limits, inline=inline)
@@ -168,7 +169,7 @@ async def open_jobs(
 ) -> AsyncIterator[tuple[Writer, JobQueue, Sessions]]:
     """The write path and the job queue, for a command that adds or removes sources,
     or runs jobs (``quorum worker``)."""
-    from bot.summaries import claude_summarizer
+    from bot.summaries import claude_summarizer  # a model's SDK: not before the store has booted
 
     async with (
         open_retrieval(settings, warm=warm, one_shot=one_shot) as retrieval,
@@ -183,7 +184,7 @@ async def open_jobs(
 
 def retain(settings: Settings) -> Retain:
     """The retention settings, as plain values."""
-    from bot.retention import Retain
+    from bot.retention import Retain  # retention's SQL and file walks: only when asked
 
     return Retain(
         settings.retain_sources_days,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retrieval.encoding.embed import EmbedBackend, LazyEmbedder
+from retrieval.encoding.rerank import CrossEncoderReranker
 from retrieval.links.kept_media import MediaStore
 from retrieval.links.share import LinkSigner, load_secret
 from retrieval.search.search import SearchService
@@ -119,8 +120,6 @@ async def open_retrieval(
         )
         reranker = None
         if config.rerank_model_path:
-            from retrieval.encoding.rerank import CrossEncoderReranker
-
             reranker = await asyncio.to_thread(
                 CrossEncoderReranker.from_path, config.rerank_model_path
             )

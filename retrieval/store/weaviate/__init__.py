@@ -27,6 +27,7 @@ STORE = StoreKind(
 
 def __getattr__(name: str) -> object:
     if name == "WeaviateStore":
+        # the client library: on first use (see above)
         from retrieval.store.weaviate.store import WeaviateStore
 
         return WeaviateStore

@@ -141,6 +141,7 @@ async def _cancel(task: asyncio.Task[None]) -> None:
 async def _client_embedded(data_dir: Path, stack: contextlib.AsyncExitStack) -> Endpoint:
     """No weaviate-server binary and no Go: weaviate-client's embedded mode downloads the
     same pinned release on first use (a laptop with internet access)."""
+    # weaviate-client's embedded mode: only without a binary
     from weaviate.embedded import EmbeddedOptions, EmbeddedV4
 
     opts = EmbeddedOptions(
