@@ -83,6 +83,8 @@ async def check_llm(settings: Settings) -> Check:
     """The configured model (Claude or an OpenAI-compatible server) with one request of one
     output token that offers a tool, which also tells whether the model accepts tools."""
     which = settings.llm_backend
+    if settings.llm == "none":  # chosen: nothing to fix, and no vendor to name
+        return _ok("llm", "Off by choice (QUORUM_LLM=none): answers quote passages.")
     if which is None:
         return Check(
             "llm",

@@ -177,8 +177,11 @@ class Settings(BaseSettings):
     expand_queries: bool = Field(
         False, description="With a key: the fast model rephrases hard questions (results fused)."
     )
-    claude_rerank: bool = Field(
-        False, description="With a key: the fast model reorders the top 20 hits (costs a call)."
+    model_rerank: bool = Field(
+        False,
+        description="With a model: its fast model reorders the top 20 hits (costs a call). "
+        "QUORUM_CLAUDE_RERANK, its older name, still works.",
+        validation_alias=AliasChoices("QUORUM_MODEL_RERANK", "QUORUM_CLAUDE_RERANK"),
     )
     llm_timeout_s: float = Field(
         60.0, gt=0, description="Deadline of one model request, retries included."

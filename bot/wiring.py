@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from bot.jobs import JobQueue, Limits
     from bot.llm import Model
     from bot.retention import Retain
-    from bot.summaries import ClaudeSummarizer
+    from bot.summaries import ModelSummarizer
     from bot.write import Writer
 
 __all__ = [
@@ -122,7 +122,7 @@ def writer_of(
     settings: Settings,
     retrieval: Retrieval,
     holdings: Holdings | None,
-    summarizer: ClaudeSummarizer | None = None,
+    summarizer: ModelSummarizer | None = None,
 ) -> Writer:
     """The one write path (``bot.write``) over running retrieval: the model's summaries
     when ``summarizer`` is given, the media store's copies, the audit trail."""
@@ -169,12 +169,12 @@ async def open_jobs(
 ) -> AsyncIterator[tuple[Writer, JobQueue, Sessions]]:
     """The write path and the job queue, for a command that adds or removes sources,
     or runs jobs (``quorum worker``)."""
-    from bot.summaries import claude_summarizer  # a model's SDK: not before the store has booted
+    from bot.summaries import model_summarizer  # a model's SDK: not before the store has booted
 
     async with (
         open_retrieval(settings, warm=warm, one_shot=one_shot) as retrieval,
         open_session_store(settings) as sessions,
-        claude_summarizer(settings) as summarizer,
+        model_summarizer(settings) as summarizer,
     ):
         holdings = holdings_of(settings, retrieval, sessions)
         writer = writer_of(settings, retrieval, holdings, summarizer)
@@ -229,7 +229,7 @@ async def open_core(
     from bot.library import KbLibrary
     from bot.llm import from_settings as model_from_settings
     from bot.router import ResearchRouter
-    from bot.summaries import ClaudeSummarizer
+    from bot.summaries import ModelSummarizer
 
     async with contextlib.AsyncExitStack() as stack:
         if retrieval is None:
@@ -241,7 +241,7 @@ async def open_core(
             stack.push_async_callback(llm.aclose)
         vectors = SentenceVectors(retrieval.embedder)  # shared: quick answers warm it
         holdings = holdings_of(settings, retrieval, sessions)
-        summarizer = ClaudeSummarizer(llm, settings.llm_timeout_s) if llm is not None else None
+        summarizer = ModelSummarizer(llm, settings.llm_timeout_s) if llm is not None else None
         writer = writer_of(settings, retrieval, holdings, summarizer)
         queue = open_job_queue(settings, sessions, writer, inline=inline_jobs)
         jobs = await stack.enter_async_context(queue)
