@@ -14,19 +14,21 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import date
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
 from bot.config import load_settings
+from bot.wiring import open_retrieval
 from retrieval.encoding.embed import SentenceTransformerEmbedder
-from retrieval.errors import InvalidInput, SearchUnavailable
+from retrieval.errors import ConfigError, InvalidInput, SearchUnavailable
 from retrieval.models import Document, Hit, Level, SearchFilters, Segment, Source
 from retrieval.search.route import Route, best, fuse
 from retrieval.search.search import SearchService
 from retrieval.store import Embedded, Store, StoredSource, UpsertResult, registry
 from retrieval.store.memory import MemoryStore
-from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate import WeaviateSettings, WeaviateStore
 from retrieval.store.weaviate.schema import segment_properties, segment_uuid
 from retrieval.store.weaviate.server import Endpoint
 
@@ -386,3 +388,43 @@ async def test_a_fused_search_reads_every_candidate_when_the_best_ones_repeat_ea
         ("notes", "window"),
     ]
     assert store.reads == [6, None]
+
+
+def test_the_store_is_chosen_by_name_and_its_settings_fail_at_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``QUORUM_STORE`` names a registered store (else one sentence naming the variable);
+    the chosen store's own variables keep their names and fail at start, named."""
+    assert isinstance(load_settings().store_settings(), WeaviateSettings)
+    monkeypatch.setenv("QUORUM_STORE", "redis")
+    with pytest.raises(ConfigError, match="QUORUM_STORE"):
+        load_settings()
+    monkeypatch.setenv("QUORUM_STORE", "weaviate")
+    monkeypatch.setenv("QUORUM_WEAVIATE_REPLICAS", "0")
+    with pytest.raises(ConfigError, match="QUORUM_WEAVIATE_REPLICAS"):
+        load_settings()
+    monkeypatch.setenv("QUORUM_WEAVIATE_REPLICAS", "3")
+    monkeypatch.setenv("QUORUM_WEAVIATE_URL", "http://weaviate-0:8080")
+    own = load_settings().store_settings()
+    assert isinstance(own, WeaviateSettings) and (own.replicas, own.url) == (
+        3,
+        "http://weaviate-0:8080",
+    )
+    assert load_settings(weaviate_mode="cloud").store_settings().model_dump()["mode"] == "cloud"
+
+
+async def test_the_retrieval_layer_opens_the_store_settings_name(
+    embedder: SentenceTransformerEmbedder, kb: str, tmp_path: Path
+) -> None:
+    """``retrieval/service.py`` opens whichever store ``QUORUM_STORE`` names: with
+    ``memory`` a search finds what was written, and no Weaviate starts or keeps files."""
+    settings = load_settings(store="memory", data_dir=tmp_path)
+    async with open_retrieval(settings) as r:
+        await write(r.store, embedder, kb, NOTES_DOC)
+        [hit] = await r.search.search(kb, "why did the invoice triple", k=1)
+        info = await r.store.server_info()
+    assert hit.segment.text == "The invoice tripled: pricing per seat." and info.url == "memory:"
+    assert not any(
+        (tmp_path / name).exists()
+        for name in ("weaviate-server", "weaviate")  # noqa: ASYNC240
+    )
