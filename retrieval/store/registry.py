@@ -88,9 +88,9 @@ def kind(name: str) -> StoreKind:
 
 def kind_of(settings: StoreSettings) -> StoreKind:
     """The registered store whose settings ``settings`` are."""
-    for name in names():
-        if isinstance(settings, kind(name).settings):
-            return kind(name)
+    for found in map(kind, names()):
+        if isinstance(settings, found.settings):
+            return found
     raise LookupError(f"{type(settings).__name__} is no registered store's settings.")
 
 
