@@ -18,21 +18,12 @@ import pytest
 
 from adapters.http.server import OpsServer
 from adapters.platform import by_name
-from bot.config import Settings, load_settings
-from tests.emulators.slack import BOT_TOKEN, BOT_USER, SIGNING_SECRET, SlackEmulator
+from bot.config import Settings
+from tests.emulators.slack import BOT_USER, SlackEmulator
 from tests.fakes import FakeCore
-from tests.test_slack import GENERAL, bot_replies, has_buttons
+from tests.test_slack import GENERAL, bot_replies, has_buttons, make_settings
 
 EVENTS = "/slack/events"
-
-
-def settings_for(slack: SlackEmulator, **kw: Any) -> Settings:
-    return load_settings(
-        slack_bot_token=BOT_TOKEN,
-        slack_signing_secret=SIGNING_SECRET,
-        slack_api_url=slack.api_url,
-        **kw,
-    )
 
 
 @contextlib.asynccontextmanager
@@ -75,7 +66,7 @@ async def core(tmp_path: Path) -> AsyncIterator[FakeCore]:
 async def test_a_signed_mention_on_serves_port_is_answered_in_its_thread(
     slack: SlackEmulator, core: FakeCore
 ) -> None:
-    async with serving(core, settings_for(slack), slack) as (server, _):
+    async with serving(core, make_settings(slack), slack) as (server, _):
         msg = slack.user_posts(GENERAL, f"<@{BOT_USER}> who chose Cognito?")
         delivery = await slack.deliver_event(slack.event(msg, "app_mention"))
         assert delivery.status == 200
@@ -99,7 +90,7 @@ async def test_a_signed_mention_on_serves_port_is_answered_in_its_thread(
 async def test_a_wrongly_signed_or_stale_request_is_refused(
     slack: SlackEmulator, core: FakeCore, forged: dict[str, Any]
 ) -> None:
-    async with serving(core, settings_for(slack), slack):
+    async with serving(core, make_settings(slack), slack):
         msg = slack.user_posts(GENERAL, f"<@{BOT_USER}> who chose Cognito?")
         delivery = await slack.deliver_event(slack.event(msg, "app_mention"), **forged)
         assert delivery.status == 401
@@ -112,7 +103,7 @@ async def test_a_wrongly_signed_or_stale_request_is_refused(
 async def test_before_slack_attaches_the_path_says_503(
     slack: SlackEmulator, core: FakeCore
 ) -> None:
-    settings = settings_for(slack)
+    settings = make_settings(slack)
     server = OpsServer(settings, [EVENTS])
     port = await server.start(0, "127.0.0.1")
     slack.target = f"http://127.0.0.1:{port}{EVENTS}"
@@ -126,7 +117,7 @@ async def test_before_slack_attaches_the_path_says_503(
 
 def test_the_path_is_mounted_only_when_slack_takes_events_there(slack: SlackEmulator) -> None:
     slack_platform = by_name()["slack"]
-    assert slack_platform.webhook_path(settings_for(slack)) == EVENTS
-    assert slack_platform.webhook_path(settings_for(slack, slack_port=3000)) is None
-    socket_mode = settings_for(slack, slack_app_token="xapp-1")
+    assert slack_platform.webhook_path(make_settings(slack)) == EVENTS
+    assert slack_platform.webhook_path(make_settings(slack, slack_port=3000)) is None
+    socket_mode = make_settings(slack, slack_app_token="xapp-1")
     assert slack_platform.webhook_path(socket_mode) is None
