@@ -37,7 +37,7 @@ from bot.inflight import InFlight
 from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.wiring import CoreServices
 from retrieval.models import SearchFilters
-from retrieval.search import MAX_K
+from retrieval.search.search import MAX_K
 
 log = logging.getLogger("quorum.api")
 

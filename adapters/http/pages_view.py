@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from html import escape
 
 from adapters.http.shell import csp, header, page
-from retrieval.links import format_timestamp
+from retrieval.links.links import format_timestamp
 
 SCRIPT = """
 (function(){

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from bot.inflight import InFlight
-from retrieval.embed import Embedder
+from retrieval.encoding.embed import Embedder
 
 log = logging.getLogger("quorum.align")
 
