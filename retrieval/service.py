@@ -91,6 +91,11 @@ class Retrieval:
         """What pages serve, kept at ingest."""
         return self.config.media()
 
+    @property
+    def signer(self) -> LinkSigner | None:
+        """Signs and checks the links to Quorum's pages (None without a public URL)."""
+        return self.search.signer
+
 
 def boot(config: RetrievalConfig) -> None:
     """Start the store's server booting now (if it runs one), for a command that opens
