@@ -32,7 +32,7 @@ COPY bot bot
 COPY adapters adapters
 COPY retrieval retrieval
 # Where the runtime looks for it: share/quorum under the environment's prefix.
-RUN PYTHONPATH=/src /opt/full/bin/python -m retrieval.onnx_export \
+RUN PYTHONPATH=/src /opt/full/bin/python -m retrieval.encoding.onnx_export \
         /opt/quorum/share/quorum/all-minilm-l6-v2.onnx
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv pip install --python /opt/quorum/bin/python --no-deps . \
@@ -56,7 +56,7 @@ WORKDIR /app
 USER quorum
 # Declared after the chown: a new named volume starts owned by quorum.
 VOLUME ["/data"]
-EXPOSE 3000 8088
+EXPOSE 8088
 # /readyz: 200 once Weaviate, the database and the model are ready (503 while starting or
 # stopping). The interpreter is the only client in the image.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \

@@ -14,7 +14,7 @@ encode a million texts on this machine. Each size's Weaviate data dir is cached
 
 After a warm-up, ~200 distinct queries per size (so the embedder's query cache never
 answers) run one at a time through ``SearchService.search_timed``, which routes each one
-(``retrieval.route``) as the product does: half unfiltered, a quarter with a speaker
+(``retrieval.search.route``) as the product does: half unfiltered, a quarter with a speaker
 filter, a quarter with a date range; some ask about a remark or for an overview, so every
 route is measured.
 
@@ -61,10 +61,10 @@ from bench.common import weaviate_binary
 from bench.machine import Contention, describe, process_cpu, server_pid
 from bench.search_corpus import CACHE, KB, Corpus, fill, label
 from bench.synthetic import FIRST, Talk
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.models import SearchFilters
-from retrieval.route import OVERVIEW, REMARK, UNSURE, WINDOWS, Route, route
-from retrieval.search import FUSE_CANDIDATES, SearchService, SearchTimings
+from retrieval.search.route import OVERVIEW, REMARK, UNSURE, WINDOWS, Route, route
+from retrieval.search.search import FUSE_CANDIDATES, SearchService, SearchTimings
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client
 
@@ -176,7 +176,7 @@ async def measure(
             if n >= warmup:
                 out.append((kind_of(filters), ROUTES[route(text)], timings, len(hits), cpu))
                 FLOORS.append(floor)
-                SEQUENTIAL.append((ROUTES[route(text)], one_by_one, timings.weaviate_ms))
+                SEQUENTIAL.append((ROUTES[route(text)], one_by_one, timings.store_ms))
             progress.advance(task)
     progress.remove_task(task)
     return out
@@ -346,7 +346,7 @@ def report(
     for size, rows in results.items():
         cells = [
             _cell([getattr(t, part) for _, _, t, _, _ in rows])
-            for part in ("embed_ms", "weaviate_ms", "own_ms", "total_ms")
+            for part in ("embed_ms", "store_ms", "own_ms", "total_ms")
         ]
         busy = others.get(size)
         cpu = f"{spent[size] * 1000:.1f}" if size in spent else "?"
@@ -371,7 +371,7 @@ def report(
                 label(size),
                 name,
                 str(len(picked)),
-                _cell([t.weaviate_ms for _, _, t, _, _ in picked]),
+                _cell([t.store_ms for _, _, t, _, _ in picked]),
                 _cell([t.total_ms for _, _, t, _, _ in picked]),
                 f"{statistics.mean(h for _, _, _, h, _ in picked):.1f}",
                 " / ".join(

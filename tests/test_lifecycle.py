@@ -21,12 +21,12 @@ import aiohttp
 import pytest
 
 from adapters.chat.conversation import RESTARTED
-from adapters.http.api import STOPPING
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
+from adapters.http.problems import STOPPING
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.reaper import is_our_server
 from retrieval.store.weaviate.server import Endpoint, async_client
+from retrieval.write.indexer import ingest
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.slack import BOT_TOKEN, SIGNING_SECRET, SlackEmulator
 from tests.test_slack import GENERAL, bot_replies
@@ -134,13 +134,10 @@ async def test_sigterm_mid_answer_ends_the_thread_politely_and_stops_weaviate(
 ) -> None:
     slow = Reply(text="This answer never arrives in time.", delay_s=60)
     async with SlackEmulator() as slack, AnthropicEmulator(default=slow) as claude:
-        slack_port = free_port()
-        slack.target = f"http://127.0.0.1:{slack_port}/slack/events"
         env = {
             "SLACK_BOT_TOKEN": BOT_TOKEN,
             "SLACK_SIGNING_SECRET": SIGNING_SECRET,
             "QUORUM_SLACK_API_URL": slack.api_url,
-            "QUORUM_SLACK_PORT": str(slack_port),
             "QUORUM_SLACK_KB": kb,
             "ANTHROPIC_API_KEY": API_KEY,
             "ANTHROPIC_BASE_URL": claude.url,
@@ -148,6 +145,7 @@ async def test_sigterm_mid_answer_ends_the_thread_politely_and_stops_weaviate(
             "QUORUM_SHUTDOWN_S": str(SHUTDOWN_S),
         }
         async with quorum_serve(env, tmp_path) as served:
+            slack.target = f"{served.http}/slack/events"  # Slack's events on serve's own port
             t0 = time.monotonic()
             ready = await served.ready()
             print(f"ready after {time.monotonic() - t0:.1f}s")

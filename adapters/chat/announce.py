@@ -6,24 +6,23 @@ comma-separated), for any registered platform; how to post is each platform's.""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from adapters.platform import platforms
+from adapters.platform import Poster, platforms
 from bot.cite.citations import at_second
 from bot.config import Settings
 from bot.write import Announcer
 from retrieval.errors import ConfigError, InvalidInput, QuorumError
-from retrieval.indexer import FileResult
-from retrieval.links import format_timestamp
+from retrieval.links.links import format_timestamp
 from retrieval.models import Hit
-from retrieval.search import KbArchive, SearchService
-from retrieval.summary import LABELS, read_lines
+from retrieval.search.search import KbArchive, SearchService
+from retrieval.write.indexer import FileResult
+from retrieval.write.summary import LABELS, read_lines
 
 log = logging.getLogger("quorum.announce")
 
 RECORDINGS = ("video", "audio")
-Poster = Callable[[Settings, str, str], Awaitable[None]]  # (settings, channel, markdown)
 
 
 @dataclass(frozen=True)

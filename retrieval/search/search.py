@@ -10,13 +10,13 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Protocol
 
-from retrieval.embed import Embedder
+from retrieval.encoding.embed import Embedder
 from retrieval.errors import InvalidInput
-from retrieval.links import segment_link
+from retrieval.links.links import segment_link
+from retrieval.links.share import LinkSigner
 from retrieval.models import KINDS, LEVELS, Hit, SearchFilters, SourceInfo, check_kb
-from retrieval.names import SourceChoice, choose_sources, title_matches
-from retrieval.route import fixed, fuse, route
-from retrieval.share import LinkSigner
+from retrieval.search.names import SourceChoice, choose_sources, title_matches
+from retrieval.search.route import fixed, fuse, route
 from retrieval.store import Store
 
 MAX_K = 100
@@ -42,14 +42,14 @@ class SearchTimings:
     """Where one search spent its time, in milliseconds."""
 
     embed_ms: float = 0.0
-    weaviate_ms: float = 0.0
+    store_ms: float = 0.0
     rerank_ms: float = 0.0
     total_ms: float = 0.0
 
     @property
     def own_ms(self) -> float:
-        """Quorum's own overhead: everything but embedding, Weaviate and reranking."""
-        return max(0.0, self.total_ms - self.embed_ms - self.weaviate_ms - self.rerank_ms)
+        """Quorum's own overhead: everything but embedding, the store and reranking."""
+        return max(0.0, self.total_ms - self.embed_ms - self.store_ms - self.rerank_ms)
 
 
 class NothingMatches(Exception):
@@ -123,7 +123,7 @@ class SearchService:
         self.signer = signer
 
     def linked(self, kb: str, hits: list[Hit]) -> list[Hit]:
-        """``hits`` with each source's signed page (``retrieval.share``) and, for a source
+        """``hits`` with each source's signed page (``retrieval.links.share``) and, for a source
         without a URL of its own, a link to that page at the hit."""
         if self.signer is None or not hits:
             return hits
@@ -170,7 +170,7 @@ class SearchService:
         return None
 
     async def choose_sources(self, kb: str, name: str) -> SourceChoice:
-        """The sources a typed name selects (``retrieval.names``: exact names win)."""
+        """The sources a typed name selects (``retrieval.search.names``: exact names win)."""
         return choose_sources(name, [i.source for i in await self.sources(kb)])
 
     async def resolve_source_ids(self, kb: str, title: str) -> list[str]:
@@ -230,7 +230,7 @@ class SearchService:
             hits = await self.reranker.rerank(text, hits, k)
         t4 = time.perf_counter()
         timings.embed_ms = (t2 - t1) * 1000
-        timings.weaviate_ms = (t3 - t2) * 1000
+        timings.store_ms = (t3 - t2) * 1000
         timings.rerank_ms = (t4 - t3) * 1000
         timings.total_ms = (t4 - t0) * 1000
         return self.linked(kb, hits[:k]), timings
