@@ -28,13 +28,13 @@ from retrieval.store.base import StoreInfo
 from retrieval.store.weaviate.errors import translate_errors
 from retrieval.store.weaviate.filters import both, of_source
 from retrieval.store.weaviate.filters import where as to_where
+from retrieval.store.weaviate.rebuild import Rebuilds
 from retrieval.store.weaviate.schema import (
     VECTOR,
     hit_from_object,
     hybrid_similarity,
     source_from_object,
 )
-from retrieval.store.weaviate.writes import Writes
 
 # What keyword search reads: the text, where it sits, and what it is part of (title and
 # speakers: "what did the retro say about rollback" finds a window that never says "retro").
@@ -53,8 +53,9 @@ sentence after this, not the query timeout (QUORUM_WEAVIATE_TIMEOUT_S) and more.
 STEMS_RECHECK_S = 60.0
 
 
-class WeaviateStore(Writes):
-    """Quorum's Weaviate store: connect, write (``Writes``), search and list."""
+class WeaviateStore(Rebuilds):
+    """Quorum's Weaviate store: connect, write (``Writes``), purge (``Rebuilds``), search
+    and list."""
 
     @classmethod
     @contextlib.asynccontextmanager
