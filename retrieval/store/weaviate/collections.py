@@ -42,6 +42,7 @@ from retrieval.store.weaviate.tenants import (
     REGISTRY,
     STALE_BUILD_S,
     TenantNames,
+    follows_switch,
     registry_config,
 )
 
@@ -265,6 +266,7 @@ class Collections:
         stored = await self.stored_source(kb, source_id)
         return None if stored is None else stored.content_hash
 
+    @follows_switch
     async def stored_source(self, kb: str, source_id: str) -> StoredSource | None:
         """The content hash and file path stored for a source; None when it is not indexed."""
         if not await self.has_kb(kb):
@@ -276,6 +278,7 @@ class Collections:
         props = obj.properties
         return StoredSource(str(props.get("content_hash") or ""), str(props.get("path") or ""))
 
+    @follows_switch
     async def stored_sources(self, kb: str, source_ids: Sequence[str]) -> dict[str, StoredSource]:
         """``stored_source`` for many ids in one query: those indexed, by id."""
         ids = sorted(set(source_ids))

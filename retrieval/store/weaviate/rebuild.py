@@ -45,7 +45,7 @@ from retrieval.store.weaviate.writes import MOVES, Writes
 
 log = logging.getLogger("quorum.store")
 
-COALESCE_S = 1.0  # removals within this of the first share its rebuild
+COALESCE_S = 0.5  # removals within this of the first share its rebuild
 BATCH = 200  # objects per insert while copying (and a heartbeat after each)
 
 Generations = dict[str, int]  # source id -> its live generation (0: written before them)

@@ -13,20 +13,22 @@ within minutes). So the tenant of a knowledge base is not always its name: the
   crash left of either (``sweep``): a build whose heartbeat stopped, a retired tenant.
 
 Every process reads ``live`` from Weaviate itself (serve, ``quorum worker``, the CLI),
-cached ``TTL_S``; a write asks afresh before and after it (``writes``), so a switch made
-by another process is seen at once where it matters.
+cached ``TTL_S``; a read that fails asks afresh and, when the tenant moved, reads again
+(``follows_switch``); a write asks afresh before and after it (``writes``). So a switch
+made by another process is seen at once: nothing fails for it, nothing is lost.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 from uuid import uuid5
 
 import weaviate
@@ -39,7 +41,7 @@ log = logging.getLogger("quorum.store")
 
 REGISTRY = "QuorumTenants"
 TTL_S = 2.0  # how long a reader trusts its cached tenant
-GRACE_S = 2 * TTL_S + 3.0  # a retired tenant is deleted this long after the switch
+GRACE_S = 1.0  # a retired tenant is deleted this long after the switch (reads under way)
 STALE_BUILD_S = 120.0  # a build with no heartbeat for this long was a crash's
 REGISTRY_PROPERTIES = [
     Property(name=name, data_type=DataType.TEXT, tokenization=Tokenization.FIELD)
@@ -52,6 +54,31 @@ SpareState = Literal["built", "retired"]
 _pinned: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
     "quorum_pinned_tenants", default=None
 )
+
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+
+def follows_switch(read: F) -> F:
+    """A read of a knowledge base (its name first, on a store with ``names``) that fails
+    because a rebuild in any process switched its tenant (and deleted the old one) is
+    read again from the new."""
+
+    @functools.wraps(read)
+    async def again(self: Any, kb: str, *args: Any, **kwargs: Any) -> Any:
+        before = self.names.cached(kb)
+        try:
+            return await read(self, kb, *args, **kwargs)
+        except Exception:
+            try:
+                moved = await self.names.live(kb, fresh=True) != before
+            except Exception:  # Weaviate itself fails: the first error says it
+                moved = False
+            if not moved:
+                raise
+        return await read(self, kb, *args, **kwargs)
+
+    return cast(F, again)
 
 
 def fresh_tenant(kb: str) -> str:
