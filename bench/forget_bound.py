@@ -37,8 +37,8 @@ from bench.synthetic import Talk, meeting, to_vtt
 from bot.holdings import Holdings
 from bot.sessions import Actor, SessionStore
 from bot.write import Writer
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 
 console = Console()

@@ -34,7 +34,7 @@ from bot.config import Settings
 from bot.evaluate import KS, Result, Summary, load_cases, run_eval
 from bot.models import Answer, Event, Mode, ProgressEvent, Question, ThreadKey
 from bot.wiring import open_core
-from retrieval.share import load_secret
+from retrieval.links.share import load_secret
 
 
 @app.command("ask")

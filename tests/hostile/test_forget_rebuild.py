@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.schema import SEGMENTS
 from retrieval.store.weaviate.server import Endpoint, async_client
 from retrieval.store.weaviate.tenants import STALE_BUILD_S, fresh_tenant
+from retrieval.write.indexer import ingest
 
 NOTES = {
     "budget": "# Budget\n\nThe travel budget for the offsite is four thousand euros.\n",
