@@ -14,7 +14,9 @@ from discord.gateway import DiscordWebSocket
 
 from adapters.chat.uploads import NOT_ADMIN
 from adapters.discord.cli import sync_commands
+from bot.holdings import Holdings
 from bot.library import KbLibrary
+from bot.sessions import SessionStore
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
@@ -42,10 +44,16 @@ async def library(
     embedder: SentenceTransformerEmbedder,
     search: SearchService,
     tmp_path: Path,
-) -> KbLibrary:
-    return KbLibrary(
-        store=store, embedder=embedder, search=search, uploads_dir=tmp_path / "uploads"
-    )
+) -> AsyncIterator[KbLibrary]:
+    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
+        holdings = Holdings(store=store, search=search, sessions=sessions, data_dir=tmp_path)
+        yield KbLibrary(
+            store=store,
+            embedder=embedder,
+            search=search,
+            uploads_dir=tmp_path / "uploads",
+            holdings=holdings,
+        )
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -12,7 +12,9 @@ import pytest
 
 from adapters.chat.uploads import NOT_ADMIN, Upload, Uploads
 from adapters.slack.uploads import ACTION_FORGET, fetcher
+from bot.holdings import Holdings
 from bot.library import KbLibrary
+from bot.sessions import SessionStore
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
@@ -39,14 +41,24 @@ async def library(
     embedder: SentenceTransformerEmbedder,
     search: SearchService,
     tmp_path: Path,
-) -> KbLibrary:
-    return KbLibrary(
-        store=store,
-        embedder=embedder,
-        search=search,
-        uploads_dir=tmp_path / "uploads",
-        transcriber=Transcriber(cache_dir=tmp_path / "transcripts"),
-    )
+) -> AsyncIterator[KbLibrary]:
+    transcriber = Transcriber(cache_dir=tmp_path / "transcripts")
+    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
+        holdings = Holdings(
+            store=store,
+            search=search,
+            sessions=sessions,
+            data_dir=tmp_path,
+            transcriber=transcriber,
+        )
+        yield KbLibrary(
+            store=store,
+            embedder=embedder,
+            search=search,
+            uploads_dir=tmp_path / "uploads",
+            transcriber=transcriber,
+            holdings=holdings,
+        )
 
 
 @pytest.fixture
