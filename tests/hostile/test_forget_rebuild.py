@@ -150,6 +150,11 @@ async def test_a_crash_mid_rebuild_leaves_the_old_tenant_live_and_the_spare_is_s
     assert kb in await store.knowledge_bases() and half not in await store.knowledge_bases()
     assert half in await store.sweep(now=time.time() + STALE_BUILD_S + 1)
     assert half not in await tenants(store) and await ids(store, kb) == set(NOTES)
+    # Killed between marking the live tenant retired and switching: it stays live.
+    await store.names.spare(kb, live, "retired")
+    assert await store.sweep(now=time.time() + STALE_BUILD_S + 1) == []
+    assert live in await tenants(store) and await ids(store, kb) == set(NOTES)
+    assert kb in await store.knowledge_bases()
 
 
 async def test_removals_in_quick_succession_share_one_rebuild(

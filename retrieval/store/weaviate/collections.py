@@ -108,7 +108,7 @@ class Collections:
         live, spares = await self.names.everything()
         gone: list[str] = []
         for spare in spares:
-            if live.get(spare.kb) == spare.tenant:  # switched to, record not yet cleared
+            if live.get(spare.kb, spare.kb) == spare.tenant:  # live: a crash mid-switch
                 await self.names.unspare(spare.tenant)
                 continue
             age = now - spare.at
@@ -240,7 +240,7 @@ class Collections:
         with translate_errors(self.url):
             tenants = set(await self.client.collections.use(SEGMENTS).tenants.get())
             live, spares = await self.names.everything()
-        named = {t for t in live.values()} | {s.tenant for s in spares}
+        named = set(live.values()) | {s.tenant for s in spares if live.get(s.kb, s.kb) != s.tenant}
         return sorted({kb for kb, t in live.items() if t in tenants} | (tenants - named))
 
     def segments(self, kb: str) -> Any:
