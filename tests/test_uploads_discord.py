@@ -14,15 +14,14 @@ from discord.gateway import DiscordWebSocket
 
 from adapters.chat.uploads import NOT_ADMIN
 from adapters.discord.cli import sync_commands
-from bot.holdings import Holdings
 from bot.library import KbLibrary
-from bot.sessions import SessionStore
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 from tests.emulators.discord import DiscordEmulator, Json
 from tests.fakes import FakeCore
 from tests.test_discord import ALICE, CHANNEL, Harness, settings_for
+from tests.test_uploads import held_library
 from tests.test_uploads_slack import VTT
 
 BOB = DiscordEmulator.user(700000000000000009, "bob")
@@ -45,15 +44,8 @@ async def library(
     search: SearchService,
     tmp_path: Path,
 ) -> AsyncIterator[KbLibrary]:
-    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
-        holdings = Holdings(store=store, search=search, sessions=sessions, data_dir=tmp_path)
-        yield KbLibrary(
-            store=store,
-            embedder=embedder,
-            search=search,
-            uploads_dir=tmp_path / "uploads",
-            holdings=holdings,
-        )
+    async with held_library(store, embedder, search, tmp_path) as lib:
+        yield lib
 
 
 @pytest_asyncio.fixture(loop_scope="session")

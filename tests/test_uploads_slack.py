@@ -12,9 +12,7 @@ import pytest
 
 from adapters.chat.uploads import NOT_ADMIN, Upload, Uploads
 from adapters.slack.uploads import ACTION_FORGET, fetcher
-from bot.holdings import Holdings
 from bot.library import KbLibrary
-from bot.sessions import SessionStore
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
@@ -23,6 +21,7 @@ from tests.emulators.slack import ALICE, BOT_USER, Message, SlackEmulator
 from tests.fakes import FakeCore
 from tests.media_fixtures import speak
 from tests.test_slack import GENERAL, Bot, bot_replies, make_settings, running
+from tests.test_uploads import held_library
 
 BOB = "U0BOB"
 VTT = b"""WEBVTT
@@ -43,22 +42,8 @@ async def library(
     tmp_path: Path,
 ) -> AsyncIterator[KbLibrary]:
     transcriber = Transcriber(cache_dir=tmp_path / "transcripts")
-    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
-        holdings = Holdings(
-            store=store,
-            search=search,
-            sessions=sessions,
-            data_dir=tmp_path,
-            transcriber=transcriber,
-        )
-        yield KbLibrary(
-            store=store,
-            embedder=embedder,
-            search=search,
-            uploads_dir=tmp_path / "uploads",
-            transcriber=transcriber,
-            holdings=holdings,
-        )
+    async with held_library(store, embedder, search, tmp_path, transcriber=transcriber) as lib:
+        yield lib
 
 
 @pytest.fixture

@@ -16,9 +16,6 @@ import pytest
 from typer.testing import CliRunner
 
 from adapters.cli.main import app
-from bot.holdings import Holdings
-from bot.library import KbLibrary
-from bot.sessions import SessionStore
 from retrieval.encoding.embed import Embedder
 from retrieval.errors import SearchUnavailable
 from retrieval.links import kept_media
@@ -29,6 +26,7 @@ from retrieval.store.base import Embedded
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
 from tests.media_fixtures import hiss, to_video
+from tests.test_uploads import held_library
 
 VTT = """WEBVTT
 
@@ -121,18 +119,7 @@ async def test_a_source_forgotten_from_a_library_takes_its_copy(
     tmp_path: Path, store: WeaviateStore, embedder: Embedder, search: SearchService, kb: str
 ) -> None:
     media = MediaStore(tmp_path / "media")
-    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
-        holdings = Holdings(
-            store=store, search=search, sessions=sessions, data_dir=tmp_path, media=media
-        )
-        library = KbLibrary(
-            store=store,
-            embedder=embedder,
-            search=search,
-            uploads_dir=tmp_path / "uploads",
-            media=media,
-            holdings=holdings,
-        )
+    async with held_library(store, embedder, search, tmp_path, media=media) as library:
         doc = tmp_path / "notes.md"
         doc.write_text("# Notes\n\nThe gamma launch slips to June.\n")
         added = await library.add(kb, doc)
