@@ -34,6 +34,7 @@ from uuid import uuid5
 import weaviate
 from weaviate.classes.config import Configure, DataType, Property, Tokenization
 from weaviate.collections.classes.data import DataObject
+from weaviate.exceptions import WeaviateQueryError
 
 from retrieval.store.weaviate.schema import _NS
 
@@ -129,7 +130,12 @@ class TenantNames:
         known = self._live.get(kb)
         if known is not None and not fresh and time.monotonic() - known[1] < TTL_S:
             return known[0]
-        obj = await self.registry().query.fetch_object_by_id(_uuid("live", kb))
+        try:
+            obj = await self.registry().query.fetch_object_by_id(_uuid("live", kb))
+        except WeaviateQueryError as exc:
+            if f"could not find class {REGISTRY}" not in str(exc):
+                raise
+            obj = None  # a schema an older Quorum made, not yet connected: nothing rebuilt
         tenant = str(obj.properties.get("tenant") or kb) if obj is not None else kb
         self._live[kb] = (tenant, time.monotonic())
         return tenant
