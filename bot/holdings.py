@@ -7,6 +7,8 @@ quoted it, and whatever a later feature derives from it (a page, a rendition). `
 removes all of them: the cached transcript only when no other live source was made from
 the same audio, the user's own files never (Quorum did not make them). Features that
 derive something from a source register a ``ForgetHook`` so forgetting reaches them too.
+Last, the store purges its files of the removed words (Weaviate's: the knowledge base's
+tenant rebuilt without the source), so no file under the data dir keeps them.
 Every add, update and removal is written to the audit trail.
 """
 

@@ -47,6 +47,7 @@ log = logging.getLogger("quorum.store")
 
 COALESCE_S = 0.5  # removals within this of the first share its rebuild
 BATCH = 200  # objects per insert while copying (and a heartbeat after each)
+PROGRESS_S = 10.0  # a progress line in the log at most this often
 
 Generations = dict[str, int]  # source id -> its live generation (0: written before them)
 
@@ -151,6 +152,7 @@ class Rebuilds(Writes):
         records = await self._records(old)
         live = {sid: gen for sid, (gen, _) in records.items()}
         copied = 0
+        said = time.monotonic()
         for name in (SEGMENTS, UNITS):
             batch: list[Any] = []
             async for o in self._at(name, old).iterator(include_vector=True):
@@ -161,6 +163,9 @@ class Rebuilds(Writes):
                     copied += await self._put(name, new, batch)
                     batch = []
                     await self.names.spare(kb, new, "built")  # the heartbeat
+                    if time.monotonic() - said >= PROGRESS_S:
+                        said = time.monotonic()
+                        log.info("... %s: %d objects copied", kb, copied)
             copied += await self._put(name, new, batch)
         copied += await self._put(SOURCES, new, [o for _, o in records.values()])
         return live, copied

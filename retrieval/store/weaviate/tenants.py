@@ -20,6 +20,7 @@ made by another process is seen at once: nothing fails for it, nothing is lost.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import functools
@@ -36,6 +37,7 @@ from weaviate.classes.config import Configure, DataType, Property, Tokenization
 from weaviate.collections.classes.data import DataObject
 from weaviate.exceptions import WeaviateQueryError
 
+from retrieval.errors import InvalidInput
 from retrieval.store.weaviate.schema import _NS
 
 log = logging.getLogger("quorum.store")
@@ -43,6 +45,7 @@ log = logging.getLogger("quorum.store")
 REGISTRY = "QuorumTenants"
 TTL_S = 2.0  # how long a reader trusts its cached tenant
 GRACE_S = 1.0  # a retired tenant is deleted this long after the switch (reads under way)
+RECHECK_S = 3.0  # how long a failed read waits to learn whether the tenant moved
 STALE_BUILD_S = 120.0  # a build with no heartbeat for this long was a crash's
 REGISTRY_PROPERTIES = [
     Property(name=name, data_type=DataType.TEXT, tokenization=Tokenization.FIELD)
@@ -70,9 +73,12 @@ def follows_switch(read: F) -> F:
         before = self.names.cached(kb)
         try:
             return await read(self, kb, *args, **kwargs)
+        except InvalidInput:
+            raise
         except Exception:
-            try:
-                moved = await self.names.live(kb, fresh=True) != before
+            try:  # briefly: a stopped server must not cost a second timeout
+                async with asyncio.timeout(RECHECK_S):
+                    moved = await self.names.live(kb, fresh=True) != before
             except Exception:  # Weaviate itself fails: the first error says it
                 moved = False
             if not moved:
