@@ -55,14 +55,23 @@ async def other(weaviate_endpoint: Endpoint) -> AsyncIterator[WeaviateStore]:
         yield store
 
 
+@pytest.fixture
+async def filled(
+    store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str, tmp_path: Path
+) -> str:
+    """``kb`` holding ``NOTES``."""
+    await ingest(store, embedder, kb, notes(tmp_path / "a", NOTES))
+    return kb
+
+
 async def test_a_rebuild_keeps_what_was_written_and_drops_what_was_removed_meanwhile(
     store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     kb: str,
+    filled: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    await ingest(store, embedder, kb, notes(tmp_path / "a", NOTES))
     old = await store.names.live(kb, fresh=True)
     copy = store._copy_all
 
@@ -99,10 +108,10 @@ async def test_another_process_reads_and_writes_the_new_tenant_even_mid_write(
     other: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     kb: str,
+    filled: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    await ingest(store, embedder, kb, notes(tmp_path / "a", NOTES))
     assert await ids(other, kb) == set(NOTES)  # ``other`` caches the tenant now
     caught_up = asyncio.Event()
     catch_up = store._catch_up
@@ -137,9 +146,9 @@ async def test_another_process_reads_and_writes_the_new_tenant_even_mid_write(
 
 
 async def test_a_crash_mid_rebuild_leaves_the_old_tenant_live_and_the_spare_is_swept(
-    store: WeaviateStore, embedder: SentenceTransformerEmbedder, kb: str, tmp_path: Path
+    store: WeaviateStore, filled: str
 ) -> None:
-    await ingest(store, embedder, kb, notes(tmp_path / "a", NOTES))
+    kb = filled
     live = await store.names.live(kb, fresh=True)
     half = fresh_tenant(kb)  # what a rebuild killed mid-copy left
     await store.names.spare(kb, half, "built")
@@ -161,10 +170,10 @@ async def test_removals_in_quick_succession_share_one_rebuild(
     store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     kb: str,
+    filled: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    await ingest(store, embedder, kb, notes(tmp_path / "a", NOTES))
     rebuild = store.rebuild
     runs: list[str] = []
 
