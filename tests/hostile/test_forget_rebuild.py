@@ -140,6 +140,10 @@ async def test_another_process_reads_and_writes_the_new_tenant_even_mid_write(
     await writing
     assert tries[0] != rebuilt.tenant and tries[-1] == rebuilt.tenant  # written again
     assert await ids(store, kb) == {*NOTES, "late"}
+    # A late write in a process that had not seen the old tenant makes it again: it goes.
+    await other.create_tenant(tries[0])
+    assert await other.drop_stray(kb, rebuilt.tenant) is False  # the live one stays
+    assert await other.drop_stray(kb, tries[0]) and tries[0] not in await tenants(store)
     # A process whose cached name is the deleted tenant: its reads follow the switch.
     other.names._live[kb] = (tries[0], time.monotonic())
     assert await ids(other, kb) == {*NOTES, "late"}

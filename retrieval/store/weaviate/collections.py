@@ -230,6 +230,9 @@ class Collections:
             # SOURCES gets its tenant last in create_tenant: seen there, all exist.
             col = self.client.collections.use(SOURCES)
             found = await col.tenants.get_by_name(tenant) is not None
+            if not found and tenant != (now := await self.names.live(kb, fresh=True)):
+                tenant = now  # the cached one was switched away from and deleted
+                found = await col.tenants.get_by_name(tenant) is not None
         if found:
             self._tenants.add(tenant)
         return found

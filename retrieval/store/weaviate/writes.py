@@ -121,7 +121,20 @@ class Writes(Collections):
             if attempt == MOVES or not await self._moved(kb, tenant):
                 return out
             known = None
+            await self.drop_stray(kb, tenant)
         raise AssertionError("unreachable")
+
+    async def drop_stray(self, kb: str, tenant: str) -> bool:
+        """Delete ``tenant``, a tenant of ``kb`` this write chose before a switch, when it
+        is neither live nor a rebuild's spare: the rebuild had deleted it and this write
+        made it again (a process that had not seen it yet). True when it went."""
+        with translate_errors(self.url):
+            live, spares = await self.names.everything()
+            if tenant == live.get(kb, kb) or tenant in {s.tenant for s in spares}:
+                return False
+            log.warning("Deleting Weaviate tenant %s, made again by a late write.", tenant)
+            await self.drop_tenant(tenant)
+        return True
 
     async def _moved(self, kb: str, tenant: str) -> bool:
         """True when ``kb``'s live tenant is no longer ``tenant`` (a rebuild switched)."""
