@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
-from uuid import uuid5
+from uuid import NAMESPACE_URL, uuid5
 
 import weaviate
 from weaviate.classes.config import Configure, DataType, Property, Tokenization
@@ -38,11 +38,11 @@ from weaviate.collections.classes.data import DataObject
 from weaviate.exceptions import WeaviateQueryError
 
 from retrieval.errors import InvalidInput
-from retrieval.store.weaviate.schema import _NS
 
 log = logging.getLogger("quorum.store")
 
 REGISTRY = "QuorumTenants"
+_NS = uuid5(NAMESPACE_URL, "https://quorum.invalid/tenants")
 TTL_S = 2.0  # how long a reader trusts its cached tenant
 GRACE_S = 1.0  # a retired tenant is deleted this long after the switch (reads under way)
 RECHECK_S = 3.0  # how long a failed read waits to learn whether the tenant moved
