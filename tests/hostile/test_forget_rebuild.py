@@ -172,13 +172,9 @@ async def test_a_crash_mid_rebuild_leaves_the_old_tenant_live_and_the_spare_is_s
 
 
 async def test_removals_in_quick_succession_share_one_rebuild(
-    store: WeaviateStore,
-    embedder: SentenceTransformerEmbedder,
-    kb: str,
-    filled: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    store: WeaviateStore, filled: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    kb = filled
     rebuild = store.rebuild
     runs: list[str] = []
 
