@@ -17,7 +17,8 @@ deletes its files at once. So ``purge`` (``Holdings.forget`` calls it after ever
 4. catches up: a write or removal that finished in the old tenant after its objects were
    copied is repeated in the new one (a write still running when the switch comes writes
    itself again into the new tenant: ``writes``);
-5. deletes the old tenant once readers' cached names have expired (``GRACE_S``).
+5. deletes the old tenant a moment later (``GRACE_S``): a read in another process that
+   still names it fails and is read again from the new one (``tenants.follows_switch``).
 
 A crash before 3 leaves the old tenant live and the new one a spare that the next start
 deletes (``Collections.sweep``); after 3, the retired one the same way. Removals that come
@@ -119,7 +120,7 @@ class Rebuilds(Writes):
             break
         else:  # pragma: no cover - the loop raises or breaks
             raise AssertionError("unreachable")
-        await asyncio.sleep(grace_s)  # readers' cached tenant names expire meanwhile
+        await asyncio.sleep(grace_s)  # reads under way end; later ones follow the switch
         with translate_errors(self.url):
             await self.drop_tenant(old)
             await self.names.unspare(old)
