@@ -514,22 +514,12 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-# Circles left in bot/ and retrieval/ (issue 40): removed by the retrieval half of the
-# house round. Delete this list when it lands; adapters/ has none left.
-KNOWN_CIRCLES = [
-    ["bot.sessions.base", "bot.sessions.postgres", "bot.sessions.sql", "bot.sessions.sqlite"],
-    ["retrieval.service", "retrieval.store.weaviate.open"],
-]
-
-
 def test_no_import_circles() -> None:
     """No set of modules imports one another round in a circle, at module level (a
     function-level import counts too unless a comment beside it says why it is there)."""
     modules = our_modules()
     graph = {name: import_edges(path, set(modules)) for name, path in modules.items()}
-    found = circles(graph)
-    assert [c for c in found if c[0].startswith("adapters.")] == []
-    assert [c for c in found if c not in KNOWN_CIRCLES] == []
+    assert circles(graph) == []
 
 
 def test_the_circle_check_would_catch_one(tmp_path: Path) -> None:
