@@ -21,7 +21,7 @@ from bot.cite.vectors import SentenceVectors
 from bot.engine import Engine
 from bot.evaluate import Case, Gold, Result, score_answer
 from bot.llm import Usage
-from bot.models import NumberedSource, ProgressEvent, Question, ThreadKey
+from bot.models import Answer, NumberedSource, ProgressEvent, Question, ThreadKey
 from bot.sessions import SessionStore
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.links.links import segment_link
@@ -493,6 +493,27 @@ DEMO_GOLD: dict[str, tuple[Gold, ...]] = {
 }
 
 
+async def ask_without_model(
+    search: SearchService,
+    tmp_path: Path,
+    kb: str,
+    question: str,
+    filters: SearchFilters | None = None,
+) -> Answer:
+    """``question`` asked of ``kb`` through the engine, with no model set up."""
+    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
+        engine = Engine(
+            archives=search.archive,
+            sessions=sessions,
+            llm=None,
+            config=AnswerConfig(),
+            embedder=search.embedder,
+        )
+        thread = ThreadKey("test", "local", kb, question)
+        asked = Question(question, thread, "u", kb, filters=filters or SearchFilters())
+        return await engine.ask(asked)
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def demo_kb(store: WeaviateStore, embedder: SentenceTransformerEmbedder) -> str:
     """The demo's archive, ingested as ``quorum demo`` ingests it."""
@@ -521,16 +542,7 @@ async def demo_kb(store: WeaviateStore, embedder: SentenceTransformerEmbedder) -
 async def test_the_demos_suggested_questions_are_answered_by_their_first_quote(
     demo_kb: str, search: SearchService, tmp_path: Path, question: str
 ) -> None:
-    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
-        engine = Engine(
-            archives=search.archive,
-            sessions=sessions,
-            llm=None,
-            config=AnswerConfig(),
-            embedder=search.embedder,
-        )
-        thread = ThreadKey("test", "local", "demo", question)
-        answer = await engine.ask(Question(question, thread, "newcomer", demo_kb))
+    answer = await ask_without_model(search, tmp_path, demo_kb, question)
     assert answer.kind == "extractive"
     landed = []
     for gold in DEMO_GOLD[question]:
@@ -543,17 +555,8 @@ async def test_the_demos_suggested_questions_are_answered_by_their_first_quote(
 async def test_a_pdfs_running_header_is_never_the_quote(
     demo_kb: str, search: SearchService, tmp_path: Path
 ) -> None:
-    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
-        engine = Engine(
-            archives=search.archive,
-            sessions=sessions,
-            llm=None,
-            config=AnswerConfig(),
-            embedder=search.embedder,
-        )
-        question = "Who owns the migration checklist?"
-        thread = ThreadKey("test", "local", "header", question)
-        answer = await engine.ask(Question(question, thread, "u", demo_kb))
+    question = "Who owns the migration checklist?"
+    answer = await ask_without_model(search, tmp_path, demo_kb, question)
     assert answer.kind == "extractive"
     assert any(s.hit.source.kind == "document" for s in answer.sources), answer.text
     assert "Northwind Engineering - auth migration plan" not in answer.text
@@ -572,17 +575,8 @@ async def test_inside_one_source_nothing_found_only_when_nothing_there_relates(
     demo_kb: str, search: SearchService, tmp_path: Path, question: str, kind: str
 ) -> None:
     retro = "2024-02-27-cutover-retro"
-    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
-        engine = Engine(
-            archives=search.archive,
-            sessions=sessions,
-            llm=None,
-            config=AnswerConfig(),
-            embedder=search.embedder,
-        )
-        thread = ThreadKey("test", "local", "scoped", question)
-        scoped = SearchFilters(source_ids=(retro,))
-        answer = await engine.ask(Question(question, thread, "u", demo_kb, filters=scoped))
+    scoped = SearchFilters(source_ids=(retro,))
+    answer = await ask_without_model(search, tmp_path, demo_kb, question, scoped)
     assert answer.kind == kind, answer.text
     assert all(s.hit.source.id == retro for s in answer.sources)
 
@@ -610,17 +604,8 @@ async def test_asked_inside_one_meeting_its_professor_is_the_one_asked_about(
         store, search.embedder, kb, [tmp_path / "seminar-a.vtt", tmp_path / "seminar-b.vtt"]
     )
     assert not report.failed
-    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
-        engine = Engine(
-            archives=search.archive,
-            sessions=sessions,
-            llm=None,
-            config=AnswerConfig(),
-            embedder=search.embedder,
-        )
-        question = "What did the professor think about clustering?"
-        thread = ThreadKey("test", "local", "professor", question)
-        scoped = SearchFilters(source_ids=("seminar-b",))
-        answer = await engine.ask(Question(question, thread, "u", kb, filters=scoped))
+    question = "What did the professor think about clustering?"
+    scoped = SearchFilters(source_ids=("seminar-b",))
+    answer = await ask_without_model(search, tmp_path, kb, question, scoped)
     assert answer.note == "Searched Professor B's remarks first.", answer.note
     assert "Professor B:" in answer.text, answer.text
