@@ -28,6 +28,7 @@ from adapters.cli.app import out
 from adapters.http.api import parse_tokens
 from bot.config import Settings, load_settings
 from bot.connectors import ConnectorStatus, statuses_of
+from bot.connectors.settings import ConnectorSettings
 from bot.errors import LLMError
 from bot.holdings import data_sizes
 from bot.llm import NoTools, Tool
@@ -357,6 +358,7 @@ def doctor() -> None:
         settings = load_settings()
         for chat in platform.platforms():
             chat.own(settings)  # a bad platform variable fails here, named
+        settings.platform(ConnectorSettings)  # and a bad connector one
     except QuorumError as exc:
         checks = [
             Check("settings", "FAIL", str(exc), "Fix that variable in the environment or .env.")

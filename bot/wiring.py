@@ -132,9 +132,16 @@ def writer_of(
 ) -> Writer:
     """The one write path (``bot.write``) over running retrieval: the model's summaries
     when ``summarizer`` is given, the media store's copies, the audit trail."""
+    from bot.connectors.settings import ConnectorSettings
     from bot.write import Writer
 
-    return Writer.of(retrieval, holdings=holdings, summarizer=summarizer)
+    writer = Writer.of(retrieval, holdings=holdings, summarizer=summarizer)
+    own = settings.platform(ConnectorSettings)
+    if own.s3_url:  # a bucket's objects are downloaded by the job that ingests them
+        from bot.connectors.s3 import fetcher
+
+        writer.add_fetcher("s3", fetcher(own, settings.data_dir / "connectors" / "s3"))
+    return writer
 
 
 def job_limits(settings: Settings) -> Limits:

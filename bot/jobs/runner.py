@@ -24,7 +24,7 @@ from pathlib import Path
 from bot.jobs.records import Job
 from bot.jobs.table import JobTable
 from bot.models import Actor
-from bot.write import Writer
+from bot.write import Unfetchable, Writer
 from retrieval.errors import ConfigError
 from retrieval.indexer import FileResult, Progress, Stopped
 
@@ -125,15 +125,28 @@ class Runner:
 
     async def _add(self, jobs: Sequence[Job], beats: _Beats) -> None:
         first = jobs[0]
-        paths = [Path(j.file) for j in jobs]
-        roots = {Path(j.file): Path(j.root) for j in jobs if j.root}
-        by = Actor(first.via, first.actor)
-        written = await self.writer.add(
-            first.kb, paths, by, progress=beats, force=any(j.force for j in jobs), roots=roots
-        )
+        async with contextlib.AsyncExitStack() as stack:
+            local: dict[str, Path] = {}  # a URL's job: the file it was downloaded to
+            for job in jobs:
+                if "://" not in job.file:
+                    continue
+                try:
+                    local[job.file] = await stack.enter_async_context(self._fetch(job.file))
+                except Unfetchable as exc:
+                    await self._end(job, "failed", error=str(exc))
+            runnable = [j for j in jobs if "://" not in j.file or j.file in local]
+            if not runnable:
+                return
+            paths = [local.get(j.file, Path(j.file)) for j in runnable]
+            roots = {Path(j.file): Path(j.root) for j in runnable if j.root and j.file not in local}
+            roots |= {p: p.parent for p in local.values()}  # manifests: its own folder only
+            by = Actor(first.via, first.actor)
+            written = await self.writer.add(
+                first.kb, paths, by, progress=beats, force=any(j.force for j in jobs), roots=roots
+            )
         by_path = {r.path: r for r in written.report.results}
-        for job in jobs:
-            r = by_path.get(job.file)
+        for job, path in zip(runnable, paths, strict=True):
+            r = by_path.get(str(path))
             if r is None or r.status == "failed":
                 why = r.reason if r is not None and r.reason else "it could not be read"
                 await self._end(job, "failed", error=why)
@@ -143,6 +156,16 @@ class Runner:
                 await self._end(
                     job, "done", result=result, sid=r.source_id, segs=r.segments, kind=kind
                 )
+
+    def _fetch(self, url: str) -> contextlib.AbstractAsyncContextManager[Path]:
+        scheme = url.partition("://")[0]
+        fetcher = self.writer.fetchers.get(scheme)
+        if fetcher is None:
+            raise ConfigError(
+                f"{scheme}:// files are downloaded only where their connector is set up "
+                f"(QUORUM_{scheme.upper()}_URL and its credentials, on every worker)."
+            )
+        return fetcher(url)
 
     async def _remove(self, job: Job) -> None:
         gone = await self.writer.remove(job.kb, job.file, Actor(job.via, job.actor))
