@@ -15,8 +15,8 @@ from bot.connectors import ConnectorStatus, statuses_of
 from bot.connectors.run import run_connectors
 from bot.jobs import Job
 from bot.wiring import CoreServices, open_core, retrieval_config
-from retrieval.embed import LazyEmbedder, SentenceTransformerEmbedder
-from retrieval.search import SearchService
+from retrieval.encoding.embed import LazyEmbedder, SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.service import Retrieval
 from retrieval.store.weaviate import WeaviateStore
 from tests.conftest import SIGNER

@@ -15,7 +15,7 @@ from adapters.doctor import check_connectors
 from bot.config import Settings, load_settings
 from bot.connectors import Counts
 from bot.connectors.settings import ConnectorSettings
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError
 from retrieval.models import SearchFilters
 from retrieval.store.weaviate import WeaviateStore
