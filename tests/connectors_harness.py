@@ -70,9 +70,8 @@ async def jobs_of(services: CoreServices, kb: str) -> list[Job]:
 
 
 async def status(services: CoreServices, name: str) -> ConnectorStatus:
-    """One connector's status row."""
-    found = await statuses_of(services.sessions).get(name)
-    assert found is not None, f"no status row for {name}"
+    """One connector's status row (waiting for its first)."""
+    found: ConnectorStatus = await until(lambda: statuses_of(services.sessions).get(name))
     return found
 
 

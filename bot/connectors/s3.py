@@ -40,7 +40,8 @@ from retrieval.ingest.metadata import SIDECAR_SUFFIX
 if TYPE_CHECKING:
     from types_boto3_s3 import S3Client
 
-PAGES = 10  # listing pages (1000 keys each) per poll
+PAGES = 10  # listing pages per poll
+PAGE_KEYS = 1000  # keys per listing page (S3's most)
 TRANSCRIPTS = (".vtt", ".srt", ".json", ".txt")
 REFUSED = {
     "InvalidAccessKeyId",
@@ -135,7 +136,11 @@ class S3Feed:
         started, _, after = cursor.partition("\t")
         pass_start = float(started) if started else time.time()
         objects: dict[str, tuple[int, str]] = {}
-        ask: dict[str, Any] = {"Bucket": self.bucket.bucket, "Prefix": self.bucket.prefix}
+        ask: dict[str, Any] = {
+            "Bucket": self.bucket.bucket,
+            "Prefix": self.bucket.prefix,
+            "MaxKeys": PAGE_KEYS,
+        }
         if after:
             ask["StartAfter"] = after
         complete, last = False, after
