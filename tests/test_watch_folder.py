@@ -79,6 +79,20 @@ def test_a_bad_watch_setting_is_one_sentence(tmp_path: Path) -> None:
         assert str(caught.value).startswith("QUORUM_WATCH: ")
 
 
+async def test_doctor_names_a_watched_folder_quorum_cannot_read(tmp_path: Path) -> None:
+    missing = tmp_path / "not-mounted"
+    settings = load_settings(data_dir=tmp_path / "data", watch=f"{missing}=team")
+    [row] = await check_connectors(settings)
+    assert (row.name, row.status) == (f"connector folder:{missing}", "FAIL")
+    assert row.detail == (
+        f"QUORUM_WATCH: {missing} is not a folder Quorum can read; create it, mount it, "
+        "or fix the path."
+    )
+    missing.mkdir()
+    [row] = await check_connectors(settings)
+    assert row.status == "ok" and "not polled yet" in row.detail
+
+
 async def test_a_file_copied_in_slowly_is_ingested_once_after_it_stops_growing(
     weaviate_env: Endpoint,
     store: WeaviateStore,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import time
 from pathlib import Path
 
@@ -41,12 +42,23 @@ class FolderFeed:
         """Every file the folder holds now (a whole pass each poll)."""
         return await asyncio.to_thread(self._list, time.time())
 
-    def _list(self, started: float) -> Listing:
-        if not self.folder.is_dir():
+    async def probe(self) -> str | None:
+        """Why the folder cannot be listed (None: it can)."""
+        try:
+            await asyncio.to_thread(self._check)
+        except ConfigError as exc:
+            return str(exc)
+        return None
+
+    def _check(self) -> None:
+        if not self.folder.is_dir() or not os.access(self.folder, os.R_OK | os.X_OK):
             raise ConfigError(
                 f"QUORUM_WATCH: {self.folder} is not a folder Quorum can read; create it, "
                 "mount it, or fix the path."
             )
+
+    def _list(self, started: float) -> Listing:
+        self._check()
         seen: list[Seen] = []
         kept: set[str] = set()
         for path in discover([self.folder]):

@@ -72,6 +72,10 @@ class Feed(Protocol):
         """The items from ``cursor`` on; a QuorumError says why the listing failed."""
         ...
 
+    async def probe(self) -> str | None:
+        """Why the feed cannot be listed now, in one sentence (None: it can)."""
+        ...
+
     async def digest(self, seen: Seen) -> str:
         """The item's content hash (``Unreadable`` when it cannot be read)."""
         ...

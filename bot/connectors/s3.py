@@ -171,6 +171,15 @@ class S3Feed:
         cursor_next = "" if complete else f"{pass_start}\t{last}"
         return Listing(seen, complete, pass_start, cursor_next, frozenset(kept))
 
+    async def probe(self) -> str | None:
+        """Why the bucket cannot be listed now (None: it can): one key asked for."""
+        ask = {"Bucket": self.bucket.bucket, "Prefix": self.bucket.prefix, "MaxKeys": 1}
+        try:
+            await asyncio.to_thread(lambda: self.client.list_objects_v2(**ask))  # type: ignore[arg-type]
+        except (BotoCoreError, ClientError) as exc:
+            return explain(exc, self.bucket, self.endpoint)
+        return None
+
     async def digest(self, seen: Seen) -> str:
         """ETags and sizes stand for the content (nothing is downloaded in a poll)."""
         return f"{seen.size}:{seen.stamp}"
@@ -178,6 +187,17 @@ class S3Feed:
     async def queue(self, jobs: JobQueue, seen: Seen, digest: str, by: Actor) -> Job:
         """The object's job: its worker downloads it (``fetcher``)."""
         return await jobs.add_one(self.kb, f"s3://{self.bucket.bucket}/{seen.key}", digest, by)
+
+
+STALE_S = 24 * 3600.0  # a download folder this old was left by a worker that died
+
+
+def sweep(under: Path) -> None:
+    """Download folders a dead worker left behind (older than a day), deleted."""
+    with contextlib.suppress(OSError):
+        for folder in under.iterdir():
+            if folder.is_dir() and time.time() - folder.stat().st_mtime > STALE_S:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def _scratch(under: Path) -> Path:
@@ -190,6 +210,7 @@ def fetcher(own: ConnectorSettings, scratch: Path) -> Fetcher:
     sidecar and the recording beside a transcript into a temporary folder under
     ``scratch``, removed on exit."""
     s3 = client(own)
+    sweep(scratch)
     limit = own.s3_max_mb * 1024 * 1024
     buckets = own.s3_url
 
