@@ -122,6 +122,27 @@ async def test_a_file_copied_in_slowly_is_ingested_once_after_it_stops_growing(
         assert row.holder in ("replica-0", "replica-1")
 
 
+async def test_on_postgresql_two_replicas_ingest_each_file_once(
+    weaviate_env: Endpoint,
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    kb: str,
+    folder: Path,
+    tmp_path: Path,
+    postgres_url: str,
+) -> None:
+    settings = settings_for(folder, kb, tmp_path, database_url=postgres_url)
+    name = f"folder:{folder}"
+    async with serving(settings, store, embedder, replicas=2) as services:
+        (folder / "a.vtt").write_text(vtt(CUES[:3]))
+        (folder / "b.vtt").write_text(vtt(CUES[3:]))
+        jobs = await settled(services, kb, 2)
+        await polls(services, name, 3)
+        assert len(await jobs_of(services, kb)) == 2
+        assert sorted(j.source_id or "" for j in jobs) == ["a", "b"]
+        assert (await status(services, name)).counts == Counts(2, 2, 0, 0)
+
+
 async def test_an_edit_updates_the_source_and_a_restart_re_ingests_nothing(
     weaviate_env: Endpoint,
     store: WeaviateStore,
