@@ -116,6 +116,12 @@ class Poller:
                         await self.poll()
                 except QuorumError as exc:  # the database: the next round tries again
                     log.warning("connector %s: %s", feed.name, exc)
+                except Exception:  # never the end of polling: said, and tried again
+                    log.exception("connector %s: a poll failed", feed.name)
+                    with contextlib.suppress(Exception):
+                        await self.statuses.error(
+                            feed.name, f"{feed.name}: a poll failed unexpectedly (see the log)."
+                        )
                 await asyncio.sleep(feed.poll_s)
         finally:
             for task in self._settling:
