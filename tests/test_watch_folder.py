@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.chat.announce import Target, targets
 from adapters.doctor import check_connectors
 from bot.config import Settings, load_settings
 from bot.connectors import Counts
@@ -235,6 +236,15 @@ async def test_a_file_quorum_cannot_read_is_counted_and_reported_not_retried(
         assert (await status(services, name)).last_error is None
 
 
+def test_a_summary_target_may_name_its_knowledge_base() -> None:
+    assert targets("slack:C1=team, slack:C2") == [
+        Target("slack", "C1", "team"),
+        Target("slack", "C2", None),
+    ]
+    with pytest.raises(ConfigError, match="optionally =KB for one knowledge base"):
+        targets("slack:C1=")
+
+
 async def test_a_new_recording_s_summary_is_posted_as_an_upload_s_is(
     weaviate_env: Endpoint,
     store: WeaviateStore,
@@ -251,7 +261,7 @@ async def test_a_new_recording_s_summary_is_posted_as_an_upload_s_is(
             slack_bot_token=BOT_TOKEN,
             slack_signing_secret=SIGNING_SECRET,
             slack_api_url=slack.api_url,
-            post_summaries="slack:C0GENERAL",
+            post_summaries=f"slack:C0GENERAL={kb},slack:C0RANDOM=another-kb",
         )
         async with serving(settings, store, embedder) as services:
             for path in (RETRO, RETRO.with_suffix(".meta.json")):
@@ -259,3 +269,4 @@ async def test_a_new_recording_s_summary_is_posted_as_an_upload_s_is(
             await settled(services, kb, 1)
             posted = await until(lambda: asyncio.sleep(0, slack.top_level("C0GENERAL")))
             assert "New recording: Cut-over retro" in str(posted[0].blocks)
+            assert slack.top_level("C0RANDOM") == []  # another knowledge base's channel
