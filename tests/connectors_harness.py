@@ -6,8 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import wave
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from adapters.chat.announce import announcer
 from bot.config import Settings
@@ -52,6 +56,29 @@ async def serving(
             for task in tasks:  # a connector that died is a failure, not a quiet test
                 if not task.cancelled() and task.exception() is not None:
                     raise task.exception()  # type: ignore[misc]
+
+
+def wav(path: Path, seconds: float = 1.0) -> Path:
+    """A short WAV of room noise: a recording a transcript can sit beside."""
+    rng = np.random.default_rng(3)
+    pcm = (rng.normal(0, 200, int(16_000 * seconds))).astype(np.int16)
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16_000)
+        w.writeframes(pcm.tobytes())
+    return path
+
+
+async def kept_media(services: CoreServices, kb: str, source_id: str) -> list[Path]:
+    """The files a source's page serves (the media store's copies)."""
+    [source] = [
+        i.source
+        for i in await services.retrieval.store.list_sources(kb)
+        if i.source.id == source_id
+    ]
+    assert services.retrieval.media is not None
+    return services.retrieval.media.copies(kb, source.content_hash)
 
 
 async def until(check: Callable[[], Awaitable[Any]], within_s: float = 60.0) -> Any:

@@ -30,7 +30,16 @@ from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
-from tests.connectors_harness import jobs_of, polls, serving, settled, status, until
+from tests.connectors_harness import (
+    jobs_of,
+    kept_media,
+    polls,
+    serving,
+    settled,
+    status,
+    until,
+    wav,
+)
 
 POLL_S = 0.15
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "recordings"
@@ -174,6 +183,24 @@ async def test_a_new_object_becomes_a_source_and_follows_its_changes(
         assert await store.list_sources(kb) == []
         row = await status(services, name)
         assert (row.counts.queued, row.counts.forgotten, row.last_error) == (2, 1, None)
+
+
+async def test_a_recording_beside_its_transcript_comes_with_it(
+    weaviate_env: Endpoint,
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    kb: str,
+    s3_server: S3Server,
+    bucket: str,
+    tmp_path: Path,
+) -> None:
+    s3 = s3_server.client()
+    s3.put_object(Bucket=bucket, Key="in/retro.txt", Body=RETRO.read_bytes())
+    s3.put_object(Bucket=bucket, Key="in/retro.wav", Body=wav(tmp_path / "r.wav").read_bytes())
+    async with serving(settings_for(s3_server, bucket, kb, tmp_path), store, embedder) as services:
+        [job] = await settled(services, kb, 1)  # the transcript's job; no transcription
+        assert (job.file, job.result) == (f"s3://{bucket}/in/retro.txt", "added")
+        assert await kept_media(services, kb, "retro")  # downloaded with it, kept for its page
 
 
 async def test_wrong_credentials_are_one_sentence_in_doctor_and_lose_nothing(

@@ -21,7 +21,16 @@ from retrieval.errors import ConfigError
 from retrieval.models import SearchFilters
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
-from tests.connectors_harness import jobs_of, polls, serving, settled, status, until
+from tests.connectors_harness import (
+    jobs_of,
+    kept_media,
+    polls,
+    serving,
+    settled,
+    status,
+    until,
+    wav,
+)
 from tests.emulators.slack import BOT_TOKEN, SIGNING_SECRET, SlackEmulator
 
 POLL_S = 0.15
@@ -178,6 +187,22 @@ async def test_an_edit_updates_the_source_and_a_restart_re_ingests_nothing(
         assert sources["storage-review"].title == "Storage, Q3"
         assert len(sources) == 2
         assert (await status(services, name)).counts.queued == 4
+
+
+async def test_a_recording_beside_its_transcript_is_that_source_s_media(
+    weaviate_env: Endpoint,
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    kb: str,
+    folder: Path,
+    tmp_path: Path,
+) -> None:
+    (folder / "call.vtt").write_text(vtt(CUES[:3]))
+    wav(folder / "call.wav")
+    async with serving(settings_for(folder, kb, tmp_path), store, embedder) as services:
+        [job] = await settled(services, kb, 1)  # one source: the transcript, no transcription
+        assert (Path(job.file).name, job.result) == ("call.vtt", "added")
+        assert await kept_media(services, kb, "call")  # its page plays the recording
 
 
 async def test_a_removed_file_is_forgotten_only_when_asked(
