@@ -32,16 +32,19 @@ async def serving(
     store: WeaviateStore,
     embedder: SentenceTransformerEmbedder,
     replicas: int = 1,
+    *,
+    inline: bool = True,
 ) -> AsyncIterator[CoreServices]:
     """The core with its connectors polling (``replicas`` pollers, as that many `quorum
-    serve` processes would run them) and summaries announced, until the block ends."""
+    serve` processes would run them) and summaries announced, until the block ends.
+    ``inline``: the jobs run here when no worker is alive (else they wait for one)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     lazy = LazyEmbedder(None, settings.embed_batch_size)
     lazy._model = embedder  # the session's model, already loaded
     search = SearchService(store, lazy, signer=SIGNER)
     config = retrieval_config(settings)
     retrieval = Retrieval(config, store, lazy, search, config.transcriber())
-    async with open_core(settings, retrieval=retrieval) as services:
+    async with open_core(settings, retrieval=retrieval, inline_jobs=inline) as services:
         services.writer.add_announcer(announcer(settings, search))
         tasks = [
             asyncio.create_task(run_connectors(services, holder=f"replica-{n}"))

@@ -16,6 +16,7 @@ from adapters.doctor import check_connectors
 from bot.config import Settings, load_settings
 from bot.connectors import Counts
 from bot.connectors.settings import ConnectorSettings
+from bot.wiring import CoreServices
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError
 from retrieval.models import SearchFilters
@@ -72,9 +73,9 @@ def settings_for(folder: Path, kb: str, tmp_path: Path, **more: object) -> Setti
     )
 
 
-async def found(services: object, kb: str, query: str) -> list[str]:
+async def found(services: CoreServices, kb: str, query: str) -> list[str]:
     """The texts of the hits a search finds."""
-    hits = await services.retrieval.search.search(kb, query, SearchFilters(), k=3)  # type: ignore[attr-defined]
+    hits = await services.retrieval.search.search(kb, query, SearchFilters(), k=3)
     return [h.segment.text for h in hits]
 
 
@@ -203,6 +204,32 @@ async def test_a_recording_beside_its_transcript_is_that_source_s_media(
         [job] = await settled(services, kb, 1)  # one source: the transcript, no transcription
         assert (Path(job.file).name, job.result) == ("call.vtt", "added")
         assert await kept_media(services, kb, "call")  # its page plays the recording
+
+
+async def test_a_job_left_queued_by_a_stopped_serve_is_run_by_the_next_one(
+    weaviate_env: Endpoint,
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    kb: str,
+    folder: Path,
+    tmp_path: Path,
+) -> None:
+    settings = settings_for(folder, kb, tmp_path)
+    name = f"folder:{folder}"
+    (folder / "a.vtt").write_text(vtt(CUES[:3]))
+    async with serving(settings, store, embedder, inline=False) as services:  # no worker came
+        await until(lambda: _queued(services, name))
+        [job] = await jobs_of(services, kb)
+        assert job.state == "queued"
+    async with serving(settings, store, embedder) as services:
+        [done] = await settled(services, kb, 1)
+        assert (done.id, done.result) == (job.id, "added")  # that job, not a second
+        await polls(services, name, 2)
+        assert (await status(services, name)).counts.queued == 1
+
+
+async def _queued(services: CoreServices, name: str) -> bool:
+    return (await status(services, name)).counts.queued == 1
 
 
 async def test_a_removed_file_is_forgotten_only_when_asked(
