@@ -8,10 +8,12 @@ import contextlib
 import time
 import wave
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from adapters.chat.announce import announcer
 from bot.config import Settings
@@ -23,14 +25,30 @@ from retrieval.encoding.embed import LazyEmbedder, SentenceTransformerEmbedder
 from retrieval.search.search import SearchService
 from retrieval.service import Retrieval
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 from tests.conftest import SIGNER
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The session's Weaviate server (the settings pointed at it) and model."""
+
+    store: WeaviateStore
+    embedder: SentenceTransformerEmbedder
+
+
+@pytest.fixture
+def parts(
+    weaviate_env: Endpoint, store: WeaviateStore, embedder: SentenceTransformerEmbedder
+) -> Parts:
+    """The store and model every connector test's core is opened on."""
+    return Parts(store, embedder)
 
 
 @contextlib.asynccontextmanager
 async def serving(
     settings: Settings,
-    store: WeaviateStore,
-    embedder: SentenceTransformerEmbedder,
+    parts: Parts,
     replicas: int = 1,
     *,
     inline: bool = True,
@@ -40,10 +58,10 @@ async def serving(
     ``inline``: the jobs run here when no worker is alive (else they wait for one)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     lazy = LazyEmbedder(None, settings.embed_batch_size)
-    lazy._model = embedder  # the session's model, already loaded
-    search = SearchService(store, lazy, signer=SIGNER)
+    lazy._model = parts.embedder  # the session's model, already loaded
+    search = SearchService(parts.store, lazy, signer=SIGNER)
     config = retrieval_config(settings)
-    retrieval = Retrieval(config, store, lazy, search, config.transcriber())
+    retrieval = Retrieval(config, parts.store, lazy, search, config.transcriber())
     async with open_core(settings, retrieval=retrieval, inline_jobs=inline) as services:
         services.writer.add_announcer(announcer(settings, search))
         tasks = [
