@@ -124,7 +124,9 @@ class Runner:
                 await beating
 
     async def _add(self, jobs: Sequence[Job], beats: _Beats) -> None:
-        first = jobs[0]
+        if not any("://" in j.file for j in jobs):  # files on this machine: written as named
+            await self._write(jobs, {}, beats)
+            return
         async with contextlib.AsyncExitStack() as stack:
             local: dict[str, Path] = {}  # a URL's job: the file it was downloaded to
             for job in jobs:
@@ -135,17 +137,21 @@ class Runner:
                 except Unfetchable as exc:
                     await self._end(job, "failed", error=str(exc))
             runnable = [j for j in jobs if "://" not in j.file or j.file in local]
-            if not runnable:
-                return
-            paths = [local.get(j.file, Path(j.file)) for j in runnable]
-            roots = {Path(j.file): Path(j.root) for j in runnable if j.root and j.file not in local}
-            roots |= {p: p.parent for p in local.values()}  # manifests: its own folder only
-            by = Actor(first.via, first.actor)
-            written = await self.writer.add(
-                first.kb, paths, by, progress=beats, force=any(j.force for j in jobs), roots=roots
-            )
+            if runnable:
+                await self._write(runnable, local, beats)
+
+    async def _write(self, jobs: Sequence[Job], local: dict[str, Path], beats: _Beats) -> None:
+        """Write ``jobs``' files (``local``: where a URL's was downloaded) and end each job."""
+        first = jobs[0]
+        paths = [local.get(j.file, Path(j.file)) for j in jobs]
+        roots = {Path(j.file): Path(j.root) for j in jobs if j.root and j.file not in local}
+        roots |= {p: p.parent for p in local.values()}  # manifests: its own folder only
+        by = Actor(first.via, first.actor)
+        written = await self.writer.add(
+            first.kb, paths, by, progress=beats, force=any(j.force for j in jobs), roots=roots
+        )
         by_path = {r.path: r for r in written.report.results}
-        for job, path in zip(runnable, paths, strict=True):
+        for job, path in zip(jobs, paths, strict=True):
             r = by_path.get(str(path))
             if r is None or r.status == "failed":
                 why = r.reason if r is not None and r.reason else "it could not be read"
