@@ -5,7 +5,8 @@
      ├── InvalidInput       a bad argument or question (says what is wrong)
      ├── IngestError        a file could not be read (names the file and why)
      ├── SearchUnavailable  Weaviate cannot be reached or failed (names the URL)
-     └── LLMError           the model failed after retries, timed out, or refused the request
+     ├── LLMError           the model failed after retries, timed out, or refused the request
+     └── FetchError         a connector's download failed (says why; ``retry``: worth trying again)
 
 The first five live in ``retrieval.errors`` (retrieval never imports ``bot``) and are
 re-exported here so the core and the adapters import one module. Vendor exceptions are
@@ -25,6 +26,7 @@ from retrieval.errors import (
 
 __all__ = [
     "ConfigError",
+    "FetchError",
     "IngestError",
     "InvalidInput",
     "LLMError",
@@ -44,3 +46,13 @@ class LLMError(QuorumError):
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+
+
+class FetchError(QuorumError):
+    """A connector could not download a recording (expired token, cut connection, slow
+    server): one sentence. ``retry`` is False when trying again cannot help (the token
+    expired, the file is gone or too large)."""
+
+    def __init__(self, message: str, *, retry: bool = True) -> None:
+        super().__init__(message)
+        self.retry = retry

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from bot.engine import Engine, ResearchHook
     from bot.holdings import Holdings
     from bot.jobs import JobQueue, Limits
+    from bot.jobs.runner import Fetcher
     from bot.llm import Model
     from bot.retention import Retain
     from bot.summaries import ClaudeSummarizer
@@ -37,6 +38,7 @@ __all__ = [
     "open_job_queue",
     "open_jobs",
     "job_limits",
+    "fetchers_of",
     "open_retrieval",
     "retain",
     "open_session_store",
@@ -142,6 +144,13 @@ def job_limits(settings: Settings) -> Limits:
     from bot.jobs import Limits
 
     return Limits(settings.job_timeout_s, settings.job_attempts)
+
+
+def fetchers_of(settings: Settings) -> dict[str, Fetcher]:
+    """The connectors' downloads a worker runs (``fetch`` jobs), by their ``via``."""
+    from bot.connectors.zoom_fetch import ZoomFetcher
+
+    return {"zoom": ZoomFetcher(settings)}
 
 
 @contextlib.asynccontextmanager

@@ -27,7 +27,7 @@ from bot.config import Settings
 from bot.jobs import Job, JobTable
 from bot.jobs.records import ACTIVE
 from bot.sessions.sql import SqlSessions
-from bot.wiring import job_limits, open_job_queue, open_jobs, open_session_store
+from bot.wiring import fetchers_of, job_limits, open_job_queue, open_jobs, open_session_store
 from retrieval.errors import InvalidInput
 
 log = logging.getLogger("quorum.worker")
@@ -195,6 +195,7 @@ def worker_cmd() -> None:
                 queue.table,
                 job_limits(settings),
                 max_transcribing=settings.jobs_max_transcribing,
+                fetchers=fetchers_of(settings),
             )
             url = settings.database_url.get_secret_value() if settings.database_url else None
             loop = asyncio.get_running_loop()

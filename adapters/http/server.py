@@ -7,6 +7,7 @@
     /api/...   the JSON API (``adapters.http.api``), answered once the core is up
     /v/...     a source's page, opened by a signed link (``adapters.http.pages``)
     /mcp       the MCP server over Streamable HTTP, same tokens (``adapters.mcp.http``)
+    /hooks/zoom  Zoom's recording webhooks (``adapters.http.zoom``)
 
 The server starts before the core, so an orchestrator sees the process alive (and not
 yet ready) while Weaviate starts and the model loads.
@@ -28,6 +29,7 @@ from adapters.http import api
 from adapters.http.insights import InsightsRoutes
 from adapters.http.openapi import openapi_document
 from adapters.http.pages import Pages
+from adapters.http.zoom import add_route as add_zoom_route
 from adapters.mcp.http import add_route as add_mcp_route
 from bot.config import Settings
 from bot.metrics import Metrics
@@ -102,6 +104,7 @@ class OpsServer:
         Pages(self).add_routes(self.app)  # /v/...: signed pages of recordings and documents
         InsightsRoutes(self, self.api.tokens).add_routes(self.app)  # /insights: admins only
         add_mcp_route(self.app, self, self.api.tokens)  # /mcp: the MCP server, same tokens
+        add_zoom_route(self.app, self)  # /hooks/zoom: Zoom's signed webhooks
         self._runner: web.AppRunner | None = None
         self.port = 0
 

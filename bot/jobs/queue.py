@@ -109,6 +109,17 @@ class JobQueue:
         await self._send(jobs)
         return jobs, missing
 
+    async def fetch(
+        self, kb: str, name: str, what: str, key: str, by: Actor, *, lane: Lane
+    ) -> tuple[Job, bool]:
+        """The job downloading ``what`` (its connector's, ``by.via``) into ``kb``, shown as
+        ``name``; one already queued or running for ``key`` is reused (False)."""
+        job, new = await self.table.insert(
+            "fetch", lane, kb, by.via, by.who, name, dedupe_key(kb, "fetch", key), detail=what
+        )
+        await self._send([job])
+        return job, new
+
     async def remove(self, kb: str, source_id: str, by: Actor) -> Job:
         """The job removing ``source_id`` from ``kb``."""
         key = dedupe_key(kb, "remove", source_id)
@@ -164,11 +175,11 @@ class JobQueue:
                         )
                     )
                 ]
-                adds = [c for c in claimed if c.kind != "remove"]
+                adds = [c for c in claimed if c.kind in ("add", "update")]
                 for kb in sorted({c.kb for c in adds}):
                     await runner.run([c for c in adds if c.kb == kb], shown)
                 for c in claimed:
-                    if c.kind == "remove":
+                    if c.kind in ("remove", "fetch"):
                         await runner.run([c], shown)
                 if runner.setting_error is not None:  # the jobs say it too, as failed
                     raise runner.setting_error

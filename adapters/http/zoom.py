@@ -1,0 +1,114 @@
+"""``POST /hooks/zoom``: Zoom's webhooks in, translated (``bot.connectors.zoom`` decides):
+the signature and replay window checked on the raw body before anything else (401, and
+nothing queued, when they fail), the ``endpoint.url_validation`` challenge answered, a
+``recording.completed`` queued as a ``fetch`` job (the download and the transcription
+run in a worker; Zoom hears 200 at once), ``recording.deleted``/``trashed`` queued as a
+removal when ``QUORUM_ZOOM_FOLLOW_DELETES`` is on. Mounted only when
+``QUORUM_ZOOM_SECRET_TOKEN`` is set."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from bot.connectors import zoom
+from bot.jobs import Lane
+from bot.models import Actor
+from retrieval.errors import QuorumError
+from retrieval.models import check_kb
+
+if TYPE_CHECKING:
+    from adapters.http.server import OpsServer
+
+log = logging.getLogger("quorum.zoom")
+
+PATH = "/hooks/zoom"
+MAX_BODY = 128 * 1024  # a recording.completed with every file listed is a few KB
+
+
+def add_route(app: web.Application, server: OpsServer) -> None:
+    """Mount ``POST /hooks/zoom`` when Zoom is set up."""
+    if server.settings.zoom_secret_token is not None:
+        app.router.add_post(PATH, ZoomHook(server).receive)
+
+
+def _answer(status: int, message: str, **extra: Any) -> web.Response:
+    return web.json_response(
+        {"status" if status < 400 else "error": message, **extra}, status=status
+    )
+
+
+class ZoomHook:
+    """Zoom's webhook requests, one at a time each, answered within Zoom's 3 seconds."""
+
+    def __init__(self, server: OpsServer) -> None:
+        self.server = server
+        token = server.settings.zoom_secret_token
+        assert token is not None
+        self.secret = token.get_secret_value()
+
+    async def receive(self, request: web.Request) -> web.Response:
+        """One webhook request."""
+        if (request.content_length or 0) > MAX_BODY:
+            return _answer(413, f"A Zoom event is at most {MAX_BODY // 1024} KiB.")
+        body = bytearray()
+        async for chunk in request.content.iter_any():
+            body += chunk
+            if len(body) > MAX_BODY:
+                return _answer(413, f"A Zoom event is at most {MAX_BODY // 1024} KiB.")
+        why = zoom.refusal(
+            self.secret,
+            request.headers.get("x-zm-request-timestamp"),
+            request.headers.get("x-zm-signature"),
+            bytes(body),
+            time.time(),
+        )
+        if why is not None:
+            log.warning("refused a Zoom webhook from %s: %s", request.remote, why)
+            return _answer(401, why)
+        try:
+            event = json.loads(body)
+            if not isinstance(event, dict):
+                raise ValueError("not an object")
+            return await self._event(event)
+        except (ValueError, zoom.BadEvent) as exc:
+            message = str(exc) if isinstance(exc, zoom.BadEvent) else "The body is not JSON."
+            return _answer(400, message)
+
+    async def _event(self, event: dict[str, Any]) -> web.Response:
+        name = event.get("event")
+        if name == zoom.VALIDATION:
+            return web.json_response(zoom.challenge(self.secret, event))
+        services = self.server.services
+        if services is None:
+            return _answer(503, "Quorum is starting; Zoom will send it again.")
+        settings = self.server.settings
+        try:
+            if name == zoom.COMPLETED:
+                rec = zoom.recording(event)
+                kb = check_kb(zoom.kb_of(settings, rec.host))
+                lane: Lane = "write" if rec.transcript is not None else "transcribe"
+                shown = "zoom: " + rec.topic.replace("/", "-")
+                job, new = await services.jobs.fetch(
+                    kb, shown, rec.json(), rec.uuid, Actor("zoom", rec.host), lane=lane
+                )
+                return _answer(200, "queued" if new else "already queued", job=job.id)
+            if name in zoom.DELETED:
+                if not settings.zoom_follow_deletes:
+                    return _answer(200, "ignored (QUORUM_ZOOM_FOLLOW_DELETES is off)")
+                obj = zoom.meeting(event)
+                host = str(obj.get("host_email") or "")
+                kb = check_kb(zoom.kb_of(settings, host))
+                sid = zoom.source_id(obj["uuid"])
+                job = await services.jobs.remove(kb, sid, Actor("zoom", host))
+                return _answer(200, "queued", job=job.id)
+        except zoom.BadEvent:
+            raise
+        except QuorumError as exc:  # a wrong setting (QUORUM_ZOOM_KBS), the database down
+            log.warning("a Zoom %s event was not queued: %s", name, exc)
+            return _answer(503, str(exc))
+        return _answer(200, "ignored")
