@@ -132,3 +132,24 @@ def to_video(wav: Path, out: Path, *, audio: bool = True, seconds: float | None 
                 box.mux(aus.encode(part))
             box.mux(aus.encode(None))
     return out
+
+
+def to_m4a(wav: Path, out: Path) -> Path:
+    """The WAV's sound as AAC in an MP4 container (``.m4a``), as Zoom's audio-only file."""
+    pcm = _pcm(wav)
+    with av.open(str(out), "w", format="ipod") as box:
+        aus = box.add_stream("aac", rate=RATE)
+        assert isinstance(aus, av.AudioStream)
+        aus.layout = "mono"
+        sound = av.AudioFrame.from_ndarray(pcm[None, :], format="s16", layout="mono")
+        sound.sample_rate = RATE
+        resampler = av.AudioResampler(
+            format=aus.format,
+            layout="mono",
+            rate=aus.rate,
+            frame_size=aus.codec_context.frame_size or 1024,
+        )
+        for part in resampler.resample(sound) + resampler.resample(None):
+            box.mux(aus.encode(part))
+        box.mux(aus.encode(None))
+    return out
