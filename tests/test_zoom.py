@@ -23,7 +23,7 @@ from bot.config import load_settings
 from bot.jobs import Job, Limits
 from bot.jobs.worker import Worker
 from bot.wiring import fetchers_of
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.models import SearchFilters
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
