@@ -27,6 +27,7 @@ from adapters import platform
 from adapters.cli.app import out
 from adapters.http.api import parse_tokens
 from bot.config import Settings, load_settings
+from bot.connectors import ConnectorStatus, statuses_of
 from bot.errors import LLMError
 from bot.holdings import data_sizes
 from bot.llm import NoTools, Tool
@@ -218,6 +219,34 @@ async def check_jobs(settings: Settings) -> Check | None:
     return _ok("jobs", detail)
 
 
+def connector_row(status: ConnectorStatus, now: float) -> Check:
+    """A connector's row: what it did and when it runs next, or its problems."""
+    c = status.counts
+    ran = f"last run {now - status.last_run:.0f} s ago" if status.last_run else "not run yet"
+    nxt = f", next in {max(0.0, status.next_run - now):.0f} s" if status.next_run else ""
+    detail = (
+        f"{status.kind} -> {status.kb}: {ran}{nxt}; seen {c.seen}, queued {c.queued}, "
+        f"failed {c.failed}, forgotten {c.forgotten}"
+    )
+    problems = status.problems(now)
+    if problems:  # an error stands until a run goes well: nothing arrives meanwhile
+        level: Status = "FAIL" if status.last_error else "warn"
+        return Check(f"connector {status.name}", level, " ".join(problems), detail)
+    return _ok(f"connector {status.name}", detail)
+
+
+async def check_connectors(settings: Settings) -> list[Check]:
+    """A row per connector the database knows (none when the database fails: its own
+    row says why)."""
+    try:
+        async with open_session_store(settings) as store:
+            statuses = await statuses_of(store).all()
+    except (QuorumError, OSError):
+        return []
+    now = time.time()
+    return [connector_row(s, now) for s in statuses]
+
+
 def check_disk(settings: Settings) -> Check:
     """Free space where the data lives."""
     where = settings.data_dir
@@ -304,6 +333,7 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks.append(check_port(settings))
     checks.append(check_pages(settings))
     checks += [await _bounded(name, fn(settings)) for name, fn in slow]
+    checks += await check_connectors(settings)
     return [c for c in checks if c is not None]
 
 

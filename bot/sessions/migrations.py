@@ -165,6 +165,44 @@ CREATE TABLE workers (
 )
 """
 
+# Connectors (``bot.connectors``): one status row per connector (what `quorum doctor`,
+# `quorum jobs` and /metrics show, and the lease that lets one process poll it at a time),
+# and what each has seen of its files or objects (size, stamp, hash), so a restart
+# re-ingests nothing unchanged.
+M007_CONNECTORS = """
+CREATE TABLE connectors (
+    name TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    kb TEXT NOT NULL,
+    last_run $float,
+    next_run $float,
+    seen BIGINT NOT NULL DEFAULT 0,
+    queued BIGINT NOT NULL DEFAULT 0,
+    failed BIGINT NOT NULL DEFAULT 0,
+    forgotten BIGINT NOT NULL DEFAULT 0,
+    last_error TEXT,
+    error_at $float,
+    cursor TEXT,
+    holder TEXT,
+    lease_until $float,
+    updated_at $float NOT NULL
+);
+CREATE TABLE connector_items (
+    connector TEXT NOT NULL,
+    item TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    stamp TEXT NOT NULL,
+    digest TEXT,
+    state TEXT NOT NULL,
+    job_id INTEGER,
+    source_id TEXT,
+    error TEXT,
+    seen_at $float NOT NULL,
+    PRIMARY KEY (connector, item)
+);
+CREATE INDEX connector_items_by_state ON connector_items (connector, state)
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("m001_initial", M001_INITIAL),
     ("m002_query_log", M002_QUERY_LOG),
@@ -172,6 +210,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("m004_audit", M004_AUDIT),
     ("m005_exchange_kb", M005_EXCHANGE_KB),
     ("m006_jobs", M006_JOBS),
+    ("m007_connectors", M007_CONNECTORS),
 )
 
 
