@@ -146,11 +146,14 @@ def job_limits(settings: Settings) -> Limits:
     return Limits(settings.job_timeout_s, settings.job_attempts)
 
 
-def fetchers_of(settings: Settings) -> dict[str, Fetcher]:
-    """The connectors' downloads a worker runs (``fetch`` jobs), by their ``via``."""
+def fetchers_of(settings: Settings, sessions: Sessions | None = None) -> dict[str, Fetcher]:
+    """The connectors' downloads a worker runs (``fetch`` jobs), by their ``via``; their
+    failures shown in the connectors' status rows in ``sessions``."""
+    from bot.connectors import statuses_of
     from bot.connectors.zoom_fetch import ZoomFetcher
 
-    return {"zoom": ZoomFetcher(settings)}
+    statuses = statuses_of(sessions) if sessions is not None else None
+    return {"zoom": ZoomFetcher(settings, statuses)}
 
 
 @contextlib.asynccontextmanager

@@ -7,6 +7,7 @@ store, Whisper and Chromium are real."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,9 +18,13 @@ import aiohttp
 import pytest
 import pytest_asyncio
 from playwright.async_api import Browser
+from rich.console import Console
 
 from adapters.chat.announce import announcer
+from adapters.cli.jobs import connectors_table
+from adapters.doctor import connector_row
 from bot.config import load_settings
+from bot.connectors import statuses_of
 from bot.jobs import Job, Limits
 from bot.jobs.worker import Worker
 from bot.wiring import fetchers_of
@@ -108,7 +113,7 @@ async def world(
                 services.writer,
                 services.jobs.table,
                 Limits(timeout_s=20, attempts=1),
-                fetchers=fetchers_of(settings),
+                fetchers=fetchers_of(settings, services.sessions),
             )
             running = asyncio.create_task(worker.run())
             try:
@@ -165,6 +170,12 @@ async def test_a_wrong_signature_or_a_stale_request_is_refused_and_nothing_is_qu
             assert resp.status == 413
     assert len(await all_jobs(world)) == before
     assert not world.zoom.downloads
+    # Whoever runs Quorum sees why in doctor (a wrong QUORUM_ZOOM_SECRET_TOKEN, say).
+    status = await statuses_of(world.served.services.sessions).get("zoom")
+    assert status is not None and status.counts.seen == 0
+    assert status.last_error == (
+        "A webhook request was refused: The signature does not match QUORUM_ZOOM_SECRET_TOKEN."
+    )
 
 
 async def test_a_recording_becomes_searchable_with_zoom_speakers_plays_and_is_announced(
@@ -233,6 +244,26 @@ async def test_a_recording_becomes_searchable_with_zoom_speakers_plays_and_is_an
     left = await services.retrieval.store.list_sources(world.kb)
     assert "Billing region sync" not in [i.source.title for i in left]
 
+    # Zoom's status: its last event, counts, no error; in doctor, `quorum jobs`, /metrics.
+    status = await statuses_of(services.sessions).get("zoom")
+    assert status is not None and status.last_error is None
+    assert status.last_run is not None and time.time() - status.last_run < 60
+    assert status.counts.seen >= 2 and status.counts.queued >= 2
+    assert status.counts.forgotten == 1
+    row = connector_row(status, time.time())
+    assert row.name == "connector zoom" and row.status == "ok"
+    shown = Console(width=200, record=True)
+    shown.print(connectors_table([status]))
+    assert re.search(rf"zoom +│ {world.kb} +│ \d+ s ago .*│ 1 +│", shown.export_text())
+    metrics = world.served.server.metrics
+    assert metrics is not None
+    await metrics.jobs().read(services.jobs.table)
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{world.served.url}/metrics") as resp:
+            text = await resp.text()
+    labels = f'connector="zoom",event="forgotten",kb="{world.kb}",kind="zoom"'
+    assert f"quorum_connector_items_total{{{labels}}} 1.0" in text
+
 
 async def test_only_audio_is_transcribed_and_the_host_is_its_participant(world: World) -> None:
     event = world.zoom.recording("Audio only standup", HOST, m4a=world.m4a)
@@ -275,6 +306,9 @@ async def test_a_failed_download_is_a_failed_job_with_one_sentence_and_nothing_a
     assert job.state == "failed" and job.error is not None
     assert why in job.error, job.error
     assert "Traceback" not in job.error and "\n" not in job.error
+    status = await statuses_of(world.served.services.sessions).get("zoom")
+    assert status is not None and status.last_error is not None
+    assert status.last_error.startswith(f"{topic}: {why}")
     titles = [
         i.source.title for i in await world.served.services.retrieval.store.list_sources(world.kb)
     ]

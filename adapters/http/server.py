@@ -104,7 +104,7 @@ class OpsServer:
         Pages(self).add_routes(self.app)  # /v/...: signed pages of recordings and documents
         InsightsRoutes(self, self.api.tokens).add_routes(self.app)  # /insights: admins only
         add_mcp_route(self.app, self, self.api.tokens)  # /mcp: the MCP server, same tokens
-        add_zoom_route(self.app, self)  # /hooks/zoom: Zoom's signed webhooks
+        self.zoom = add_zoom_route(self.app, self)  # /hooks/zoom: Zoom's signed webhooks
         self._runner: web.AppRunner | None = None
         self.port = 0
 

@@ -4,7 +4,12 @@ nothing queued, when they fail), the ``endpoint.url_validation`` challenge answe
 ``recording.completed`` queued as a ``fetch`` job (the download and the transcription
 run in a worker; Zoom hears 200 at once), ``recording.deleted``/``trashed`` queued as a
 removal when ``QUORUM_ZOOM_FOLLOW_DELETES`` is on. Mounted only when
-``QUORUM_ZOOM_SECRET_TOKEN`` is set."""
+``QUORUM_ZOOM_SECRET_TOKEN`` is set.
+
+Zoom's status row (``bot.connectors``, named ``zoom``) is what `quorum doctor`, `quorum
+jobs` and ``/metrics`` show: the last event (its ``last_run``), events ``seen``, jobs
+``queued``, removals queued (``forgotten``), and the last error (a refused request, an
+event that could not be queued; the worker adds a failed download)."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from bot.connectors import zoom
+from bot.connectors import ConnectorStatuses, statuses_of, zoom
 from bot.jobs import Lane
 from bot.models import Actor
 from retrieval.errors import QuorumError
@@ -28,12 +33,16 @@ log = logging.getLogger("quorum.zoom")
 
 PATH = "/hooks/zoom"
 MAX_BODY = 128 * 1024  # a recording.completed with every file listed is a few KB
+REFUSALS_EVERY_S = 10.0  # a flood of forged requests writes Zoom's status this often at most
 
 
-def add_route(app: web.Application, server: OpsServer) -> None:
-    """Mount ``POST /hooks/zoom`` when Zoom is set up."""
-    if server.settings.zoom_secret_token is not None:
-        app.router.add_post(PATH, ZoomHook(server).receive)
+def add_route(app: web.Application, server: OpsServer) -> ZoomHook | None:
+    """Mount ``POST /hooks/zoom`` when Zoom is set up; its hook."""
+    if server.settings.zoom_secret_token is None:
+        return None
+    hook = ZoomHook(server)
+    app.router.add_post(PATH, hook.receive)
+    return hook
 
 
 def _answer(status: int, message: str, **extra: Any) -> web.Response:
@@ -50,6 +59,20 @@ class ZoomHook:
         token = server.settings.zoom_secret_token
         assert token is not None
         self.secret = token.get_secret_value()
+        self.registered = False
+        self.refused_at = 0.0
+
+    async def statuses(self) -> ConnectorStatuses | None:
+        """Zoom's status rows, its own made once (None while the core starts)."""
+        services = self.server.services
+        if services is None:
+            return None
+        statuses = statuses_of(services.sessions)
+        if not self.registered:
+            settings = self.server.settings
+            await statuses.register(zoom.NAME, "zoom", settings.zoom_kb or settings.default_kb)
+            self.registered = True
+        return statuses
 
     async def receive(self, request: web.Request) -> web.Response:
         """One webhook request."""
@@ -67,24 +90,35 @@ class ZoomHook:
             bytes(body),
             time.time(),
         )
+        statuses = await self.statuses()
         if why is not None:
             log.warning("refused a Zoom webhook from %s: %s", request.remote, why)
+            if statuses is not None and time.monotonic() - self.refused_at > REFUSALS_EVERY_S:
+                self.refused_at = time.monotonic()
+                await statuses.error(zoom.NAME, f"A webhook request was refused: {why}")
             return _answer(401, why)
         try:
             event = json.loads(body)
             if not isinstance(event, dict):
                 raise ValueError("not an object")
-            return await self._event(event)
+            answer = await self._event(event, statuses)
         except (ValueError, zoom.BadEvent) as exc:
             message = str(exc) if isinstance(exc, zoom.BadEvent) else "The body is not JSON."
+            if statuses is not None:
+                await statuses.error(zoom.NAME, f"A Zoom event could not be read: {message}")
             return _answer(400, message)
+        if statuses is not None and answer.status < 400:
+            await statuses.ran(zoom.NAME)  # the last event, handled
+        return answer
 
-    async def _event(self, event: dict[str, Any]) -> web.Response:
+    async def _event(
+        self, event: dict[str, Any], statuses: ConnectorStatuses | None
+    ) -> web.Response:
         name = event.get("event")
         if name == zoom.VALIDATION:
             return web.json_response(zoom.challenge(self.secret, event))
         services = self.server.services
-        if services is None:
+        if services is None or statuses is None:
             return _answer(503, "Quorum is starting; Zoom will send it again.")
         settings = self.server.settings
         try:
@@ -93,9 +127,12 @@ class ZoomHook:
                 kb = check_kb(zoom.kb_of(settings, rec.host))
                 lane: Lane = "write" if rec.transcript is not None else "transcribe"
                 shown = "zoom: " + rec.topic.replace("/", "-")
+                await statuses.count(zoom.NAME, "seen")
                 job, new = await services.jobs.fetch(
                     kb, shown, rec.json(), rec.uuid, Actor("zoom", rec.host), lane=lane
                 )
+                if new:
+                    await statuses.count(zoom.NAME, "queued")
                 return _answer(200, "queued" if new else "already queued", job=job.id)
             if name in zoom.DELETED:
                 if not settings.zoom_follow_deletes:
@@ -105,10 +142,12 @@ class ZoomHook:
                 kb = check_kb(zoom.kb_of(settings, host))
                 sid = zoom.source_id(obj["uuid"])
                 job = await services.jobs.remove(kb, sid, Actor("zoom", host))
+                await statuses.count(zoom.NAME, "forgotten")
                 return _answer(200, "queued", job=job.id)
         except zoom.BadEvent:
             raise
         except QuorumError as exc:  # a wrong setting (QUORUM_ZOOM_KBS), the database down
             log.warning("a Zoom %s event was not queued: %s", name, exc)
+            await statuses.error(zoom.NAME, f"A Zoom {name} event was not queued: {exc}")
             return _answer(503, str(exc))
         return _answer(200, "ignored")

@@ -20,6 +20,7 @@ from typing import Any
 from bot.config import Settings
 from retrieval.errors import ConfigError
 
+NAME = "zoom"  # its status row (``bot.connectors.status``)
 REPLAY_S = 300  # Zoom's own advice: refuse a request whose timestamp is 5 minutes off
 COMPLETED = "recording.completed"
 DELETED = ("recording.deleted", "recording.trashed")

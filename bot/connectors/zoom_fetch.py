@@ -26,7 +26,8 @@ from typing import IO, Any
 import aiohttp
 
 from bot.config import Settings
-from bot.connectors.zoom import File, Recording
+from bot.connectors.status import ConnectorStatuses
+from bot.connectors.zoom import NAME, File, Recording
 from bot.errors import FetchError
 from bot.jobs.records import Job
 
@@ -40,7 +41,8 @@ WHAT = {"M4A": "audio", "MP4": "video", "TRANSCRIPT": "transcript"}
 class ZoomFetcher:
     """Downloads what a Zoom ``fetch`` job names (a ``bot.jobs.runner.Fetcher``)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, statuses: ConnectorStatuses | None = None) -> None:
+        self.statuses = statuses  # a failed download is Zoom's last error, and counted
         self.staging = settings.data_dir / "connectors" / "zoom"
         self.max_bytes = settings.zoom_download_max_mb * 1024 * 1024
         self.timeout = aiohttp.ClientTimeout(
@@ -63,11 +65,17 @@ class ZoomFetcher:
         try:
             stem = folder / rec.source_id
             paths: dict[str, Path] = {}
-            async with aiohttp.ClientSession(timeout=self.timeout) as http:
-                for f in (rec.transcript, rec.media):
-                    if f is not None:
-                        paths[f.kind] = stem.with_suffix(SUFFIXES[f.kind])
-                        await self._download(http, f, paths[f.kind], rec.token)
+            try:
+                async with aiohttp.ClientSession(timeout=self.timeout) as http:
+                    for f in (rec.transcript, rec.media):
+                        if f is not None:
+                            paths[f.kind] = stem.with_suffix(SUFFIXES[f.kind])
+                            await self._download(http, f, paths[f.kind], rec.token)
+            except FetchError as exc:
+                if self.statuses is not None:
+                    await self.statuses.count(NAME, "failed")
+                    await self.statuses.error(NAME, f"{rec.topic}: {exc}.")
+                raise
             await asyncio.to_thread(_write_sidecar, stem, rec)
             yield paths.get("TRANSCRIPT") or next(iter(paths.values()))
         finally:
