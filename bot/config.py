@@ -314,6 +314,11 @@ class Settings(BaseSettings):
         description="Forget a recording when it is deleted or trashed in Zoom "
         "(recording.deleted, recording.trashed). Off: Quorum keeps it.",
     )
+    zoom_download_hosts: CsvStrs = Field(
+        default_factory=lambda: ["zoom.us", "zoomgov.com"],
+        description="Hosts (and their subdomains) a Zoom event's download URLs may name; "
+        "an event naming any other is refused, even when signed.",
+    )
     zoom_download_max_mb: int = Field(
         4096, ge=1, description="Largest Zoom recording file downloaded, in megabytes."
     )

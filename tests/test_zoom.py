@@ -96,6 +96,7 @@ async def world(
             zoom_kb=kb,
             zoom_kbs=f"someone@example.com:other{kb}",
             zoom_download_stall_s=1.0,
+            zoom_download_hosts="127.0.0.1",
             chunk_seconds=8,
             chunk_overlap_seconds=2,
             job_attempts=1,
@@ -168,13 +169,24 @@ async def test_a_wrong_signature_or_a_stale_request_is_refused_and_nothing_is_qu
     async with aiohttp.ClientSession() as http:  # a body past the bound, before any check
         async with http.post(world.zoom.target, data=b"{" + b" " * 200_000 + b"}") as resp:
             assert resp.status == 413
+    # Whoever runs Quorum sees why in doctor (a wrong QUORUM_ZOOM_SECRET_TOKEN, say).
+    zoom_row = await statuses_of(world.served.services.sessions).get("zoom")
+    assert zoom_row is not None and zoom_row.last_error == (
+        "A webhook request was refused: The signature does not match QUORUM_ZOOM_SECRET_TOKEN."
+    )
+    # Signed (say, with a leaked secret) but naming a host that is not Zoom's: refused.
+    elsewhere = world.zoom.recording("Elsewhere", HOST, vtt=world.vtt)
+    files = elsewhere["payload"]["object"]["recording_files"]
+    files[0]["download_url"] = "http://169.254.169.254/latest/meta-data/"
+    status, answer = await world.zoom.send(elsewhere)
+    assert status == 400 and "QUORUM_ZOOM_DOWNLOAD_HOSTS" in answer["error"]
     assert len(await all_jobs(world)) == before
     assert not world.zoom.downloads
-    # Whoever runs Quorum sees why in doctor (a wrong QUORUM_ZOOM_SECRET_TOKEN, say).
-    status = await statuses_of(world.served.services.sessions).get("zoom")
-    assert status is not None and status.counts.seen == 0
-    assert status.last_error == (
-        "A webhook request was refused: The signature does not match QUORUM_ZOOM_SECRET_TOKEN."
+    zoom_row = await statuses_of(world.served.services.sessions).get("zoom")
+    assert zoom_row is not None and zoom_row.counts.seen == 0
+    assert zoom_row.last_error == (
+        "A Zoom event could not be read: TRANSCRIPT's download URL is not on "
+        "QUORUM_ZOOM_DOWNLOAD_HOSTS; refused."
     )
 
 
@@ -245,15 +257,15 @@ async def test_a_recording_becomes_searchable_with_zoom_speakers_plays_and_is_an
     assert "Billing region sync" not in [i.source.title for i in left]
 
     # Zoom's status: its last event, counts, no error; in doctor, `quorum jobs`, /metrics.
-    status = await statuses_of(services.sessions).get("zoom")
-    assert status is not None and status.last_error is None
-    assert status.last_run is not None and time.time() - status.last_run < 60
-    assert status.counts.seen >= 2 and status.counts.queued >= 2
-    assert status.counts.forgotten == 1
-    row = connector_row(status, time.time())
+    zoom_row = await statuses_of(services.sessions).get("zoom")
+    assert zoom_row is not None and zoom_row.last_error is None
+    assert zoom_row.last_run is not None and time.time() - zoom_row.last_run < 60
+    assert zoom_row.counts.seen >= 2 and zoom_row.counts.queued >= 2
+    assert zoom_row.counts.forgotten == 1
+    row = connector_row(zoom_row, time.time())
     assert row.name == "connector zoom" and row.status == "ok"
     shown = Console(width=200, record=True)
-    shown.print(connectors_table([status]))
+    shown.print(connectors_table([zoom_row]))
     assert re.search(rf"zoom +│ {world.kb} +│ \d+ s ago .*│ 1 +│", shown.export_text())
     metrics = world.served.server.metrics
     assert metrics is not None
@@ -306,9 +318,9 @@ async def test_a_failed_download_is_a_failed_job_with_one_sentence_and_nothing_a
     assert job.state == "failed" and job.error is not None
     assert why in job.error, job.error
     assert "Traceback" not in job.error and "\n" not in job.error
-    status = await statuses_of(world.served.services.sessions).get("zoom")
-    assert status is not None and status.last_error is not None
-    assert status.last_error.startswith(f"{topic}: {why}")
+    zoom_row = await statuses_of(world.served.services.sessions).get("zoom")
+    assert zoom_row is not None and zoom_row.last_error is not None
+    assert zoom_row.last_error.startswith(f"{topic}: {why}")
     titles = [
         i.source.title for i in await world.served.services.retrieval.store.list_sources(world.kb)
     ]

@@ -123,7 +123,7 @@ class ZoomHook:
         settings = self.server.settings
         try:
             if name == zoom.COMPLETED:
-                rec = zoom.recording(event)
+                rec = zoom.recording(event, settings.zoom_download_hosts)
                 kb = check_kb(zoom.kb_of(settings, rec.host))
                 lane: Lane = "write" if rec.transcript is not None else "transcribe"
                 shown = "zoom: " + rec.topic.replace("/", "-")

@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import date, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from bot.config import Settings
 from retrieval.errors import ConfigError
@@ -120,13 +122,27 @@ class Recording:
         return cls(**{**raw, **files})
 
 
-def _file(found: list[dict[str, Any]], kind: str) -> File | None:
+def _allowed(url: str, hosts: Sequence[str]) -> bool:
+    """True when ``url`` is http(s) on one of ``hosts`` or a subdomain of one."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    return parts.scheme in ("https", "http") and any(
+        host == h.lower() or host.endswith("." + h.lower()) for h in hosts
+    )
+
+
+def _file(found: list[dict[str, Any]], kind: str, hosts: Sequence[str]) -> File | None:
     for f in found:
         url = f.get("download_url")
-        if f.get("file_type") == kind and isinstance(url, str) and url.startswith("http"):
-            if f.get("status", "completed") == "completed":
-                size = f.get("file_size")
-                return File(kind, url, size if isinstance(size, int) else None)
+        if f.get("file_type") != kind or not isinstance(url, str):
+            continue
+        if not _allowed(url, hosts):
+            # Signed, yet naming another host: a leaked secret must not make Quorum
+            # fetch (and index) whatever an attacker points it at.
+            raise BadEvent(f"{kind}'s download URL is not on QUORUM_ZOOM_DOWNLOAD_HOSTS; refused.")
+        if f.get("status", "completed") == "completed":
+            size = f.get("file_size")
+            return File(kind, url, size if isinstance(size, int) else None)
     return None
 
 
@@ -138,15 +154,16 @@ def meeting(event: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def recording(event: dict[str, Any]) -> Recording:
-    """A ``recording.completed`` event read; BadEvent says what it lacks."""
+def recording(event: dict[str, Any], hosts: Sequence[str]) -> Recording:
+    """A ``recording.completed`` event read (its files on ``hosts``); BadEvent says what
+    it lacks."""
     obj = meeting(event)
     token = event.get("download_token")
     if not isinstance(token, str) or not token:
         raise BadEvent("recording.completed has no download_token (subscribe to it with one).")
     files = [f for f in obj.get("recording_files") or [] if isinstance(f, dict)]
-    media = next((m for kind in MEDIA_TYPES if (m := _file(files, kind))), None)
-    transcript = _file(files, TRANSCRIPT)
+    media = next((m for kind in MEDIA_TYPES if (m := _file(files, kind, hosts))), None)
+    transcript = _file(files, TRANSCRIPT, hosts)
     if media is None and transcript is None:
         raise BadEvent("recording.completed lists no audio, video or transcript to download.")
     topic = obj.get("topic")
