@@ -171,13 +171,14 @@ async def open_job_queue(
     table = JobTable(sessions.driver)
     limits = job_limits(settings)
     url = settings.database_url.get_secret_value() if settings.database_url else None
+    fetchers = fetchers_of(settings, sessions)  # a fetch job run here (no worker alive)
     if url is None:
-        yield JobQueue(table, writer=writer, limits=limits, inline=inline)
+        yield JobQueue(table, writer=writer, limits=limits, inline=inline, fetchers=fetchers)
         return
     from bot.jobs.pgqueue import delivery
 
     async with delivery(url) as pg:
-        yield JobQueue(table, pg, writer=writer, limits=limits, inline=inline)
+        yield JobQueue(table, pg, writer=writer, limits=limits, inline=inline, fetchers=fetchers)
 
 
 @contextlib.asynccontextmanager

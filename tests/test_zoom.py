@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import aiohttp
@@ -343,3 +344,35 @@ async def test_a_host_listed_in_zoom_kbs_goes_to_its_own_knowledge_base(world: W
     assert status == 200
     job = await finished(world, answer["job"])
     assert job.state == "done" and job.kb == f"other{world.kb}"
+
+
+async def test_without_worker_processes_serve_runs_zoom_jobs_itself(
+    weaviate_endpoint: Endpoint,
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    tmp_path: Path,
+    kb: str,
+) -> None:
+    """QUORUM_SERVE_WORKERS=0 on SQLite: the bot runs its jobs, a Zoom recording's too."""
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        zoom_secret_token=SECRET,
+        zoom_kb=kb,
+        zoom_download_hosts="127.0.0.1",
+        serve_workers=0,
+    )
+    async with ZoomEmulator(SECRET) as zoom:
+        async with serving(settings, weaviate_endpoint, store, embedder) as served:
+            zoom.target = f"{served.url}/hooks/zoom"
+            vtt = zoom_vtt(LINES, tuple(4.0 * n for n in range(len(LINES))))
+            status, answer = await zoom.send(zoom.recording("Inline sync", HOST, vtt=vtt))
+            assert status == 200
+
+            async def done() -> Job | None:
+                job = await served.services.jobs.table.get(answer["job"])
+                return job if job is not None and job.state in ("done", "failed") else None
+
+            job = await until(done, 120)
+            assert job.state == "done", job.error
+    titles = [i.source.title for i in await store.list_sources(kb)]
+    assert titles == ["Inline sync"]

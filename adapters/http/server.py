@@ -144,6 +144,8 @@ class OpsServer:
         """Stop: API answers in flight get half of QUORUM_SHUTDOWN_S, then are ended with
         "ask again" to their clients, and the server closes (idempotent)."""
         runner, self._runner = self._runner, None
+        if self.zoom is not None:
+            await self.zoom.stop()
         if runner is not None:
             await self.api.drain(self.settings.shutdown_s / 2)
             await runner.cleanup()

@@ -13,6 +13,7 @@ event that could not be queued; the worker adds a failed download)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from bot.connectors import ConnectorStatuses, statuses_of, zoom
-from bot.jobs import Lane
+from bot.jobs import Job, JobQueue, Lane
 from bot.models import Actor
 from retrieval.errors import QuorumError
 from retrieval.models import check_kb
@@ -61,6 +62,7 @@ class ZoomHook:
         self.secret = token.get_secret_value()
         self.registered = False
         self.refused_at = 0.0
+        self.running: set[asyncio.Task[None]] = set()  # jobs run here: no worker alive
 
     async def statuses(self) -> ConnectorStatuses | None:
         """Zoom's status rows, its own made once (None while the core starts)."""
@@ -133,6 +135,7 @@ class ZoomHook:
                 )
                 if new:
                     await statuses.count(zoom.NAME, "queued")
+                    self._settle(services.jobs, job)
                 return _answer(200, "queued" if new else "already queued", job=job.id)
             if name in zoom.DELETED:
                 if not settings.zoom_follow_deletes:
@@ -143,6 +146,7 @@ class ZoomHook:
                 sid = zoom.source_id(obj["uuid"])
                 job = await services.jobs.remove(kb, sid, Actor("zoom", host))
                 await statuses.count(zoom.NAME, "forgotten")
+                self._settle(services.jobs, job)
                 return _answer(200, "queued", job=job.id)
         except zoom.BadEvent:
             raise
@@ -151,3 +155,25 @@ class ZoomHook:
             await statuses.error(zoom.NAME, f"A Zoom {name} event was not queued: {exc}")
             return _answer(503, str(exc))
         return _answer(200, "ignored")
+
+    def _settle(self, jobs: JobQueue, job: Job) -> None:
+        """Where the bot runs its own jobs (no worker processes, on SQLite), run this one
+        after answering Zoom; with workers it is theirs."""
+        if not jobs.inline or jobs.writer is None:
+            return
+
+        async def run() -> None:
+            try:
+                await jobs.settle([job])
+            except Exception:  # the job's row says why; the log keeps the traceback
+                log.exception("running Zoom's job %s here failed", job.id)
+
+        task = asyncio.create_task(run(), name=f"quorum-zoom-job-{job.id}")
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
+
+    async def stop(self) -> None:
+        """Stop the jobs running here (each handed back to the queue by its runner)."""
+        for task in list(self.running):
+            task.cancel()
+        await asyncio.gather(*self.running, return_exceptions=True)

@@ -13,12 +13,12 @@ import asyncio
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from bot.jobs.records import FINISHED, Job, Lane, dedupe_key, file_hash
-from bot.jobs.runner import Limits, Runner
+from bot.jobs.runner import Fetcher, Limits, Runner
 from bot.jobs.table import JobTable
 from bot.models import Actor
 from bot.write import Writer
@@ -82,9 +82,11 @@ class JobQueue:
         writer: Writer | None = None,
         limits: Limits | None = None,
         inline: bool = True,
+        fetchers: Mapping[str, Fetcher] | None = None,
     ) -> None:
         self.table, self.delivery = table, delivery
         self.writer, self.limits, self.inline = writer, limits or Limits(), inline
+        self.fetchers = fetchers
 
     async def add(
         self, kb: str, paths: Sequence[Path], by: Actor, *, force: bool = False
@@ -156,7 +158,11 @@ class JobQueue:
         ids = [j.id for j in jobs]
         shown = _Shown(progress, len(ids))
         here = worker_id()
-        runner = Runner(self.writer, self.table, here, self.limits) if self.writer else None
+        runner = (
+            Runner(self.writer, self.table, here, self.limits, self.fetchers)
+            if self.writer
+            else None
+        )
         while True:
             now = await self.table.many(ids)
             shown.update(now)
