@@ -26,10 +26,12 @@ from adapters.cli.jobs import connectors_table
 from adapters.doctor import connector_row
 from bot.config import load_settings
 from bot.connectors import statuses_of
+from bot.connectors import zoom as zoom_events
 from bot.jobs import Job, Limits
 from bot.jobs.worker import Worker
 from bot.wiring import fetchers_of
 from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.errors import ConfigError
 from retrieval.models import SearchFilters
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
@@ -376,3 +378,22 @@ async def test_without_worker_processes_serve_runs_zoom_jobs_itself(
             assert job.state == "done", job.error
     titles = [i.source.title for i in await store.list_sources(kb)]
     assert titles == ["Inline sync"]
+
+
+def test_audio_is_preferred_to_video_and_a_bad_host_mapping_names_its_setting() -> None:
+    emulator = ZoomEmulator(SECRET, url="https://zoom.us")
+    both = zoom_events.recording(
+        emulator.recording("Both", HOST, mp4=b"v", m4a=b"a", vtt=b"t"), ["zoom.us"]
+    )
+    assert both.media is not None and both.media.kind == "M4A"
+    assert both.transcript is not None and both.transcript.kind == "TRANSCRIPT"
+    video = zoom_events.recording(emulator.recording("Video", HOST, mp4=b"v"), ["zoom.us"])
+    assert video.media is not None and video.media.kind == "MP4" and video.transcript is None
+    # One recording is one source, however often it is delivered; another is another.
+    again = zoom_events.recording(
+        emulator.recording("Both", HOST, m4a=b"a", meeting_uuid=both.uuid), ["zoom.us"]
+    )
+    assert again.source_id == both.source_id != video.source_id
+    assert "/" not in both.source_id and both.source_id.startswith("zoom-")
+    with pytest.raises(ConfigError, match="QUORUM_ZOOM_KBS: 'sales' is not host-email:kb"):
+        zoom_events.host_kbs("alice@example.com:eng,sales")
