@@ -28,7 +28,7 @@ from retrieval.errors import QuorumError
 from retrieval.models import check_kb
 
 if TYPE_CHECKING:
-    from adapters.http.server import OpsServer
+    from adapters.http.served import Served
 
 log = logging.getLogger("quorum.zoom")
 
@@ -37,7 +37,7 @@ MAX_BODY = 128 * 1024  # a recording.completed with every file listed is a few K
 REFUSALS_EVERY_S = 10.0  # a flood of forged requests writes Zoom's status this often at most
 
 
-def add_route(app: web.Application, server: OpsServer) -> ZoomHook | None:
+def add_route(app: web.Application, server: Served) -> ZoomHook | None:
     """Mount ``POST /hooks/zoom`` when Zoom is set up; its hook."""
     if server.settings.zoom_secret_token is None:
         return None
@@ -55,7 +55,7 @@ def _answer(status: int, message: str, **extra: Any) -> web.Response:
 class ZoomHook:
     """Zoom's webhook requests, one at a time each, answered within Zoom's 3 seconds."""
 
-    def __init__(self, server: OpsServer) -> None:
+    def __init__(self, server: Served) -> None:
         self.server = server
         token = server.settings.zoom_secret_token
         assert token is not None
