@@ -6,7 +6,7 @@
      ├── IngestError        a file could not be read (names the file and why)
      ├── SearchUnavailable  Weaviate cannot be reached or failed (names the URL)
      ├── LLMError           the model failed after retries, timed out, or refused the request
-     └── FetchError         a connector's download failed (says why; ``retry``: worth trying again)
+     └── FetchError         a connector's download failed and is worth trying again (says why)
 
 The first five live in ``retrieval.errors`` (retrieval never imports ``bot``) and are
 re-exported here so the core and the adapters import one module. Vendor exceptions are
@@ -49,10 +49,6 @@ class LLMError(QuorumError):
 
 
 class FetchError(QuorumError):
-    """A connector could not download a recording (expired token, cut connection, slow
-    server): one sentence. ``retry`` is False when trying again cannot help (the token
-    expired, the file is gone or too large)."""
-
-    def __init__(self, message: str, *, retry: bool = True) -> None:
-        super().__init__(message)
-        self.retry = retry
+    """A connector's download failed in a way that may pass (a cut connection, a stalled
+    or slow server): one sentence, and the job is tried again. One that cannot pass is
+    ``bot.write.Unfetchable``."""

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from bot.engine import Engine, ResearchHook
     from bot.holdings import Holdings
     from bot.jobs import JobQueue, Limits
-    from bot.jobs.runner import Fetcher
     from bot.llm import Model
     from bot.retention import Retain
     from bot.summaries import ClaudeSummarizer
@@ -38,7 +37,6 @@ __all__ = [
     "open_job_queue",
     "open_jobs",
     "job_limits",
-    "fetchers_of",
     "open_retrieval",
     "retain",
     "open_session_store",
@@ -134,9 +132,20 @@ def writer_of(
 ) -> Writer:
     """The one write path (``bot.write``) over running retrieval: the model's summaries
     when ``summarizer`` is given, the media store's copies, the audit trail."""
+    from bot.connectors.settings import ConnectorSettings
     from bot.write import Writer
 
-    return Writer.of(retrieval, holdings=holdings, summarizer=summarizer)
+    writer = Writer.of(retrieval, holdings=holdings, summarizer=summarizer)
+    own = settings.platform(ConnectorSettings)
+    if own.s3_url:  # a bucket's objects are downloaded by the job that ingests them
+        from bot.connectors.s3 import fetcher
+
+        writer.add_fetcher("s3", fetcher(own, settings.data_dir / "connectors" / "s3"))
+    if holdings is not None:  # a Zoom recording is downloaded by the job that ingests it
+        from bot.connectors.zoom_fetch import SCHEME, ZoomFetcher
+
+        writer.add_fetcher(SCHEME, ZoomFetcher(settings, holdings.sessions))
+    return writer
 
 
 def job_limits(settings: Settings) -> Limits:
@@ -144,16 +153,6 @@ def job_limits(settings: Settings) -> Limits:
     from bot.jobs import Limits
 
     return Limits(settings.job_timeout_s, settings.job_attempts)
-
-
-def fetchers_of(settings: Settings, sessions: Sessions | None = None) -> dict[str, Fetcher]:
-    """The connectors' downloads a worker runs (``fetch`` jobs), by their ``via``; their
-    failures shown in the connectors' status rows in ``sessions``."""
-    from bot.connectors import statuses_of
-    from bot.connectors.zoom_fetch import ZoomFetcher
-
-    statuses = statuses_of(sessions) if sessions is not None else None
-    return {"zoom": ZoomFetcher(settings, statuses)}
 
 
 @contextlib.asynccontextmanager
@@ -171,14 +170,13 @@ async def open_job_queue(
     table = JobTable(sessions.driver)
     limits = job_limits(settings)
     url = settings.database_url.get_secret_value() if settings.database_url else None
-    fetchers = fetchers_of(settings, sessions)  # a fetch job run here (no worker alive)
     if url is None:
-        yield JobQueue(table, writer=writer, limits=limits, inline=inline, fetchers=fetchers)
+        yield JobQueue(table, writer=writer, limits=limits, inline=inline)
         return
     from bot.jobs.pgqueue import delivery
 
     async with delivery(url) as pg:
-        yield JobQueue(table, pg, writer=writer, limits=limits, inline=inline, fetchers=fetchers)
+        yield JobQueue(table, pg, writer=writer, limits=limits, inline=inline)
 
 
 @contextlib.asynccontextmanager

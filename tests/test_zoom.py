@@ -1,7 +1,7 @@
 """Zoom cloud recordings arrive by themselves: an emulator of Zoom signs and sends its
 webhooks to the real ``POST /hooks/zoom`` of ``quorum serve``'s HTTP server, and serves
 the recording's files behind the event's download token. A worker (the real one, in this
-process) runs the fetch jobs through the one write path; Weaviate, SQLite, the media
+process) runs the ``zoom://`` jobs through the one write path; Weaviate, SQLite, the media
 store, Whisper and Chromium are real."""
 
 from __future__ import annotations
@@ -23,13 +23,12 @@ from rich.console import Console
 
 from adapters.chat.announce import announcer
 from adapters.cli.jobs import connectors_table
-from adapters.doctor import connector_row
+from adapters.doctor import check_connectors
 from bot.config import load_settings
 from bot.connectors import statuses_of
 from bot.connectors import zoom as zoom_events
 from bot.jobs import Job, Limits
 from bot.jobs.worker import Worker
-from bot.wiring import fetchers_of
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError
 from retrieval.models import SearchFilters
@@ -117,7 +116,6 @@ async def world(
                 services.writer,
                 services.jobs.table,
                 Limits(timeout_s=20, attempts=1),
-                fetchers=fetchers_of(settings, services.sessions),
             )
             running = asyncio.create_task(worker.run())
             try:
@@ -265,8 +263,9 @@ async def test_a_recording_becomes_searchable_with_zoom_speakers_plays_and_is_an
     assert zoom_row.last_run is not None and time.time() - zoom_row.last_run < 60
     assert zoom_row.counts.seen >= 2 and zoom_row.counts.queued >= 2
     assert zoom_row.counts.forgotten == 1
-    row = connector_row(zoom_row, time.time())
-    assert row.name == "connector zoom" and row.status == "ok"
+    [row] = [c for c in await check_connectors(services.settings) if "zoom" in c.name]
+    assert row.name == "connector zoom" and row.status == "ok", row
+    assert f"zoom -> {world.kb}: last run" in row.detail and "forgotten 1" in row.detail
     shown = Console(width=200, record=True)
     shown.print(connectors_table([zoom_row]))
     assert re.search(rf"zoom +│ {world.kb} +│ \d+ s ago .*│ 1 +│", shown.export_text())
@@ -304,8 +303,8 @@ async def test_only_audio_is_transcribed_and_the_host_is_its_participant(world: 
             True,
             "Zoom refused the transcript download (HTTP 404): its download token has expired",
         ),
-        ("cut", False, "the transcript download from Zoom was cut off after"),
-        ("slow", False, "the transcript download from Zoom stalled"),
+        ("cut", False, "The transcript download from Zoom was cut off after"),
+        ("slow", False, "The transcript download from Zoom stalled or ran out of time"),
     ],
 )
 async def test_a_failed_download_is_a_failed_job_with_one_sentence_and_nothing_added(

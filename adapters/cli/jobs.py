@@ -29,7 +29,7 @@ from bot.connectors import ConnectorStatus, statuses_of
 from bot.jobs import Job, JobTable
 from bot.jobs.records import ACTIVE
 from bot.sessions.sql import SqlSessions
-from bot.wiring import fetchers_of, job_limits, open_job_queue, open_jobs, open_session_store
+from bot.wiring import job_limits, open_job_queue, open_jobs, open_session_store
 from retrieval.errors import InvalidInput
 
 log = logging.getLogger("quorum.worker")
@@ -232,7 +232,7 @@ def worker_cmd() -> None:
 
         os.nice(NICENESS)  # inherited by the decoder's and the encoder's threads
         # The model loads with the first job: an idle worker costs little.
-        async with open_jobs(settings, warm=False) as (writer, queue, sessions):
+        async with open_jobs(settings, warm=False) as (writer, queue, _):
             writer.add_announcer(announcer(settings, writer.search))
             limit_memory(settings.worker_memory_mb)  # after the model is loaded
             worker = Worker(
@@ -240,7 +240,6 @@ def worker_cmd() -> None:
                 queue.table,
                 job_limits(settings),
                 max_transcribing=settings.jobs_max_transcribing,
-                fetchers=fetchers_of(settings, sessions),
             )
             url = settings.database_url.get_secret_value() if settings.database_url else None
             loop = asyncio.get_running_loop()

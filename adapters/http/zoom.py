@@ -1,10 +1,10 @@
 """``POST /hooks/zoom``: Zoom's webhooks in, translated (``bot.connectors.zoom`` decides):
 the signature and replay window checked on the raw body before anything else (401, and
 nothing queued, when they fail), the ``endpoint.url_validation`` challenge answered, a
-``recording.completed`` queued as a ``fetch`` job (the download and the transcription
-run in a worker; Zoom hears 200 at once), ``recording.deleted``/``trashed`` queued as a
-removal when ``QUORUM_ZOOM_FOLLOW_DELETES`` is on. Mounted only when
-``QUORUM_ZOOM_SECRET_TOKEN`` is set.
+``recording.completed`` kept and queued as a ``zoom://`` job (its download and
+transcription run in a worker; Zoom hears 200 at once), ``recording.deleted`` and
+``recording.trashed`` queued as a removal when ``QUORUM_ZOOM_FOLLOW_DELETES`` is on.
+Mounted only when ``QUORUM_ZOOM_SECRET_TOKEN`` is set.
 
 Zoom's status row (``bot.connectors``, named ``zoom``) is what `quorum doctor`, `quorum
 jobs` and ``/metrics`` show: the last event (its ``last_run``), events ``seen``, jobs
@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from bot.connectors import ConnectorStatuses, statuses_of, zoom
-from bot.jobs import Job, JobQueue, Lane
+from bot.connectors.zoom_fetch import ZoomRecordings, url_of
+from bot.jobs import Job, JobQueue
 from bot.models import Actor
 from retrieval.errors import QuorumError
 from retrieval.models import check_kb
@@ -127,12 +128,13 @@ class ZoomHook:
             if name == zoom.COMPLETED:
                 rec = zoom.recording(event, settings.zoom_download_hosts)
                 kb = check_kb(zoom.kb_of(settings, rec.host))
-                lane: Lane = "write" if rec.transcript is not None else "transcribe"
-                shown = "zoom: " + rec.topic.replace("/", "-")
                 await statuses.count(zoom.NAME, "seen")
-                job, new = await services.jobs.fetch(
-                    kb, shown, rec.json(), rec.uuid, Actor("zoom", rec.host), lane=lane
-                )
+                # The event waits in the database for the job that downloads its files.
+                await ZoomRecordings(services.sessions).keep(kb, rec)
+                asked = time.time()
+                by = Actor("zoom", rec.host)
+                job = await services.jobs.add_one(kb, url_of(rec), rec.digest, by)
+                new = job.created_at >= asked  # else Zoom's retry of one being handled
                 if new:
                     await statuses.count(zoom.NAME, "queued")
                     self._settle(services.jobs, job)

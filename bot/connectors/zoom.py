@@ -103,6 +103,12 @@ class Recording:
         return source_id(self.uuid)
 
     @property
+    def digest(self) -> str:
+        """What this recording's files are (one job at a time for the same ones)."""
+        files = [f.url for f in (self.media, self.transcript) if f is not None]
+        return hashlib.sha256("\0".join([self.uuid, *files]).encode()).hexdigest()
+
+    @property
     def recorded_on(self) -> date | None:
         """The meeting's day."""
         try:

@@ -13,12 +13,12 @@ import asyncio
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from bot.jobs.records import FINISHED, Job, Lane, dedupe_key, file_hash
-from bot.jobs.runner import Fetcher, Limits, Runner
+from bot.jobs.runner import Limits, Runner
 from bot.jobs.table import JobTable
 from bot.models import Actor
 from bot.write import Writer
@@ -82,11 +82,9 @@ class JobQueue:
         writer: Writer | None = None,
         limits: Limits | None = None,
         inline: bool = True,
-        fetchers: Mapping[str, Fetcher] | None = None,
     ) -> None:
         self.table, self.delivery = table, delivery
         self.writer, self.limits, self.inline = writer, limits or Limits(), inline
-        self.fetchers = fetchers
 
     async def add(
         self, kb: str, paths: Sequence[Path], by: Actor, *, force: bool = False
@@ -111,16 +109,24 @@ class JobQueue:
         await self._send(jobs)
         return jobs, missing
 
-    async def fetch(
-        self, kb: str, name: str, what: str, key: str, by: Actor, *, lane: Lane
-    ) -> tuple[Job, bool]:
-        """The job downloading ``what`` (its connector's, ``by.via``) into ``kb``, shown as
-        ``name``; one already queued or running for ``key`` is reused (False)."""
-        job, new = await self.table.insert(
-            "fetch", lane, kb, by.via, by.who, name, dedupe_key(kb, "fetch", key), detail=what
+    async def add_one(
+        self, kb: str, file: str, digest: str, by: Actor, *, root: str | None = None
+    ) -> Job:
+        """The job adding one file whose content hash is known already: a path (``root``,
+        the folder its manifest lookups stop at), or a URL a fetcher downloads in the job
+        (``s3://bucket/key``, ``bot.write.Fetcher``)."""
+        job, _ = await self.table.insert(
+            "add",
+            lane_of(Path(file)),
+            kb,
+            by.via,
+            by.who,
+            file,
+            dedupe_key(kb, "add", f"{file}\0{digest}"),
+            root=root,
         )
         await self._send([job])
-        return job, new
+        return job
 
     async def remove(self, kb: str, source_id: str, by: Actor) -> Job:
         """The job removing ``source_id`` from ``kb``."""
@@ -158,11 +164,7 @@ class JobQueue:
         ids = [j.id for j in jobs]
         shown = _Shown(progress, len(ids))
         here = worker_id()
-        runner = (
-            Runner(self.writer, self.table, here, self.limits, self.fetchers)
-            if self.writer
-            else None
-        )
+        runner = Runner(self.writer, self.table, here, self.limits) if self.writer else None
         while True:
             now = await self.table.many(ids)
             shown.update(now)
@@ -181,11 +183,11 @@ class JobQueue:
                         )
                     )
                 ]
-                adds = [c for c in claimed if c.kind in ("add", "update")]
+                adds = [c for c in claimed if c.kind != "remove"]
                 for kb in sorted({c.kb for c in adds}):
                     await runner.run([c for c in adds if c.kb == kb], shown)
                 for c in claimed:
-                    if c.kind in ("remove", "fetch"):
+                    if c.kind == "remove":
                         await runner.run([c], shown)
                 if runner.setting_error is not None:  # the jobs say it too, as failed
                     raise runner.setting_error

@@ -8,8 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-Kind = Literal["add", "update", "remove", "fetch"]
-"""``fetch``: download what ``detail`` names (a connector's, ``via``), then add it."""
+Kind = Literal["add", "update", "remove"]
 State = Literal["queued", "running", "done", "failed", "cancelled"]
 Lane = Literal["transcribe", "write"]
 """What limits a job: transcriptions (minutes of CPU each) run in their own lane, so
@@ -43,7 +42,7 @@ class Job:
     result: str | None  # added, updated, skipped (unchanged) or removed
     source_id: str | None
     segments: int
-    detail: str | None  # a removal: what else went (JSON); a fetch: what it downloads
+    detail: str | None  # a removal: what else went (JSON: files, answers, shared_transcript)
     created_at: float
     run_after: float
     started_at: float | None

@@ -17,16 +17,15 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from bot.errors import FetchError
 from bot.jobs.records import Job
 from bot.jobs.table import JobTable
 from bot.models import Actor
-from bot.write import Writer
+from bot.write import Unfetchable, Writer
 from retrieval.errors import ConfigError
 from retrieval.write.indexer import FileResult, Progress, Stopped
 
@@ -53,15 +52,6 @@ class Limits:
         return max(0.2, self.timeout_s / 4)
 
 
-class Fetcher(Protocol):
-    """A connector's downloads: what a ``fetch`` job of its ``via`` names, fetched."""
-
-    def fetched(self, job: Job) -> contextlib.AbstractAsyncContextManager[Path]:
-        """The job's files downloaded into a folder of their own (removed on exit); the
-        file to add. ``FetchError`` says why not."""
-        ...
-
-
 class _Beats:
     """An indexer ``Progress`` (and ``MediaProgress``, ``Stoppable``) for a run of jobs:
     remembers each file's transcription progress, passes everything on to ``outer``."""
@@ -70,7 +60,7 @@ class _Beats:
         self.outer = outer
         self.stop = threading.Event()
         self.heard: dict[str, tuple[float, float]] = {}
-        self.names: dict[str, str] = {}  # a fetched file's path -> its job's file
+        self.names: dict[str, str] = {}  # a downloaded file's path -> its job's URL
 
     def started(self, files: int) -> None:
         if self.outer is not None:
@@ -91,16 +81,10 @@ class Runner:
     """Runs claimed jobs through the write path, beating their heartbeats."""
 
     def __init__(
-        self,
-        writer: Writer,
-        table: JobTable,
-        worker: str,
-        limits: Limits | None = None,
-        fetchers: Mapping[str, Fetcher] | None = None,
+        self, writer: Writer, table: JobTable, worker: str, limits: Limits | None = None
     ) -> None:
         self.writer, self.table, self.worker = writer, table, worker
         self.limits = limits or Limits()
-        self.fetchers = dict(fetchers or {})  # by a fetch job's ``via``
         # The last wrong setting a job met: whoever runs jobs in front of a person (``quorum
         # ingest`` with no worker alive) stops at it instead of failing every file alike.
         self.setting_error: ConfigError | None = None
@@ -116,8 +100,6 @@ class Runner:
         try:
             if jobs[0].kind == "remove":
                 await self._remove(jobs[0])
-            elif jobs[0].kind == "fetch":
-                await self._fetch(jobs[0], beats)
             else:
                 await self._add(jobs, beats)
             return None
@@ -135,13 +117,6 @@ class Runner:
                 await self.table.finish(job.id, self.worker, "failed", error=str(exc))
             self.setting_error = exc
             return None
-        except FetchError as exc:
-            log.warning("jobs %s: %s", [j.id for j in jobs], exc)
-            if exc.retry:
-                return await self._again(jobs, exc)
-            for job in jobs:
-                await self.table.finish(job.id, self.worker, "failed", error=str(exc))
-            return None
         except Exception as exc:
             log.warning("jobs %s failed (%s); trying again", [j.id for j in jobs], exc)
             return await self._again(jobs, exc)
@@ -152,49 +127,48 @@ class Runner:
 
     async def _add(self, jobs: Sequence[Job], beats: _Beats) -> None:
         first = jobs[0]
-        paths = [Path(j.file) for j in jobs]
-        roots = {Path(j.file): Path(j.root) for j in jobs if j.root}
-        by = Actor(first.via, first.actor)
-        written = await self.writer.add(
-            first.kb, paths, by, progress=beats, force=any(j.force for j in jobs), roots=roots
-        )
-        await self._results(jobs, {r.path: r for r in written.report.results})
-
-    async def _fetch(self, job: Job, beats: _Beats) -> None:
-        """Download what the job names (its connector's ``Fetcher``), then add it; the
-        downloads are gone either way (the media store keeps what its page plays)."""
-        fetcher = self.fetchers.get(job.via)
-        if fetcher is None:
-            raise FetchError(f"this worker cannot download from {job.via} (is it set up here?)")
-        async with fetcher.fetched(job) as path:
-            beats.names[str(path)] = job.file
-            by = Actor(job.via, job.actor)
-            written = await self.writer.add(job.kb, [path], by, progress=beats, force=job.force)
-            found = [r for r in written.report.results if r.path == str(path)]
-            await self._results([job], {job.file: found[0]} if found else {}, fetched=True)
-
-    async def _results(
-        self, jobs: Sequence[Job], by_path: Mapping[str, FileResult], *, fetched: bool = False
-    ) -> None:
-        for job in jobs:
-            r = by_path.get(job.file)
+        async with contextlib.AsyncExitStack() as stack:
+            local: dict[str, Path] = {}  # a URL's job: the file it was downloaded to
+            for job in jobs:
+                if "://" not in job.file:
+                    continue
+                try:
+                    local[job.file] = await stack.enter_async_context(self._fetch(job.file))
+                    beats.names[str(local[job.file])] = job.file  # its progress, by its URL
+                except Unfetchable as exc:
+                    await self._end(job, "failed", error=str(exc))
+            runnable = [j for j in jobs if "://" not in j.file or j.file in local]
+            if not runnable:
+                return
+            paths = [local.get(j.file, Path(j.file)) for j in runnable]
+            roots = {Path(j.file): Path(j.root) for j in runnable if j.root and j.file not in local}
+            roots |= {p: p.parent for p in local.values()}  # manifests: its own folder only
+            by = Actor(first.via, first.actor)
+            written = await self.writer.add(
+                first.kb, paths, by, progress=beats, force=any(j.force for j in jobs), roots=roots
+            )
+        by_path = {r.path: r for r in written.report.results}
+        for job, path in zip(runnable, paths, strict=True):
+            r = by_path.get(str(path))
             if r is None or r.status == "failed":
                 why = r.reason if r is not None and r.reason else "it could not be read"
                 await self._end(job, "failed", error=why)
             else:
                 result = "unchanged" if r.status == "skipped" else r.status
                 kind = "update" if r.status == "updated" else None
-                # A fetch done keeps no download token: its detail says what was added.
-                done = json.dumps({"added": r.source_id}) if fetched else None
                 await self._end(
-                    job,
-                    "done",
-                    result=result,
-                    sid=r.source_id,
-                    segs=r.segments,
-                    kind=kind,
-                    detail=done,
+                    job, "done", result=result, sid=r.source_id, segs=r.segments, kind=kind
                 )
+
+    def _fetch(self, url: str) -> contextlib.AbstractAsyncContextManager[Path]:
+        scheme = url.partition("://")[0]
+        fetcher = self.writer.fetchers.get(scheme)
+        if fetcher is None:
+            raise ConfigError(
+                f"{scheme}:// files are downloaded only where their connector is set up "
+                f"(QUORUM_{scheme.upper()}_URL and its credentials, on every worker)."
+            )
+        return fetcher(url)
 
     async def _remove(self, job: Job) -> None:
         gone = await self.writer.remove(job.kb, job.file, Actor(job.via, job.actor))
@@ -241,7 +215,7 @@ class Runner:
     async def _again(self, jobs: Sequence[Job], exc: Exception) -> float | None:
         why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if isinstance(exc, FetchError):
-            why = str(exc)  # already one sentence for a person
+            why = str(exc)  # a download's failure, already one sentence for a person
         delays: list[float] = []
         for job in jobs:
             if job.attempts >= self.limits.attempts:

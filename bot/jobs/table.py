@@ -50,18 +50,16 @@ class JobTable:
         *,
         root: str | None = None,
         force: bool = False,
-        detail: str | None = None,
     ) -> tuple[Job, bool]:
         """The job for ``key``: a new one queued (True), or the one already queued or
-        running for it (False): the same recording queued twice is one job. ``detail``:
-        what a fetch job downloads (kept until it is done)."""
+        running for it (False): the same recording queued twice is one job."""
         now = time.time()
         for _ in range(3):  # the active one may finish between the insert and the read
             async with self.driver.transaction() as tx:
                 rows = await tx.fetch(
                     "INSERT INTO jobs (kind, lane, kb, via, actor, file, root, force, "
-                    "dedupe_key, detail, state, created_at, run_after) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) "
+                    "dedupe_key, state, created_at, run_after) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) "
                     "ON CONFLICT (dedupe_key) WHERE state IN ('queued', 'running') DO NOTHING "
                     f"RETURNING {COLUMNS}",
                     kind,
@@ -73,7 +71,6 @@ class JobTable:
                     root,
                     int(force),
                     key,
-                    detail,
                     now,
                     now,
                 )
@@ -215,7 +212,7 @@ class JobTable:
         no longer this worker's (taken over) or was cancelled meanwhile."""
         rows = await self.driver.fetch(
             "UPDATE jobs SET state = ?, error = ?, result = ?, source_id = ?, segments = ?, "
-            "detail = COALESCE(?, detail), kind = COALESCE(?, kind), finished_at = ?, "
+            "detail = ?, kind = COALESCE(?, kind), finished_at = ?, "
             "progress = CASE WHEN ? = 'done' THEN 1 ELSE progress END "
             "WHERE id = ? AND worker = ? AND state = 'running' "
             "RETURNING id",

@@ -11,11 +11,10 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Mapping
 
 from bot.jobs.queue import worker_id
 from bot.jobs.records import Lane
-from bot.jobs.runner import Fetcher, Limits, Runner
+from bot.jobs.runner import Limits, Runner
 from bot.jobs.table import JobTable
 from bot.write import Writer
 
@@ -37,12 +36,11 @@ class Worker:
         *,
         max_transcribing: int = 0,
         name: str | None = None,
-        fetchers: Mapping[str, Fetcher] | None = None,
     ) -> None:
         self.table = table
         self.name = name or worker_id()
         self.limits = limits or Limits()
-        self.runner = Runner(writer, table, self.name, self.limits, fetchers)
+        self.runner = Runner(writer, table, self.name, self.limits)
         self.max_transcribing = max_transcribing
         self.started_at = time.time()
 

@@ -113,7 +113,6 @@ class ZoomEmulator:
             await asyncio.sleep(self.stall_s)
         elif served.mode == "cut":
             await resp.write(served.data[:half])
-            await resp.drain()
             assert request.transport is not None
             request.transport.close()
             return resp
