@@ -144,7 +144,9 @@ def writer_of(
     if holdings is not None:  # a Zoom recording is downloaded by the job that ingests it
         from bot.connectors.zoom_fetch import SCHEME, ZoomFetcher
 
-        writer.add_fetcher(SCHEME, ZoomFetcher(settings, holdings.sessions))
+        zoom = ZoomFetcher(settings, holdings.sessions)
+        writer.add_fetcher(SCHEME, zoom)
+        holdings.add_hook(zoom.recordings.forget)  # a kept event names its meeting
     return writer
 
 

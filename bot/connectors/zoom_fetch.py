@@ -38,6 +38,7 @@ from bot.sessions import Sessions
 from bot.sessions.driver import Driver
 from bot.write import Unfetchable
 from retrieval.ingest.metadata import slug
+from retrieval.models import Source
 
 CHUNK = 1 << 20
 CONNECT_S = 30.0
@@ -94,6 +95,12 @@ class ZoomRecordings:
     async def drop(self, source_id: str) -> None:
         """The event is done with: its files are in."""
         await self.driver.execute("DELETE FROM zoom_recordings WHERE source_id = ?", source_id)
+
+    async def forget(self, kb: str, source: Source) -> None:
+        """A ``ForgetHook``: a forgotten recording's kept event (its topic) goes too."""
+        await self.driver.execute(
+            "DELETE FROM zoom_recordings WHERE source_id = ? AND kb = ?", source.id, kb
+        )
 
 
 class ZoomFetcher:
