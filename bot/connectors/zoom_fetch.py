@@ -52,8 +52,9 @@ WHAT = {"M4A": "audio", "MP4": "video", "TRANSCRIPT": "transcript"}
 def url_of(rec: Recording) -> str:
     """The URL a recording's job names: its source, and the file to add (the transcript,
     else the recording), under the meeting's topic so `quorum jobs` says which."""
-    kind = "TRANSCRIPT" if rec.transcript is not None else (rec.media or File("M4A", "", 0)).kind
-    return f"{SCHEME}://{rec.source_id}/{slug(rec.topic)[:80] or 'meeting'}{SUFFIXES[kind]}"
+    added = rec.transcript or rec.media
+    assert added is not None  # ``zoom.recording`` refuses an event with neither
+    return f"{SCHEME}://{rec.source_id}/{slug(rec.topic)[:80] or 'meeting'}{SUFFIXES[added.kind]}"
 
 
 def _driver(sessions: Sessions) -> Driver:
