@@ -287,7 +287,8 @@ class Settings(BaseSettings):
     post_summaries: str | None = Field(
         None,
         description="Post each newly ingested recording's summary here: PLATFORM:CHANNEL "
-        "(a chat platform's name and one of its channels), comma-separated for several.",
+        "(a chat platform's name and one of its channels), =KB after one for that knowledge "
+        "base's recordings only, comma-separated for several.",
     )
 
     # --- chat uploads

@@ -6,8 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import wave
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import numpy as np
+import pytest
 
 from adapters.chat.announce import announcer
 from bot.config import Settings
@@ -19,25 +25,44 @@ from retrieval.encoding.embed import LazyEmbedder, SentenceTransformerEmbedder
 from retrieval.search.search import SearchService
 from retrieval.service import Retrieval
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate.server import Endpoint
 from tests.conftest import SIGNER
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The session's Weaviate server (the settings pointed at it) and model."""
+
+    store: WeaviateStore
+    embedder: SentenceTransformerEmbedder
+
+
+@pytest.fixture
+def parts(
+    weaviate_env: Endpoint, store: WeaviateStore, embedder: SentenceTransformerEmbedder
+) -> Parts:
+    """The store and model every connector test's core is opened on."""
+    return Parts(store, embedder)
 
 
 @contextlib.asynccontextmanager
 async def serving(
     settings: Settings,
-    store: WeaviateStore,
-    embedder: SentenceTransformerEmbedder,
+    parts: Parts,
     replicas: int = 1,
+    *,
+    inline: bool = True,
 ) -> AsyncIterator[CoreServices]:
     """The core with its connectors polling (``replicas`` pollers, as that many `quorum
-    serve` processes would run them) and summaries announced, until the block ends."""
+    serve` processes would run them) and summaries announced, until the block ends.
+    ``inline``: the jobs run here when no worker is alive (else they wait for one)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     lazy = LazyEmbedder(None, settings.embed_batch_size)
-    lazy._model = embedder  # the session's model, already loaded
-    search = SearchService(store, lazy, signer=SIGNER)
+    lazy._model = parts.embedder  # the session's model, already loaded
+    search = SearchService(parts.store, lazy, signer=SIGNER)
     config = retrieval_config(settings)
-    retrieval = Retrieval(config, store, lazy, search, config.transcriber())
-    async with open_core(settings, retrieval=retrieval) as services:
+    retrieval = Retrieval(config, parts.store, lazy, search, config.transcriber())
+    async with open_core(settings, retrieval=retrieval, inline_jobs=inline) as services:
         services.writer.add_announcer(announcer(settings, search))
         tasks = [
             asyncio.create_task(run_connectors(services, holder=f"replica-{n}"))
@@ -52,6 +77,29 @@ async def serving(
             for task in tasks:  # a connector that died is a failure, not a quiet test
                 if not task.cancelled() and task.exception() is not None:
                     raise task.exception()  # type: ignore[misc]
+
+
+def wav(path: Path, seconds: float = 1.0) -> Path:
+    """A short WAV of room noise: a recording a transcript can sit beside."""
+    rng = np.random.default_rng(3)
+    pcm = (rng.normal(0, 200, int(16_000 * seconds))).astype(np.int16)
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16_000)
+        w.writeframes(pcm.tobytes())
+    return path
+
+
+async def kept_media(services: CoreServices, kb: str, source_id: str) -> list[Path]:
+    """The files a source's page serves (the media store's copies)."""
+    [source] = [
+        i.source
+        for i in await services.retrieval.store.list_sources(kb)
+        if i.source.id == source_id
+    ]
+    assert services.retrieval.media is not None
+    return services.retrieval.media.copies(kb, source.content_hash)
 
 
 async def until(check: Callable[[], Awaitable[Any]], within_s: float = 60.0) -> Any:

@@ -5,10 +5,8 @@ through the typed API on SQLite and PostgreSQL, the lease one process holds at a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,20 +18,13 @@ from bot.config import load_settings
 from bot.connectors import ConnectorStatuses, Counts, statuses_of
 from bot.jobs import JobTable
 from bot.metrics import Metrics
-from bot.sessions import Sessions, SessionStore
-from bot.sessions.postgres import PostgresSessionStore
+from bot.sessions import SessionStore
+from tests import test_sessions
+from tests.test_sessions import Opener
 
-Opener = Callable[[], contextlib.AbstractAsyncContextManager[Sessions]]
+open_store = test_sessions.open_store  # a store on SQLite, then on PostgreSQL
+
 runner = CliRunner()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
-    if request.param == "sqlite":
-        path = tmp_path / "s.sqlite3"
-        return lambda: SessionStore.open(path)
-    url: str = request.getfixturevalue("postgres_url")
-    return lambda: PostgresSessionStore.open(url)
 
 
 async def test_a_connector_s_runs_counts_and_errors_are_kept(open_store: Opener) -> None:

@@ -26,11 +26,21 @@ import bot.connectors.s3 as s3_connector
 from adapters.doctor import check_connectors
 from bot.config import Settings, load_settings
 from bot.connectors.settings import ConnectorSettings
-from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError
-from retrieval.store.weaviate import WeaviateStore
-from retrieval.store.weaviate.server import Endpoint
-from tests.connectors_harness import jobs_of, polls, serving, settled, status, until
+from tests import connectors_harness
+from tests.connectors_harness import (
+    Parts,
+    jobs_of,
+    kept_media,
+    polls,
+    serving,
+    settled,
+    status,
+    until,
+    wav,
+)
+
+parts = connectors_harness.parts  # the session's store and model, as serve opens them
 
 POLL_S = 0.15
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "recordings"
@@ -134,9 +144,7 @@ def test_a_bad_bucket_setting_is_one_sentence(tmp_path: Path) -> None:
 
 
 async def test_a_new_object_becomes_a_source_and_follows_its_changes(
-    weaviate_env: Endpoint,
-    store: WeaviateStore,
-    embedder: SentenceTransformerEmbedder,
+    parts: Parts,
     kb: str,
     s3_server: S3Server,
     bucket: str,
@@ -149,14 +157,14 @@ async def test_a_new_object_becomes_a_source_and_follows_its_changes(
     meta = RETRO.with_suffix(".meta.json").read_bytes()
     s3.put_object(Bucket=bucket, Key="in/cutover-retro.meta.json", Body=meta)
     s3.put_object(Bucket=bucket, Key="elsewhere/other.txt", Body=b"[00:00:01] A: Not ours.\n")
-    async with serving(settings, store, embedder) as services:
+    async with serving(settings, parts) as services:
         [job] = await settled(services, kb, 1)
         assert (job.state, job.result, job.file) == (
             "done",
             "added",
             f"s3://{bucket}/in/cutover-retro.txt",
         )
-        [held] = await store.list_sources(kb)
+        [held] = await parts.store.list_sources(kb)
         assert held.source.title == "Cut-over retro: the refresh-token incident"  # its sidecar
         assert held.source.kind == "audio" and "Priya Raman" in held.source.speakers
         assert not list((settings.data_dir / "connectors" / "s3").iterdir())  # download gone
@@ -171,15 +179,29 @@ async def test_a_new_object_becomes_a_source_and_follows_its_changes(
         s3.delete_object(Bucket=bucket, Key="in/cutover-retro.txt")
         jobs = await settled(services, kb, 3)
         assert (jobs[-1].kind, jobs[-1].result) == ("remove", "removed")
-        assert await store.list_sources(kb) == []
+        assert await parts.store.list_sources(kb) == []
         row = await status(services, name)
         assert (row.counts.queued, row.counts.forgotten, row.last_error) == (2, 1, None)
 
 
+async def test_a_recording_beside_its_transcript_comes_with_it(
+    parts: Parts,
+    kb: str,
+    s3_server: S3Server,
+    bucket: str,
+    tmp_path: Path,
+) -> None:
+    s3 = s3_server.client()
+    s3.put_object(Bucket=bucket, Key="in/retro.txt", Body=RETRO.read_bytes())
+    s3.put_object(Bucket=bucket, Key="in/retro.wav", Body=wav(tmp_path / "r.wav").read_bytes())
+    async with serving(settings_for(s3_server, bucket, kb, tmp_path), parts) as services:
+        [job] = await settled(services, kb, 1)  # the transcript's job; no transcription
+        assert (job.file, job.result) == (f"s3://{bucket}/in/retro.txt", "added")
+        assert await kept_media(services, kb, "retro")  # downloaded with it, kept for its page
+
+
 async def test_wrong_credentials_are_one_sentence_in_doctor_and_lose_nothing(
-    weaviate_env: Endpoint,
-    store: WeaviateStore,
-    embedder: SentenceTransformerEmbedder,
+    parts: Parts,
     kb: str,
     s3_server: S3Server,
     bucket: str,
@@ -190,7 +212,7 @@ async def test_wrong_credentials_are_one_sentence_in_doctor_and_lose_nothing(
     )
     name = f"s3:{bucket}/in"
     wrong = settings_for(s3_server, bucket, kb, tmp_path, aws_secret_access_key="not-the-secret")
-    async with serving(wrong, store, embedder) as services:
+    async with serving(wrong, parts) as services:
         await polls(services, name, 2)
         assert await jobs_of(services, kb) == []
     [row] = [c for c in await check_connectors(wrong) if c.name == f"connector {name}"]
@@ -202,7 +224,7 @@ async def test_wrong_credentials_are_one_sentence_in_doctor_and_lose_nothing(
     assert row.detail.count(". ") <= 1  # one sentence (and when it happened)
 
     right = settings_for(s3_server, bucket, kb, tmp_path)  # fixed: picked up, nothing lost
-    async with serving(right, store, embedder) as services:
+    async with serving(right, parts) as services:
         [job] = await settled(services, kb, 1)
         assert job.result == "added"
         await polls(services, name, 1)
@@ -211,9 +233,7 @@ async def test_wrong_credentials_are_one_sentence_in_doctor_and_lose_nothing(
 
 
 async def test_a_large_bucket_is_walked_over_several_polls_from_its_cursor(
-    weaviate_env: Endpoint,
-    store: WeaviateStore,
-    embedder: SentenceTransformerEmbedder,
+    parts: Parts,
     kb: str,
     s3_server: S3Server,
     bucket: str,
@@ -229,7 +249,7 @@ async def test_a_large_bucket_is_walked_over_several_polls_from_its_cursor(
     big = b"[00:00:01] Ana: " + b"word " * 300_000 + b"\n"  # 1.5 MB
     s3.put_object(Bucket=bucket, Key="in/too-big.txt", Body=big)
     settings = settings_for(s3_server, bucket, kb, tmp_path, s3_max_mb=1)
-    async with serving(settings, store, embedder) as services:
+    async with serving(settings, parts) as services:
         jobs = await settled(services, kb, 6)
         done = sorted(j.source_id or "" for j in jobs if j.state == "done")
         assert done == [f"meeting-{n}" for n in range(5)]

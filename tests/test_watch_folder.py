@@ -11,17 +11,29 @@ from pathlib import Path
 
 import pytest
 
+from adapters.chat.announce import Target, targets
 from adapters.doctor import check_connectors
 from bot.config import Settings, load_settings
 from bot.connectors import Counts
 from bot.connectors.settings import ConnectorSettings
-from retrieval.encoding.embed import SentenceTransformerEmbedder
+from bot.wiring import CoreServices
 from retrieval.errors import ConfigError
 from retrieval.models import SearchFilters
-from retrieval.store.weaviate import WeaviateStore
-from retrieval.store.weaviate.server import Endpoint
-from tests.connectors_harness import jobs_of, polls, serving, settled, status, until
+from tests import connectors_harness
+from tests.connectors_harness import (
+    Parts,
+    jobs_of,
+    kept_media,
+    polls,
+    serving,
+    settled,
+    status,
+    until,
+    wav,
+)
 from tests.emulators.slack import BOT_TOKEN, SIGNING_SECRET, SlackEmulator
+
+parts = connectors_harness.parts  # the session's store and model, as serve opens them
 
 POLL_S = 0.15
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "recordings"
@@ -62,9 +74,9 @@ def settings_for(folder: Path, kb: str, tmp_path: Path, **more: object) -> Setti
     )
 
 
-async def found(services: object, kb: str, query: str) -> list[str]:
+async def found(services: CoreServices, kb: str, query: str) -> list[str]:
     """The texts of the hits a search finds."""
-    hits = await services.retrieval.search.search(kb, query, SearchFilters(), k=3)  # type: ignore[attr-defined]
+    hits = await services.retrieval.search.search(kb, query, SearchFilters(), k=3)
     return [h.segment.text for h in hits]
 
 
@@ -94,16 +106,14 @@ async def test_doctor_names_a_watched_folder_quorum_cannot_read(tmp_path: Path) 
 
 
 async def test_a_file_copied_in_slowly_is_ingested_once_after_it_stops_growing(
-    weaviate_env: Endpoint,
-    store: WeaviateStore,
-    embedder: SentenceTransformerEmbedder,
+    parts: Parts,
     kb: str,
     folder: Path,
     tmp_path: Path,
 ) -> None:
     settings = settings_for(folder, kb, tmp_path)
     name = f"folder:{folder}"
-    async with serving(settings, store, embedder, replicas=2) as services:
+    async with serving(settings, parts, replicas=2) as services:
         call = folder / "storage-review.vtt"
         text = vtt(CUES).encode()
         with call.open("wb") as f:  # copied in chunks over several polls
@@ -123,9 +133,7 @@ async def test_a_file_copied_in_slowly_is_ingested_once_after_it_stops_growing(
 
 
 async def test_on_postgresql_two_replicas_ingest_each_file_once(
-    weaviate_env: Endpoint,
-    store: WeaviateStore,
-    embedder: SentenceTransformerEmbedder,
+    parts: Parts,
     kb: str,
     folder: Path,
     tmp_path: Path,
@@ -133,7 +141,7 @@ async def test_on_postgresql_two_replicas_ingest_each_file_once(
 ) -> None:
     settings = settings_for(folder, kb, tmp_path, database_url=postgres_url)
     name = f"folder:{folder}"
-    async with serving(settings, store, embedder, replicas=2) as services:
+    async with serving(settings, parts, replicas=2) as services:
         (folder / "a.vtt").write_text(vtt(CUES[:3]))
         (folder / "b.vtt").write_text(vtt(CUES[3:]))
         jobs = await settled(services, kb, 2)
@@ -144,9 +152,7 @@ async def test_on_postgresql_two_replicas_ingest_each_file_once(
 
 
 async def test_an_edit_updates_the_source_and_a_restart_re_ingests_nothing(
-    weaviate_env: Endpoint,
-    store: WeaviateStore,
-    embedder: SentenceTransformerEmbedder,
+    parts: Parts,
     kb: str,
     folder: Path,
     tmp_path: Path,
@@ -157,14 +163,14 @@ async def test_an_edit_updates_the_source_and_a_restart_re_ingests_nothing(
     call.write_text(vtt(CUES[:3]))
     (folder / "storage-review.meta.json").write_text(json.dumps({"title": "Storage review"}))
     (folder / "notes.md").write_text("# Notes\n\nThe quibbler runbook lives in the wiki.\n")
-    async with serving(settings, store, embedder) as services:
+    async with serving(settings, parts) as services:
         first = await settled(services, kb, 2)
         assert {j.result for j in first} == {"added"}
     call.touch()  # touched while stopped: same content
-    async with serving(settings, store, embedder) as services:
+    async with serving(settings, parts) as services:
         await polls(services, name, 4)
         assert len(await jobs_of(services, kb)) == 2  # the restart re-ingested nothing
-        sources = {i.source.id: i.source for i in await store.list_sources(kb)}
+        sources = {i.source.id: i.source for i in await parts.store.list_sources(kb)}
         assert sources["storage-review"].title == "Storage review"  # the sidecar's
 
         call.write_text(vtt(CUES))  # an edit
@@ -173,16 +179,52 @@ async def test_an_edit_updates_the_source_and_a_restart_re_ingests_nothing(
         assert any("zorbatron" in t for t in await found(services, kb, "zorbatron cluster"))
         (folder / "storage-review.meta.json").write_text(json.dumps({"title": "Storage, Q3"}))
         jobs = await settled(services, kb, 4)  # the sidecar alone changed: updated too
-        sources = {i.source.id: i.source for i in await store.list_sources(kb)}
+        sources = {i.source.id: i.source for i in await parts.store.list_sources(kb)}
         assert sources["storage-review"].title == "Storage, Q3"
         assert len(sources) == 2
         assert (await status(services, name)).counts.queued == 4
 
 
+async def test_a_recording_beside_its_transcript_is_that_source_s_media(
+    parts: Parts,
+    kb: str,
+    folder: Path,
+    tmp_path: Path,
+) -> None:
+    (folder / "call.vtt").write_text(vtt(CUES[:3]))
+    wav(folder / "call.wav")
+    async with serving(settings_for(folder, kb, tmp_path), parts) as services:
+        [job] = await settled(services, kb, 1)  # one source: the transcript, no transcription
+        assert (Path(job.file).name, job.result) == ("call.vtt", "added")
+        assert await kept_media(services, kb, "call")  # its page plays the recording
+
+
+async def test_a_job_left_queued_by_a_stopped_serve_is_run_by_the_next_one(
+    parts: Parts,
+    kb: str,
+    folder: Path,
+    tmp_path: Path,
+) -> None:
+    settings = settings_for(folder, kb, tmp_path)
+    name = f"folder:{folder}"
+    (folder / "a.vtt").write_text(vtt(CUES[:3]))
+    async with serving(settings, parts, inline=False) as services:  # no worker came
+        await until(lambda: _queued(services, name))
+        [job] = await jobs_of(services, kb)
+        assert job.state == "queued"
+    async with serving(settings, parts) as services:
+        [done] = await settled(services, kb, 1)
+        assert (done.id, done.result) == (job.id, "added")  # that job, not a second
+        await polls(services, name, 2)
+        assert (await status(services, name)).counts.queued == 1
+
+
+async def _queued(services: CoreServices, name: str) -> bool:
+    return (await status(services, name)).counts.queued == 1
+
+
 async def test_a_removed_file_is_forgotten_only_when_asked(
-    weaviate_env: Endpoint,
-    store: WeaviateStore,
-    embedder: SentenceTransformerEmbedder,
+    parts: Parts,
     kb: str,
     folder: Path,
     tmp_path: Path,
@@ -190,26 +232,27 @@ async def test_a_removed_file_is_forgotten_only_when_asked(
     name = f"folder:{folder}"
     (folder / "a.vtt").write_text(vtt(CUES[:2]))
     (folder / "b.vtt").write_text(vtt(CUES[2:4]))
-    async with serving(settings_for(folder, kb, tmp_path), store, embedder) as services:
+    async with serving(settings_for(folder, kb, tmp_path), parts) as services:
         await settled(services, kb, 2)
         (folder / "a.vtt").unlink()
         await polls(services, name, 3)
-        assert {i.source.id for i in await store.list_sources(kb)} == {"a", "b"}
+        assert {i.source.id for i in await parts.store.list_sources(kb)} == {"a", "b"}
     follow = settings_for(folder, kb, tmp_path, watch_follow_deletes=True)
-    async with serving(follow, store, embedder) as services:
+    async with serving(follow, parts) as services:
         await polls(services, name, 2)
-        assert {i.source.id for i in await store.list_sources(kb)} == {"a", "b"}  # a: long gone
+        assert {i.source.id for i in await parts.store.list_sources(kb)} == {
+            "a",
+            "b",
+        }  # a: long gone
         (folder / "b.vtt").unlink()
         jobs = await settled(services, kb, 3)
         assert (jobs[-1].kind, jobs[-1].result, jobs[-1].source_id) == ("remove", "removed", "b")
-        assert {i.source.id for i in await store.list_sources(kb)} == {"a"}
+        assert {i.source.id for i in await parts.store.list_sources(kb)} == {"a"}
         assert (await status(services, name)).counts.forgotten == 1
 
 
 async def test_a_file_quorum_cannot_read_is_counted_and_reported_not_retried(
-    weaviate_env: Endpoint,
-    store: WeaviateStore,
-    embedder: SentenceTransformerEmbedder,
+    parts: Parts,
     kb: str,
     folder: Path,
     tmp_path: Path,
@@ -217,7 +260,7 @@ async def test_a_file_quorum_cannot_read_is_counted_and_reported_not_retried(
     settings = settings_for(folder, kb, tmp_path)
     name = f"folder:{folder}"
     (folder / "broken.vtt").write_bytes(b"\xff\xfe\x00garbage that is no transcript\x00")
-    async with serving(settings, store, embedder) as services:
+    async with serving(settings, parts) as services:
         [job] = await settled(services, kb, 1)
         assert job.state == "failed"
         await polls(services, name, 4)
@@ -235,10 +278,17 @@ async def test_a_file_quorum_cannot_read_is_counted_and_reported_not_retried(
         assert (await status(services, name)).last_error is None
 
 
+def test_a_summary_target_may_name_its_knowledge_base() -> None:
+    assert targets("slack:C1=team, slack:C2") == [
+        Target("slack", "C1", "team"),
+        Target("slack", "C2", None),
+    ]
+    with pytest.raises(ConfigError, match="optionally =KB for one knowledge base"):
+        targets("slack:C1=")
+
+
 async def test_a_new_recording_s_summary_is_posted_as_an_upload_s_is(
-    weaviate_env: Endpoint,
-    store: WeaviateStore,
-    embedder: SentenceTransformerEmbedder,
+    parts: Parts,
     kb: str,
     folder: Path,
     tmp_path: Path,
@@ -251,11 +301,12 @@ async def test_a_new_recording_s_summary_is_posted_as_an_upload_s_is(
             slack_bot_token=BOT_TOKEN,
             slack_signing_secret=SIGNING_SECRET,
             slack_api_url=slack.api_url,
-            post_summaries="slack:C0GENERAL",
+            post_summaries=f"slack:C0GENERAL={kb},slack:C0RANDOM=another-kb",
         )
-        async with serving(settings, store, embedder) as services:
+        async with serving(settings, parts) as services:
             for path in (RETRO, RETRO.with_suffix(".meta.json")):
                 shutil.copy(path, folder / path.name)
             await settled(services, kb, 1)
             posted = await until(lambda: asyncio.sleep(0, slack.top_level("C0GENERAL")))
             assert "New recording: Cut-over retro" in str(posted[0].blocks)
+            assert slack.top_level("C0RANDOM") == []  # another knowledge base's channel

@@ -103,6 +103,13 @@ class Poller:
         self.settle = settle  # run the jobs here when no worker is alive (SQLite, no workers)
         self.by = Actor(feed.kind, feed.name)
         self._settling: set[asyncio.Task[object]] = set()
+        self._in_hand: set[int] = set()  # jobs this process is settling
+
+    def _settled(self, task: asyncio.Task[object], jobs: Sequence[Job]) -> None:
+        self._settling.discard(task)
+        self._in_hand.difference_update(j.id for j in jobs)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.warning("connector %s: running its jobs failed: %s", self.feed.name, exc)
 
     async def run(self) -> None:
         """Poll every ``poll_s`` while holding the lease, until cancelled."""
@@ -116,6 +123,12 @@ class Poller:
                         await self.poll()
                 except QuorumError as exc:  # the database: the next round tries again
                     log.warning("connector %s: %s", feed.name, exc)
+                except Exception:  # never the end of polling: said, and tried again
+                    log.exception("connector %s: a poll failed", feed.name)
+                    with contextlib.suppress(Exception):
+                        await self.statuses.error(
+                            feed.name, f"{feed.name}: a poll failed unexpectedly (see the log)."
+                        )
                 await asyncio.sleep(feed.poll_s)
         finally:
             for task in self._settling:
@@ -147,10 +160,11 @@ class Poller:
                 if not there and item.seen_at < listing.pass_start:
                     removal = await self._gone(item)
                     queued += [removal] if removal is not None else []
-        if queued and self.settle:
-            task: asyncio.Task[object] = asyncio.create_task(self.jobs.settle(queued))
+        if self.settle and (mine := [j for j in queued if j.id not in self._in_hand]):
+            self._in_hand.update(j.id for j in mine)
+            task: asyncio.Task[object] = asyncio.create_task(self.jobs.settle(mine))
             self._settling.add(task)
-            task.add_done_callback(self._settling.discard)
+            task.add_done_callback(lambda t: self._settled(t, mine))
         failing = [i for i in (await self.items.all(feed.name)).values() if i.state == "failed"]
         await self.statuses.ran(
             feed.name,
@@ -183,31 +197,32 @@ class Poller:
                 return None
             if digest == item.digest and item.job_id is not None:
                 # Touched, or back as it was: the same content as its last job's.
-                await self._ended(item.but(state="queued"), count=False)
-                return None
+                return await self._ended(item.but(state="queued"), count=False)
             job = await self.feed.queue(self.jobs, seen, digest, self.by)
             await self.statuses.count(name, "queued")
             await self.items.put(item.but(state="queued", digest=digest, job_id=job.id))
             return job
         if item.state == "queued" and item.job_id is not None:
-            await self._ended(item)
+            return await self._ended(item)
         return None
 
-    async def _ended(self, item: Item, *, count: bool = True) -> None:
-        """A queued item's job, if it has ended: done (with its source) or failed."""
+    async def _ended(self, item: Item, *, count: bool = True) -> Job | None:
+        """A queued item's job, if it has ended: done (with its source) or failed. The
+        job when it has not (a previous process queued it and stopped: run it here too)."""
         job = await self.jobs.table.get(item.job_id) if item.job_id is not None else None
         if job is None or job.state in ("queued", "running"):
             if not count:  # the job still runs (or was deleted): wait for it as queued
                 await self.items.put(item)
-            return
+            return job
         if job.state == "done":
             sid = job.source_id or item.source_id
             await self.items.put(item.but(state="done", source_id=sid, error=None))
-            return
+            return None
         if count:
             await self.statuses.count(self.feed.name, "failed")
         why = job.error or ("its job was cancelled" if job.state == "cancelled" else "failed")
         await self.items.put(item.but(state="failed", error=why))
+        return None
 
     async def _gone(self, item: Item) -> Job | None:
         """An item no longer listed: its source forgotten (the removal's job) when deletes
