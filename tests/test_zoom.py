@@ -102,7 +102,7 @@ async def world(
             chunk_seconds=8,
             chunk_overlap_seconds=2,
             job_attempts=1,
-            post_summaries="slack:C0GENERAL",
+            post_summaries=f"slack:C0GENERAL={kb},slack:C0RANDOM=other{kb}",
             slack_bot_token=BOT_TOKEN,
             slack_signing_secret=SIGNING_SECRET,
             slack_api_url=slack.api_url,
@@ -233,6 +233,7 @@ async def test_a_recording_becomes_searchable_with_zoom_speakers_plays_and_is_an
         m for m in world.slack.top_level("C0GENERAL") if "Billing region sync" in str(m.blocks)
     ]
     assert len(posted) == 1
+    assert not [m for m in world.slack.top_level("C0RANDOM") if "Billing" in str(m.blocks)]
 
     # The same event again, after it was added: still one source, unchanged.
     status, answer = await world.zoom.send(event)
