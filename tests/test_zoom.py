@@ -11,7 +11,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,17 +27,22 @@ from adapters.doctor import check_connectors
 from bot.config import load_settings
 from bot.connectors import statuses_of
 from bot.connectors import zoom as zoom_events
+from bot.connectors.zoom_fetch import ZoomRecordings
 from bot.jobs import Job, Limits
 from bot.jobs.worker import Worker
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError
-from retrieval.models import SearchFilters
+from retrieval.models import SearchFilters, Source
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
+from tests import test_sessions
 from tests.emulators.slack import BOT_TOKEN, SIGNING_SECRET, SlackEmulator
 from tests.emulators.zoom import ZoomEmulator
 from tests.media_fixtures import speak, to_m4a
 from tests.pages_harness import Served, chromium, opened, serving
+from tests.test_sessions import Opener
+
+open_store = test_sessions.open_store  # a store on SQLite, then on PostgreSQL
 
 SECRET = "zoom-secret-token-for-tests"
 HOST = "priya@example.com"
@@ -397,3 +402,23 @@ def test_audio_is_preferred_to_video_and_a_bad_host_mapping_names_its_setting() 
     assert "/" not in both.source_id and both.source_id.startswith("zoom-")
     with pytest.raises(ConfigError, match="QUORUM_ZOOM_KBS: 'sales' is not host-email:kb"):
         zoom_events.host_kbs("alice@example.com:eng,sales")
+
+
+async def test_a_kept_event_survives_a_restart_and_goes_once_forgotten_on_both_databases(
+    open_store: Opener,
+) -> None:
+    """The event waits in the database (SQLite, then PostgreSQL) for its job; a later
+    delivery replaces it (a fresher token); forgetting the source drops it."""
+    emulator = ZoomEmulator(SECRET, url="https://zoom.us")
+    first = zoom_events.recording(emulator.recording("Kept", HOST, vtt=b"t"), ["zoom.us"])
+    async with open_store() as sessions:
+        await ZoomRecordings(sessions).keep("team", first)
+        fresher = replace(first, token="a-fresher-token")
+        await ZoomRecordings(sessions).keep("team", fresher)
+    async with open_store() as sessions:  # as after a restart, or on another machine
+        kept = ZoomRecordings(sessions)
+        assert await kept.get(first.source_id) == fresher
+        await kept.forget("other-kb", Source(first.source_id, "Kept", "audio"))
+        assert await kept.get(first.source_id) == fresher  # another knowledge base's: kept
+        await kept.forget("team", Source(first.source_id, "Kept", "audio"))
+        assert await kept.get(first.source_id) is None
