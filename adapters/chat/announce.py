@@ -8,10 +8,10 @@ door announces alike: `quorum ingest`, uploads, and the connectors' jobs (folder
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from adapters.platform import platforms
+from adapters.platform import Poster, platforms
 from bot.cite.citations import at_second
 from bot.config import Settings
 from bot.write import Announcer
@@ -25,7 +25,6 @@ from retrieval.write.summary import LABELS, read_lines
 log = logging.getLogger("quorum.announce")
 
 RECORDINGS = ("video", "audio")
-Poster = Callable[[Settings, str, str], Awaitable[None]]  # (settings, channel, markdown)
 
 
 @dataclass(frozen=True)
