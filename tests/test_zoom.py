@@ -10,10 +10,9 @@ import asyncio
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
 
 import aiohttp
 import pytest
@@ -36,6 +35,7 @@ from retrieval.models import SearchFilters, Source
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
 from tests import test_sessions
+from tests.connectors_harness import until
 from tests.emulators.slack import BOT_TOKEN, SIGNING_SECRET, SlackEmulator
 from tests.emulators.zoom import ZoomEmulator
 from tests.media_fixtures import speak, to_m4a
@@ -46,7 +46,6 @@ open_store = test_sessions.open_store  # a store on SQLite, then on PostgreSQL
 
 SECRET = "zoom-secret-token-for-tests"
 HOST = "priya@example.com"
-T = TypeVar("T")
 
 LINES = [
     ("Priya Raman", "Good morning. Today we decide where the billing cluster moves."),
@@ -129,15 +128,6 @@ async def world(
             finally:
                 running.cancel()
                 await asyncio.gather(running, return_exceptions=True)
-
-
-async def until(check: Callable[[], Awaitable[T | None]], timeout_s: float = 120) -> T:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if found := await check():
-            return found
-        await asyncio.sleep(0.2)
-    raise AssertionError("timed out")
 
 
 async def finished(world: World, job_id: int) -> Job:
