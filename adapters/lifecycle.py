@@ -103,6 +103,8 @@ async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Run
         counting = asyncio.create_task(metrics.jobs().watch(services.jobs.table))
         core = MeteredCore(services.engine, metrics)
         server.attach(services, core, metrics)
+        if server.zoom is not None:  # Zoom's status row, for doctor before its first event
+            await server.zoom.statuses()
         await _warm_up(services)
         server.readiness.set("model", None)
 

@@ -135,6 +135,12 @@ def writer_of(
         from bot.connectors.s3 import fetcher
 
         writer.add_fetcher("s3", fetcher(own, settings.data_dir / "connectors" / "s3"))
+    if holdings is not None:  # a Zoom recording is downloaded by the job that ingests it
+        from bot.connectors.zoom_fetch import SCHEME, ZoomFetcher
+
+        zoom = ZoomFetcher(settings, holdings.sessions)
+        writer.add_fetcher(SCHEME, zoom)
+        holdings.add_hook(zoom.recordings.forget)  # a kept event names its meeting
     return writer
 
 

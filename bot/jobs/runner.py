@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.errors import FetchError
 from bot.jobs.records import Job
 from bot.jobs.table import JobTable
 from bot.models import Actor
@@ -59,6 +60,7 @@ class _Beats:
         self.outer = outer
         self.stop = threading.Event()
         self.heard: dict[str, tuple[float, float]] = {}
+        self.names: dict[str, str] = {}  # a downloaded file's path -> its job's URL
 
     def started(self, files: int) -> None:
         if self.outer is not None:
@@ -69,7 +71,7 @@ class _Beats:
             self.outer.file_done(result)
 
     def transcribing(self, path: str, done_s: float, total_s: float) -> None:
-        self.heard[path] = (done_s, total_s)
+        self.heard[self.names.get(path, path)] = (done_s, total_s)
         transcribing = getattr(self.outer, "transcribing", None)
         if transcribing is not None:
             transcribing(path, done_s, total_s)
@@ -134,6 +136,7 @@ class Runner:
                     continue
                 try:
                     local[job.file] = await stack.enter_async_context(self._fetch(job.file))
+                    beats.names[str(local[job.file])] = job.file  # its progress, by its URL
                 except Unfetchable as exc:
                     await self._end(job, "failed", error=str(exc))
             runnable = [j for j in jobs if "://" not in j.file or j.file in local]
@@ -217,6 +220,8 @@ class Runner:
 
     async def _again(self, jobs: Sequence[Job], exc: Exception) -> float | None:
         why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if isinstance(exc, FetchError):
+            why = str(exc)  # a download's failure, already one sentence for a person
         delays: list[float] = []
         for job in jobs:
             if job.attempts >= self.limits.attempts:

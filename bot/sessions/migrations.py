@@ -203,6 +203,17 @@ CREATE TABLE connector_items (
 CREATE INDEX connector_items_by_state ON connector_items (connector, state)
 """
 
+# A Zoom recording.completed event, kept from the webhook until its job has downloaded
+# the files (its download token and their URLs; bot/connectors/zoom_fetch.py).
+M009_ZOOM = """
+CREATE TABLE zoom_recordings (
+    source_id TEXT PRIMARY KEY,
+    kb TEXT NOT NULL,
+    event TEXT NOT NULL,
+    received_at $float NOT NULL
+)
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("m001_initial", M001_INITIAL),
     ("m002_query_log", M002_QUERY_LOG),
@@ -211,6 +222,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("m005_exchange_kb", M005_EXCHANGE_KB),
     ("m006_jobs", M006_JOBS),
     ("m007_connectors", M007_CONNECTORS),
+    ("m009_zoom", M009_ZOOM),
 )
 
 
