@@ -23,6 +23,7 @@ from retrieval.store.weaviate.open import boot as boot_weaviate
 from retrieval.voiceprints import VOICEPRINTS, Voiceprints
 
 if TYPE_CHECKING:
+    from retrieval.speakers.diarize import Diarizer
     from retrieval.transcribe import Transcriber
 
 WeaviateMode = Literal["embedded", "local", "cloud"]
@@ -91,6 +92,15 @@ class RetrievalConfig:
 
         return Transcriber(self.whisper_model, self.data_dir / TRANSCRIPTS)
 
+    def diarizer(self) -> Diarizer | None:
+        """Who spoke in recordings Quorum transcribes (CAM++ loads on first use); None
+        with ``diarize`` off."""
+        if not self.diarize:
+            return None
+        from retrieval.speakers.diarize import Diarizer
+
+        return Diarizer(self.speaker_onnx_path)
+
 
 @dataclass
 class Retrieval:
@@ -101,6 +111,7 @@ class Retrieval:
     embedder: LazyEmbedder
     search: SearchService
     transcriber: Transcriber
+    diarizer: Diarizer | None = None
 
     @property
     def chunking(self) -> ChunkConfig:
@@ -155,4 +166,4 @@ async def open_retrieval(
         search = SearchService(
             store, embedder, alpha=config.hybrid_alpha, reranker=reranker, signer=signer
         )
-        yield Retrieval(config, store, embedder, search, config.transcriber())
+        yield Retrieval(config, store, embedder, search, config.transcriber(), config.diarizer())
