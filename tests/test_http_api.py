@@ -18,14 +18,14 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from adapters.http.api import STOPPING
+from adapters.http.problems import STOPPING
 from adapters.http.server import OpsServer, local_pages
 from bot.config import load_settings
 from bot.metrics import MeteredCore, Metrics
 from bot.models import Actor
 from bot.wiring import CoreServices, open_core, retrieval_config
-from retrieval.embed import LazyEmbedder, SentenceTransformerEmbedder
-from retrieval.search import SearchService
+from retrieval.encoding.embed import LazyEmbedder, SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.service import Retrieval
 from retrieval.store.weaviate import WeaviateStore
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator

@@ -20,16 +20,16 @@ from typer.testing import CliRunner
 
 from adapters.cli.main import app
 from bot.config import load_settings
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import IngestError
-from retrieval.indexer import FileResult, ingest
 from retrieval.ingest import read_source
 from retrieval.ingest.media import file_digest, read_media
 from retrieval.ingest.metadata import parse
 from retrieval.speakers.diarize import Diarizer
 from retrieval.store import Store
 from retrieval.store.weaviate.server import Endpoint
-from retrieval.transcribe import Transcriber, Transcript
+from retrieval.write.indexer import FileResult, ingest
+from retrieval.write.transcribe import Transcriber, Transcript
 from tests.conversation import Conversation, converse
 from tests.pages_harness import chromium, opened, serving
 

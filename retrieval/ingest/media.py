@@ -14,10 +14,10 @@ import av
 import numpy as np
 import numpy.typing as npt
 
-from retrieval.chunking import Unit
 from retrieval.errors import IngestError
 from retrieval.models import Kind
-from retrieval.transcribe import SAMPLE_RATE, Audio, OnProgress, Transcriber, chunked
+from retrieval.write.chunking import Unit
+from retrieval.write.transcribe import SAMPLE_RATE, Audio, OnProgress, Transcriber, chunked
 
 if TYPE_CHECKING:
     from retrieval.speakers.diarize import Diarizer

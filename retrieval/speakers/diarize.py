@@ -22,7 +22,7 @@ import numpy.typing as npt
 from retrieval.speakers.cluster import cluster
 from retrieval.speakers.embedder import SpeakerEmbedder, SpeakerModelUnavailable
 from retrieval.speakers.fbank import SAMPLE_RATE
-from retrieval.transcribe import Audio, Transcript
+from retrieval.write.transcribe import Audio, Transcript
 
 log = logging.getLogger("quorum.speakers")
 
@@ -57,7 +57,7 @@ class Line:
 @dataclass(frozen=True)
 class Diarized:
     """The labelled lines, and each speaker's voice (the mean of its stretches' vectors,
-    unit length): what ``retrieval.voiceprints`` keeps when voices are on."""
+    unit length): what ``retrieval.speakers.voiceprints`` keeps when voices are on."""
 
     lines: tuple[Line, ...]
     voices: dict[str, npt.NDArray[np.float32]]

