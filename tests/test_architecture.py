@@ -145,8 +145,8 @@ WEAVIATE_STORE = "retrieval/store/weaviate"
 
 
 def test_only_the_weaviate_store_imports_weaviate() -> None:
-    """The client and its classes live in ``retrieval/store/weaviate/``; above it, only
-    ``retrieval/service.py`` opens that package (every other module asks ``Store``)."""
+    """The client and its classes live in ``retrieval/store/weaviate/``; every other module
+    asks ``Store`` (and ``retrieval/service.py`` opens it through the store registry)."""
     wrong = []
     for package in ("adapters", "bot", "retrieval"):
         for path in sorted((REPO / package).rglob("*.py")):
@@ -156,7 +156,7 @@ def test_only_the_weaviate_store_imports_weaviate() -> None:
             for module in imported_modules(path):
                 vendor = module.split(".")[0] == "weaviate"
                 ours = module.startswith("retrieval.store.weaviate")
-                if vendor or (ours and str(where) != "retrieval/service.py"):
+                if vendor or ours:
                     wrong.append(f"{where}: {module}")
     assert wrong == []
 
@@ -222,29 +222,58 @@ def test_the_store_takes_and_returns_quorum_types() -> None:
     assert len(store_methods()) >= 10 and leaks == []
 
 
-STORES = {
-    "WeaviateStore": "retrieval.store.weaviate",
-    "MemoryStore": "retrieval.store.memory",
-}
+SEAM = {"__init__.py", "base.py", "registry.py"}
 
 
-@pytest.mark.parametrize("implementation", sorted(STORES))
-def test_each_store_offers_every_method_of_the_protocol(implementation: str) -> None:
-    """Each implementation has each of ``Store``'s methods with the same parameters (names,
-    kinds and defaults), so a caller written against the protocol runs on any of them."""
-    import importlib
+def stores_found(root: Path) -> list[str]:
+    """Every store under ``root`` (``retrieval/store/``), by module name: each package,
+    and each module that is not the seam's own (``base``, ``registry``)."""
+    return sorted(
+        f"retrieval.store.{p.stem}"
+        for p in root.iterdir()
+        if (p.is_dir() and (p / "__init__.py").exists())
+        or (p.suffix == ".py" and p.name not in SEAM)
+    )
 
-    from retrieval.store.base import Store
 
-    cls = getattr(importlib.import_module(STORES[implementation]), implementation)
-    differ = []
-    for name in store_methods():
-        want = inspect.signature(getattr(Store, name))
-        have = inspect.signature(getattr(cls, name)) if hasattr(cls, name) else None
-        shape = [(p.name, p.kind, p.default) for p in want.parameters.values()]
-        if have is None or shape != [(p.name, p.kind, p.default) for p in have.parameters.values()]:
-            differ.append(f"{name}: {have} is not {want}")
-    assert differ == []
+def test_every_store_is_in_the_registry() -> None:
+    """A store is its package under ``retrieval/store/`` plus its line in
+    ``retrieval/store/registry.py``: one without its line would never be opened (nor run
+    through ``tests/test_store.py``'s contract), and a line without its package fails."""
+    from retrieval.store import registry
+
+    assert stores_found(REPO / "retrieval" / "store") == sorted(registry.REGISTRY)
+    for name in registry.names():
+        kind = registry.kind(name)
+        prefix = kind.settings.model_config.get("env_prefix")
+        assert prefix == f"QUORUM_{name.upper()}_", f"{name}'s settings read {prefix}*"
+
+
+def test_the_store_check_would_catch_an_unregistered_store(tmp_path: Path) -> None:
+    for name in ("__init__.py", "base.py", "registry.py", "memory.py"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "redis").mkdir()
+    (tmp_path / "redis" / "__init__.py").write_text("")
+    (tmp_path / "__pycache__").mkdir()
+    assert stores_found(tmp_path) == ["retrieval.store.memory", "retrieval.store.redis"]
+
+
+def test_a_store_is_opened_only_through_the_registry() -> None:
+    """No module outside a store's own package imports it: ``retrieval/service.py`` opens
+    whichever ``QUORUM_STORE`` names through ``retrieval/store/registry.py``, so choosing
+    another store changes no code above ``retrieval/store/``."""
+    from retrieval.store import registry
+
+    wrong = []
+    for package in ("adapters", "bot", "retrieval"):
+        for path in sorted((REPO / package).rglob("*.py")):
+            where = path.relative_to(REPO)
+            for store in registry.REGISTRY:
+                home = Path(*store.split("."))
+                if where.is_relative_to(home) or where == home.with_suffix(".py"):
+                    continue
+                wrong += [f"{where}: {m}" for m in imported_modules(path) if m.startswith(store)]
+    assert wrong == []
 
 
 def test_platforms_are_named_only_in_their_folders_and_the_registry() -> None:
