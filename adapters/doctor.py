@@ -15,8 +15,6 @@ import shutil
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Literal
 from urllib.parse import urlsplit
 
 import typer
@@ -26,6 +24,7 @@ from rich.table import Table
 from adapters import platform
 from adapters.cli.app import out
 from adapters.http.auth import parse_tokens
+from adapters.platform import Check
 from bot.config import Settings, load_settings
 from bot.errors import LLMError
 from bot.holdings import data_sizes
@@ -36,21 +35,10 @@ from bot.wiring import open_retrieval, open_session_store
 from retrieval.encoding.embed import packaged_model_path
 from retrieval.errors import QuorumError
 
-Status = Literal["ok", "warn", "FAIL"]
 CHECK_TIMEOUT_S = 30.0  # Weaviate may start from cold
 MIN_FREE_BYTES = 1 << 30
 LOW_FREE_BYTES = 5 << 30
 PING_TOOL = Tool("ping", "Answer a ping.", {"type": "object", "properties": {}})
-
-
-@dataclass(frozen=True)
-class Check:
-    """One row of the report."""
-
-    name: str
-    status: Status
-    detail: str
-    fix: str = ""
 
 
 def _ok(name: str, detail: str) -> Check:

@@ -122,6 +122,11 @@ class Retrieval:
         """Speakers' vectors per source (kept only with ``QUORUM_VOICES=on``)."""
         return self.config.voiceprints()
 
+    @property
+    def signer(self) -> LinkSigner | None:
+        """Signs and checks the links to Quorum's pages (None without a public URL)."""
+        return self.search.signer
+
 
 def boot(config: RetrievalConfig) -> None:
     """Start the store's server booting now (if it runs one), for a command that opens

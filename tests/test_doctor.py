@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from adapters.cli.main import app
 from adapters.discord.cli import sync_commands
-from adapters.doctor import Check, check_data, check_llm, check_pages, run_checks
+from adapters.doctor import check_data, check_llm, check_pages, run_checks
+from adapters.platform import Check
 from adapters.slack.doctor import MANIFEST, bot_scopes, check_slack
 from bot.config import Settings, load_settings
 from retrieval.store.weaviate.server import Endpoint

@@ -70,7 +70,7 @@ class Pages:
         services = self.server.services
         if services is None:
             raise refused(*STARTING)
-        signer = services.retrieval.search.signer
+        signer = services.retrieval.signer
         if signer is None:
             raise refused(*REMOVED)
         try:
