@@ -24,8 +24,11 @@ from rich.table import Table
 from adapters import platform
 from adapters.cli.app import out
 from adapters.http.auth import parse_tokens
-from adapters.platform import Check
+from adapters.platform import Check, Status
 from bot.config import Settings, load_settings
+from bot.connectors import ConnectorStatus, statuses_of
+from bot.connectors.run import feeds
+from bot.connectors.settings import ConnectorSettings
 from bot.errors import LLMError
 from bot.holdings import data_sizes
 from bot.llm import NoTools, Tool
@@ -203,6 +206,50 @@ async def check_jobs(settings: Settings) -> Check | None:
     return _ok("jobs", detail)
 
 
+def connector_row(
+    name: str, status: ConnectorStatus | None, problem: str | None, now: float
+) -> Check:
+    """A connector's row: what it did and when it runs next, or its problems (``problem``:
+    what asking its folder or bucket just now found)."""
+    row = f"connector {name}"
+    if status is None:
+        if problem:
+            return Check(row, "FAIL", problem, "Not polled yet: `quorum serve` polls it.")
+        return _ok(row, "not polled yet: `quorum serve` polls it")
+    c = status.counts
+    ran = f"last run {now - status.last_run:.0f} s ago" if status.last_run else "not run yet"
+    nxt = f", next in {max(0.0, status.next_run - now):.0f} s" if status.next_run else ""
+    detail = (
+        f"{status.kind} -> {status.kb}: {ran}{nxt}; seen {c.seen}, queued {c.queued}, "
+        f"failed {c.failed}, forgotten {c.forgotten}"
+    )
+    problems = [problem] if problem else status.problems(now)
+    if problems:  # an error stands until a run goes well: nothing arrives meanwhile
+        level: Status = "FAIL" if problem or status.last_error else "warn"
+        return Check(row, level, " ".join(problems), detail)
+    return _ok(row, detail)
+
+
+async def check_connectors(settings: Settings) -> list[Check]:
+    """A row per connector: each configured folder and bucket asked now, with what its
+    status row says, then the other connectors the database knows (a webhook's)."""
+    try:
+        async with open_session_store(settings) as store:
+            known = {s.name: s for s in await statuses_of(store).all()}
+    except (QuorumError, OSError):
+        known = {}  # the database's own row says why
+    now = time.time()
+    rows: list[Check] = []
+    for feed in feeds(settings.platform(ConnectorSettings)):
+        try:
+            async with asyncio.timeout(CHECK_TIMEOUT_S):
+                problem = await feed.probe()
+        except TimeoutError:
+            problem = f"{feed.name} did not answer within {CHECK_TIMEOUT_S:g} s."
+        rows.append(connector_row(feed.name, known.pop(feed.name, None), problem, now))
+    return rows + [connector_row(name, s, None, now) for name, s in sorted(known.items())]
+
+
 def check_disk(settings: Settings) -> Check:
     """Free space where the data lives."""
     where = settings.data_dir
@@ -289,6 +336,7 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks.append(check_port(settings))
     checks.append(check_pages(settings))
     checks += [await _bounded(name, fn(settings)) for name, fn in slow]
+    checks += await check_connectors(settings)
     return [c for c in checks if c is not None]
 
 
@@ -312,6 +360,7 @@ def doctor() -> None:
         settings = load_settings()
         for chat in platform.platforms():
             chat.own(settings)  # a bad platform variable fails here, named
+        settings.platform(ConnectorSettings)  # and a bad connector one
     except QuorumError as exc:
         checks = [
             Check("settings", "FAIL", str(exc), "Fix that variable in the environment or .env.")

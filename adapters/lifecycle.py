@@ -5,6 +5,9 @@ Start: the HTTP server first (``/healthz`` alive, ``/readyz`` 503), then the cor
 and only then the platforms connect, so the first question is answered as fast as any
 later one. ``/readyz`` turns green when every platform is connected.
 
+The connectors (``bot.connectors``: watched folders, buckets) poll beside the platforms
+once the core is up, and stop with them.
+
 With ``QUORUM_RETAIN_*`` (or ``QUORUM_MEDIA_RETAIN_DAYS``) set, retention runs once the core
 is up and then daily.
 
@@ -30,6 +33,7 @@ from adapters.http.server import OpsServer
 from adapters.platform import Platform, Runner
 from adapters.workers import Workers
 from bot.config import Settings
+from bot.connectors.run import run_connectors
 from bot.metrics import MeteredCore, Metrics
 from bot.retention import daily
 from bot.wiring import CoreServices, open_core, retain
@@ -99,6 +103,8 @@ async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Run
         counting = asyncio.create_task(metrics.jobs().watch(services.jobs.table))
         core = MeteredCore(services.engine, metrics)
         server.attach(services, core, metrics)
+        if server.zoom is not None:  # Zoom's status row, for doctor before its first event
+            await server.zoom.statuses()
         await _warm_up(services)
         server.readiness.set("model", None)
 
@@ -109,6 +115,8 @@ async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Run
             asyncio.create_task(run(core, settings, connected(name)), name=f"quorum-{name}")
             for name, run in platforms.items()
         ]
+        # Folders and buckets polled (QUORUM_WATCH, QUORUM_S3_URL): their files become jobs.
+        polling = asyncio.create_task(run_connectors(services), name="quorum-connectors")
         keeper = None
         if (days := retain(settings)).any:  # QUORUM_RETAIN_*: now, then once a day
             keeper = asyncio.create_task(daily(services.holdings, days), name="quorum-retention")
@@ -117,7 +125,7 @@ async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Run
         try:
             await asyncio.gather(*tasks) if tasks else await _forever()
         finally:
-            for task in [*tasks, *([keeper] if keeper else []), counting]:
+            for task in [*tasks, *([keeper] if keeper else []), counting, polling]:
                 task.cancel()
             # API requests in flight finish beside the platforms' answers, while the
             # core they need is still open.
@@ -125,6 +133,7 @@ async def _serve(settings: Settings, server: OpsServer, platforms: dict[str, Run
                 await asyncio.gather(
                     server.stop(),
                     *tasks,
+                    polling,
                     *([workers.stop()] if workers else []),
                     return_exceptions=True,
                 )

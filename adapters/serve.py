@@ -13,6 +13,7 @@ from adapters import platform as registry
 from adapters.cli.app import fail, run
 from adapters.lifecycle import serve_until_stopped
 from bot.config import Settings
+from bot.connectors.settings import ConnectorSettings
 from retrieval.errors import ConfigError
 from retrieval.links.share import load_secret
 
@@ -39,6 +40,7 @@ def serve(
         wanted = [by_name[platform]] if platform != "all" else list(by_name.values())
         # Read (or made) now, not at the first link: with an unusable secret every page
         # and search would fail while /readyz said ready, so serve refuses to start.
+        settings.platform(ConnectorSettings)  # a bad QUORUM_WATCH or QUORUM_S3_URL: now
         secret = settings.link_secret
         load_secret(settings.data_dir, secret.get_secret_value() if secret else None)
         await serve_until_stopped(settings, [p for p in wanted if p.is_configured(settings)])

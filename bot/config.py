@@ -296,12 +296,47 @@ class Settings(BaseSettings):
     post_summaries: str | None = Field(
         None,
         description="Post each newly ingested recording's summary here: PLATFORM:CHANNEL "
-        "(a chat platform's name and one of its channels), comma-separated for several.",
+        "(a chat platform's name and one of its channels), =KB after one for that knowledge "
+        "base's recordings only, comma-separated for several.",
     )
 
     # --- chat uploads
     upload_max_mb: int = Field(
         200, ge=1, description="Largest file accepted from a chat upload, in megabytes."
+    )
+
+    # --- Zoom cloud recordings (POST /hooks/zoom; bot/connectors/zoom.py)
+    zoom_secret_token: SecretStr | None = Field(
+        None,
+        description="The Secret Token of your Zoom app's event subscription: signs each "
+        "webhook Zoom sends to POST /hooks/zoom. Unset: the endpoint is off.",
+    )
+    zoom_kb: str | None = Field(
+        None, description="Knowledge base a Zoom recording goes to (unset: QUORUM_DEFAULT_KB)."
+    )
+    zoom_kbs: str | None = Field(
+        None,
+        description="Per-host knowledge bases, host-email:kb pairs: alice@example.com:eng,"
+        "bob@example.com:sales; a host not listed goes to QUORUM_ZOOM_KB.",
+    )
+    zoom_follow_deletes: bool = Field(
+        False,
+        description="Forget a recording when it is deleted or trashed in Zoom "
+        "(recording.deleted, recording.trashed). Off: Quorum keeps it.",
+    )
+    zoom_download_hosts: CsvStrs = Field(
+        default_factory=lambda: ["zoom.us", "zoomgov.com"],
+        description="Hosts (and their subdomains) a Zoom event's download URLs may name; "
+        "an event naming any other is refused, even when signed.",
+    )
+    zoom_download_max_mb: int = Field(
+        4096, ge=1, description="Largest Zoom recording file downloaded, in megabytes."
+    )
+    zoom_download_timeout_s: float = Field(
+        3600.0, gt=0, description="Longest one Zoom download may take, in seconds."
+    )
+    zoom_download_stall_s: float = Field(
+        60.0, gt=0, description="A Zoom download that sends nothing for this long is cut off."
     )
 
     # load_settings' overrides no field here takes: a platform's or a store's, under its prefix

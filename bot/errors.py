@@ -5,7 +5,8 @@
      ├── InvalidInput       a bad argument or question (says what is wrong)
      ├── IngestError        a file could not be read (names the file and why)
      ├── SearchUnavailable  Weaviate cannot be reached or failed (names the URL)
-     └── LLMError           the model failed after retries, timed out, or refused the request
+     ├── LLMError           the model failed after retries, timed out, or refused the request
+     └── FetchError         a connector's download failed and is worth trying again (says why)
 
 The first five live in ``retrieval.errors`` (retrieval never imports ``bot``) and are
 re-exported here so the core and the adapters import one module. Vendor exceptions are
@@ -25,6 +26,7 @@ from retrieval.errors import (
 
 __all__ = [
     "ConfigError",
+    "FetchError",
     "IngestError",
     "InvalidInput",
     "LLMError",
@@ -44,3 +46,9 @@ class LLMError(QuorumError):
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+
+
+class FetchError(QuorumError):
+    """A connector's download failed in a way that may pass (a cut connection, a stalled
+    or slow server): one sentence, and the job is tried again. One that cannot pass is
+    ``bot.write.Unfetchable``."""

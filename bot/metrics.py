@@ -29,9 +29,10 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from bot.connectors.status import ConnectorStatus, ConnectorStatuses
 from bot.engine import BROKEN, SEARCH_DOWN
 from bot.jobs.table import JobTable
 from bot.llm import Model
@@ -101,6 +102,50 @@ JOB_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200)
 JOBS_EVERY_S = 5.0  # the jobs' figures are read from the database this often
 
 
+class ConnectorMetrics(Collector):
+    """Each connector's status row (``bot.connectors``) as metrics: its counts (counters),
+    last and next run (timestamps) and whether its last run failed."""
+
+    def __init__(self, r: CollectorRegistry) -> None:
+        self.statuses: list[ConnectorStatus] = []
+        r.register(self)
+
+    def show(self, statuses: list[ConnectorStatus]) -> None:
+        """The statuses the next scrape reports."""
+        self.statuses = statuses
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["connector", "kind", "kb"]
+        items = CounterMetricFamily(
+            "quorum_connector_items",
+            "Items a connector has seen, queued, failed and forgotten, by event.",
+            labels=[*labels, "event"],
+        )
+        last = GaugeMetricFamily(
+            "quorum_connector_last_run_timestamp_seconds",
+            "When a connector last ran (Unix seconds).",
+            labels=labels,
+        )
+        nxt = GaugeMetricFamily(
+            "quorum_connector_next_run_timestamp_seconds",
+            "When a connector runs next (Unix seconds).",
+            labels=labels,
+        )
+        broken = GaugeMetricFamily(
+            "quorum_connector_error", "1 while a connector's last run failed.", labels=labels
+        )
+        for s in self.statuses:
+            who = [s.name, s.kind, s.kb]
+            for event, n in s.counts.as_dict().items():
+                items.add_metric([*who, event], n)
+            if s.last_run is not None:
+                last.add_metric(who, s.last_run)
+            if s.next_run is not None:
+                nxt.add_metric(who, s.next_run)
+            broken.add_metric(who, 1.0 if s.last_error else 0.0)
+        yield from (items, last, nxt, broken)
+
+
 class JobMetrics:
     """Jobs by state, the queue's depth per lane and job seconds by kind, read from the
     shared jobs table, so every replica reports the whole queue (what an autoscaler of
@@ -123,6 +168,7 @@ class JobMetrics:
             registry=r,
         )
         self.since = time.time()
+        self.connectors = ConnectorMetrics(r)
 
     async def read(self, table: JobTable) -> None:
         """Read the figures once."""
@@ -142,6 +188,7 @@ class JobMetrics:
             for s in seconds:
                 self.seconds.labels(kind).observe(s)
         self.since = now
+        self.connectors.show(await ConnectorStatuses(table.driver).all())
 
     async def watch(self, table: JobTable, every_s: float = JOBS_EVERY_S) -> None:
         """Read the figures every ``every_s`` until cancelled."""

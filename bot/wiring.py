@@ -131,9 +131,22 @@ def writer_of(
 ) -> Writer:
     """The one write path (``bot.write``) over running retrieval: the model's summaries
     when ``summarizer`` is given, the media store's copies, the audit trail."""
+    from bot.connectors.settings import ConnectorSettings
     from bot.write import Writer  # the indexer and its readers: only for a command that writes
 
-    return Writer.of(retrieval, holdings=holdings, summarizer=summarizer)
+    writer = Writer.of(retrieval, holdings=holdings, summarizer=summarizer)
+    own = settings.platform(ConnectorSettings)
+    if own.s3_url:  # a bucket's objects are downloaded by the job that ingests them
+        from bot.connectors.s3 import fetcher
+
+        writer.add_fetcher("s3", fetcher(own, settings.data_dir / "connectors" / "s3"))
+    if holdings is not None:  # a Zoom recording is downloaded by the job that ingests it
+        from bot.connectors.zoom_fetch import SCHEME, ZoomFetcher
+
+        zoom = ZoomFetcher(settings, holdings.sessions)
+        writer.add_fetcher(SCHEME, zoom)
+        holdings.add_hook(zoom.recordings.forget)  # a kept event names its meeting
+    return writer
 
 
 def job_limits(settings: Settings) -> Limits:

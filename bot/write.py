@@ -16,6 +16,7 @@ Announcing is the adapters' business (each platform posts its own way): they reg
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from bot.models import Actor
 from retrieval.encoding.embed import Embedder
+from retrieval.errors import QuorumError
 from retrieval.links.kept_media import MediaStore
 from retrieval.search.search import SearchService
 from retrieval.speakers.voiceprints import Voiceprints
@@ -39,6 +41,17 @@ if TYPE_CHECKING:
     from retrieval.speakers.diarize import Diarizer
 
 log = logging.getLogger("quorum.write")
+
+Fetcher = Callable[[str], contextlib.AbstractAsyncContextManager[Path]]
+"""Downloads what a URL names (``s3://bucket/key``) to a temporary file, removed on exit:
+how a job's worker gets a connector's object (never during a poll). One that cannot be
+had for good raises ``Unfetchable``; any other error is retried as the job is."""
+
+
+class Unfetchable(QuorumError):
+    """What a URL names cannot be downloaded, and trying again will not help (it was
+    deleted, it is too large): the job fails with this sentence."""
+
 
 Announcer = Callable[[str, Sequence[FileResult]], Awaitable[list[str]]]
 """Called with (kb, the files written) after an add: tells the team; returns one line per
@@ -80,6 +93,7 @@ class Writer:
         self.announcers = list(announcers)
         self.diarizer = diarizer  # speakers for recordings Quorum transcribes
         self.voiceprints = voiceprints  # their voices, kept only with QUORUM_VOICES=on
+        self.fetchers: dict[str, Fetcher] = {}  # by URL scheme: "s3"
 
     @classmethod
     def of(
@@ -107,6 +121,10 @@ class Writer:
     def add_announcer(self, announcer: Announcer) -> None:
         """Tell the team through ``announcer`` after each add."""
         self.announcers.append(announcer)
+
+    def add_fetcher(self, scheme: str, fetcher: Fetcher) -> None:
+        """Download ``scheme://`` URLs a job names through ``fetcher``."""
+        self.fetchers[scheme] = fetcher
 
     async def add(
         self,

@@ -26,7 +26,7 @@ from tests.postgres_server import Postgres, running_postgres
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 SHARED_EVAL = REPO.parent / "shared" / "eval"
-_PREFIXES = ("QUORUM_", "ANTHROPIC_", "OPENAI_", "SLACK_", "DISCORD_")
+_PREFIXES = ("QUORUM_", "ANTHROPIC_", "OPENAI_", "SLACK_", "DISCORD_", "AWS_")
 PAGES = "http://quorum.test"  # where the tests' search services say Quorum's pages are
 SIGNER = LinkSigner(b"a test secret, not a real one", PAGES)
 

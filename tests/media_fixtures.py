@@ -120,15 +120,30 @@ def to_video(wav: Path, out: Path, *, audio: bool = True, seconds: float | None 
             box.mux(vs.encode(image))
         box.mux(vs.encode(None))
         if aus is not None:
-            sound = av.AudioFrame.from_ndarray(pcm[None, :], format="s16", layout="mono")
-            sound.sample_rate = RATE
-            resampler = av.AudioResampler(
-                format=aus.format,
-                layout="mono",
-                rate=aus.rate,
-                frame_size=aus.codec_context.frame_size or 1024,
-            )
-            for part in resampler.resample(sound) + resampler.resample(None):
-                box.mux(aus.encode(part))
-            box.mux(aus.encode(None))
+            _mux_sound(box, aus, pcm)
+    return out
+
+
+def _mux_sound(box: av.container.OutputContainer, aus: av.AudioStream, pcm: np.ndarray) -> None:
+    """The PCM encoded into ``aus`` and muxed, the encoder flushed."""
+    sound = av.AudioFrame.from_ndarray(pcm[None, :], format="s16", layout="mono")
+    sound.sample_rate = RATE
+    resampler = av.AudioResampler(
+        format=aus.format,
+        layout="mono",
+        rate=aus.rate,
+        frame_size=aus.codec_context.frame_size or 1024,
+    )
+    for part in resampler.resample(sound) + resampler.resample(None):
+        box.mux(aus.encode(part))
+    box.mux(aus.encode(None))
+
+
+def to_m4a(wav: Path, out: Path) -> Path:
+    """The WAV's sound as AAC in an MP4 container (``.m4a``), as Zoom's audio-only file."""
+    with av.open(str(out), "w", format="ipod") as box:
+        aus = box.add_stream("aac", rate=RATE)
+        assert isinstance(aus, av.AudioStream)
+        aus.layout = "mono"
+        _mux_sound(box, aus, _pcm(wav))
     return out

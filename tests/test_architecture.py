@@ -61,6 +61,16 @@ def test_a_model_sdk_stays_behind_its_seam(sdk: str) -> None:
 MCP_SDK = {"mcp", "mcp_types"}
 
 
+def test_boto3_stays_in_the_s3_connector() -> None:
+    importers = sorted(
+        str(path.relative_to(REPO))
+        for package in ("adapters", "bot", "retrieval")
+        for path in (REPO / package).rglob("*.py")
+        if imports(path) & {"boto3", "botocore"}
+    )
+    assert importers == ["bot/connectors/s3.py"]
+
+
 def test_the_mcp_sdk_stays_in_its_package() -> None:
     """The MCP SDK (``mcp``, and ``mcp_types`` under it) is imported in ``adapters/mcp/``
     and nowhere else: the tools there speak Quorum's types to the rest of the code."""

@@ -1,7 +1,9 @@
 """``QUORUM_POST_SUMMARIES``: when ``quorum ingest`` adds or changes a recording, its
 summary goes to the team's channel, each line linked to its moment, so people hear about
 a new recording where they already are. Where to post is ``PLATFORM:CHANNEL`` (several,
-comma-separated), for any registered platform; how to post is each platform's."""
+comma-separated), for any registered platform, with ``=KB`` for one knowledge base's
+recordings only (a team's channel hears its own); how to post is each platform's. Every
+door announces alike: `quorum ingest`, uploads, and the connectors' jobs (folders, buckets)."""
 
 from __future__ import annotations
 
@@ -27,27 +29,30 @@ RECORDINGS = ("video", "audio")
 
 @dataclass(frozen=True)
 class Target:
-    """One place summaries are posted."""
+    """One place summaries are posted: every knowledge base's, or one's (``kb``)."""
 
     platform: str
     channel: str
+    kb: str | None = None
 
 
 def targets(value: str | None) -> list[Target]:
-    """``name:C123,other:456`` as targets; a ConfigError names a malformed one."""
+    """``name:C123,other:456=kb`` as targets (``=kb``: that knowledge base's recordings
+    only); a ConfigError names a malformed one."""
     channels = {p.name: p.channel for p in platforms()}
     found: list[Target] = []
     for raw in (value or "").split(","):
         if not raw.strip():
             continue
-        platform, _, channel = raw.strip().partition(":")
-        if platform not in channels or not channel.strip():
+        where, eq, kb = raw.strip().partition("=")
+        platform, _, channel = where.partition(":")
+        if platform not in channels or not channel.strip() or (eq and not kb.strip()):
             forms = " or ".join(f"{name}:{form}" for name, form in channels.items())
             raise ConfigError(
-                f"QUORUM_POST_SUMMARIES: {raw.strip()!r} is not {forms} "
-                "(comma-separated for several)."
+                f"QUORUM_POST_SUMMARIES: {raw.strip()!r} is not {forms}, optionally "
+                "=KB for one knowledge base (comma-separated for several)."
             )
-        found.append(Target(platform, channel.strip()))
+        found.append(Target(platform, channel.strip(), kb.strip() or None))
     return found
 
 
@@ -73,7 +78,7 @@ async def announce(
     """Post the summary of every recording ``results`` added or changed to each target,
     through its platform's poster (``posters`` stands in for them in tests); returns one
     line per failure (a post that fails never fails the ingest)."""
-    where = targets(settings.post_summaries)
+    where = [t for t in targets(settings.post_summaries) if t.kb in (None, archive.kb)]
     if not where:
         return []
     if posters is None:

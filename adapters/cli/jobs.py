@@ -17,6 +17,7 @@ import time
 from typing import Annotated, Any
 
 import typer
+from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 
@@ -24,6 +25,7 @@ from adapters.chat.announce import announcer
 from adapters.cli.app import JsonOpt, app, err, fail, out, run
 from adapters.cli.terminal import plain
 from bot.config import Settings
+from bot.connectors import ConnectorStatus, statuses_of
 from bot.jobs import Job, JobTable
 from bot.jobs.records import ACTIVE
 from bot.sessions.sql import SqlSessions
@@ -63,10 +65,43 @@ def jobs_table(jobs: list[Job]) -> Table:
     return table
 
 
-async def _listing(settings: Settings, kb: str | None, limit: int) -> list[Job]:
+def connectors_table(statuses: list[ConnectorStatus]) -> Table:
+    """Connectors as a terminal table: last and next run, counts, the problem if any."""
+    table = Table(title="connectors", show_edge=False)
+    for col in ("connector", "kb", "last run", "next run", "seen", "queued", "failed"):
+        table.add_column(col, overflow="fold")
+    table.add_column("forgotten")
+    table.add_column("problem", overflow="fold")
+    now = time.time()
+    for s in statuses:
+        c = s.counts
+        table.add_row(
+            plain(s.name),
+            plain(s.kb),
+            f"{now - s.last_run:.0f} s ago" if s.last_run else "never",
+            f"in {max(0.0, s.next_run - now):.0f} s" if s.next_run else "",
+            str(c.seen),
+            str(c.queued),
+            str(c.failed),
+            str(c.forgotten),
+            f"[red]{plain(' '.join(s.problems(now)))}[/]",
+        )
+    return table
+
+
+async def _listing(
+    settings: Settings, kb: str | None, limit: int
+) -> tuple[list[Job], list[ConnectorStatus]]:
     async with open_session_store(settings) as sessions:
         assert isinstance(sessions, SqlSessions)
-        return await JobTable(sessions.driver).listing(kb, limit)
+        jobs = await JobTable(sessions.driver).listing(kb, limit)
+        statuses = await statuses_of(sessions).all()
+    return jobs, [s for s in statuses if kb is None or s.kb == kb]
+
+
+def _view(jobs: list[Job], statuses: list[ConnectorStatus]) -> Group:
+    parts: list[Table] = [jobs_table(jobs)]
+    return Group(*parts, *([connectors_table(statuses)] if statuses else []))
 
 
 @jobs_app.callback()
@@ -76,6 +111,9 @@ def jobs_cmd(
     limit: Annotated[int, typer.Option(help="The newest this many jobs.")] = 50,
     as_json: JsonOpt = False,
     watch: Annotated[bool, typer.Option("--watch", help="Keep the table up to date.")] = False,
+    connectors: Annotated[
+        bool, typer.Option("--connectors", help="With --json: an object of jobs and connectors.")
+    ] = False,
 ) -> None:
     """The latest jobs: kind, knowledge base, file, state, progress, tries, worker, error."""
     if ctx.invoked_subcommand is not None:
@@ -83,21 +121,28 @@ def jobs_cmd(
     if not 1 <= limit <= 10_000:
         raise fail(f"--limit must be between 1 and 10000, not {limit}.")
 
-    async def go(settings: Settings) -> list[Job]:
+    async def go(settings: Settings) -> tuple[list[Job], list[ConnectorStatus]]:
         if not watch:
             return await _listing(settings, kb, limit)
         with Live(jobs_table([]), console=out, auto_refresh=False) as live:
             while True:
-                live.update(jobs_table(await _listing(settings, kb, limit)), refresh=True)
+                live.update(_view(*await _listing(settings, kb, limit)), refresh=True)
                 await asyncio.sleep(1.0)
 
-    jobs = run(go)
+    jobs, statuses = run(go)
     if as_json:
-        sys.stdout.write(json.dumps([j.json() for j in jobs], indent=2) + "\n")
-    elif not jobs:
+        # A list of jobs, as before; connectors are in `quorum jobs --json --connectors`.
+        shown: Any = [j.json() for j in jobs]
+        if connectors:
+            shown = {"jobs": shown, "connectors": [s.json() for s in statuses]}
+        sys.stdout.write(json.dumps(shown, indent=2) + "\n")
+        return
+    if not jobs:
         out.print("No jobs yet. `quorum ingest PATH` queues one per file.")
     else:
         out.print(jobs_table(jobs))
+    if statuses:
+        out.print(connectors_table(statuses))
 
 
 @jobs_app.command("cancel")

@@ -9,6 +9,7 @@
     /insights  insights for admins (``adapters.http.insights``)
     /mcp       the MCP server over Streamable HTTP, same tokens (``adapters.mcp.http``)
     POST ...   a chat platform's HTTP events at its own path (``adapters.http.webhooks``)
+    /hooks/zoom  Zoom's recording webhooks (``adapters.http.zoom``)
 
 The server starts before the core, so an orchestrator sees the process alive (and not
 yet ready) while Weaviate starts and the model loads.
@@ -33,6 +34,7 @@ from adapters.http.openapi import openapi_document
 from adapters.http.pages import Pages
 from adapters.http.served import Readiness
 from adapters.http.webhooks import mount as mount_webhooks
+from adapters.http.zoom import add_route as add_zoom_route
 from adapters.mcp.http import add_route as add_mcp_route
 from bot.config import Settings
 from bot.metrics import Metrics
@@ -124,6 +126,7 @@ class OpsServer:
         InsightsRoutes(self, scopes).add_routes(self.app)  # /insights: admins only
         add_mcp_route(self.app, self, scopes)  # /mcp: the MCP server, the API's tokens
         self.webhooks = mount_webhooks(self.app, webhooks)  # a platform's events, signed
+        self.zoom = add_zoom_route(self.app, self)  # /hooks/zoom: Zoom's signed webhooks
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -168,6 +171,8 @@ class OpsServer:
         """Stop: API answers in flight get half of QUORUM_SHUTDOWN_S, then are ended with
         "ask again" to their clients, and the server closes (idempotent)."""
         runner, self._runner = self._runner, None
+        if self.zoom is not None:
+            await self.zoom.stop()
         if runner is not None:
             await self.api.drain(self.settings.shutdown_s / 2)
             await runner.cleanup()

@@ -117,6 +117,25 @@ class JobQueue:
         await self._send(jobs)
         return jobs, missing
 
+    async def add_one(
+        self, kb: str, file: str, digest: str, by: Actor, *, root: str | None = None
+    ) -> Job:
+        """The job adding one file whose content hash is known already: a path (``root``,
+        the folder its manifest lookups stop at), or a URL a fetcher downloads in the job
+        (``s3://bucket/key``, ``bot.write.Fetcher``)."""
+        job, _ = await self.table.insert(
+            "add",
+            lane_of(Path(file)),
+            kb,
+            by.via,
+            by.who,
+            file,
+            dedupe_key(kb, "add", f"{file}\0{digest}"),
+            root=root,
+        )
+        await self._send([job])
+        return job
+
     async def remove(self, kb: str, source_id: str, by: Actor) -> Job:
         """The job removing ``source_id`` from ``kb``."""
         key = dedupe_key(kb, "remove", source_id)

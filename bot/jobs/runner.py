@@ -21,10 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.errors import FetchError
 from bot.jobs.records import Job
 from bot.jobs.table import JobTable
 from bot.models import Actor
-from bot.write import Writer
+from bot.write import Unfetchable, Writer
 from retrieval.errors import ConfigError
 from retrieval.write.indexer import FileResult, Progress, Stopped
 
@@ -59,6 +60,7 @@ class _Beats:
         self.outer = outer
         self.stop = threading.Event()
         self.heard: dict[str, tuple[float, float]] = {}
+        self.names: dict[str, str] = {}  # a downloaded file's path -> its job's URL
 
     def started(self, files: int) -> None:
         if self.outer is not None:
@@ -69,7 +71,7 @@ class _Beats:
             self.outer.file_done(result)
 
     def transcribing(self, path: str, done_s: float, total_s: float) -> None:
-        self.heard[path] = (done_s, total_s)
+        self.heard[self.names.get(path, path)] = (done_s, total_s)
         transcribing = getattr(self.outer, "transcribing", None)
         if transcribing is not None:
             transcribing(path, done_s, total_s)
@@ -129,18 +131,38 @@ class Runner:
                 await beating
 
     async def _add(self, jobs: Sequence[Job], beats: _Beats) -> None:
+        if not any("://" in j.file for j in jobs):  # files on this machine: written as named
+            await self._write(jobs, {}, beats)
+            return
+        async with contextlib.AsyncExitStack() as stack:
+            local: dict[str, Path] = {}  # a URL's job: the file it was downloaded to
+            for job in jobs:
+                if "://" not in job.file:
+                    continue
+                try:
+                    local[job.file] = await stack.enter_async_context(self._fetch(job.file))
+                    beats.names[str(local[job.file])] = job.file  # its progress, by its URL
+                except Unfetchable as exc:
+                    await self._end(job, "failed", error=str(exc))
+            runnable = [j for j in jobs if "://" not in j.file or j.file in local]
+            if runnable:
+                await self._write(runnable, local, beats)
+
+    async def _write(self, jobs: Sequence[Job], local: dict[str, Path], beats: _Beats) -> None:
+        """Write ``jobs``' files (``local``: where a URL's was downloaded) and end each job."""
         first = jobs[0]
-        paths = [Path(j.file) for j in jobs]
-        roots = {Path(j.file): Path(j.root) for j in jobs if j.root}
-        speakers = {Path(j.file): j.speakers for j in jobs if j.speakers}
+        paths = [local.get(j.file, Path(j.file)) for j in jobs]
+        roots = {Path(j.file): Path(j.root) for j in jobs if j.root and j.file not in local}
+        roots |= {p: p.parent for p in local.values()}  # manifests: its own folder only
+        speakers = {local.get(j.file, Path(j.file)): j.speakers for j in jobs if j.speakers}
         by = Actor(first.via, first.actor)
         force = any(j.force for j in jobs)
         written = await self.writer.add(
             first.kb, paths, by, progress=beats, force=force, roots=roots, speakers=speakers
         )
         by_path = {r.path: r for r in written.report.results}
-        for job in jobs:
-            r = by_path.get(job.file)
+        for job, path in zip(jobs, paths, strict=True):
+            r = by_path.get(str(path))
             if r is None or r.status == "failed":
                 why = r.reason if r is not None and r.reason else "it could not be read"
                 await self._end(job, "failed", error=why)
@@ -150,6 +172,16 @@ class Runner:
                 await self._end(
                     job, "done", result=result, sid=r.source_id, segs=r.segments, kind=kind
                 )
+
+    def _fetch(self, url: str) -> contextlib.AbstractAsyncContextManager[Path]:
+        scheme = url.partition("://")[0]
+        fetcher = self.writer.fetchers.get(scheme)
+        if fetcher is None:
+            raise ConfigError(
+                f"{scheme}:// files are downloaded only where their connector is set up "
+                f"(QUORUM_{scheme.upper()}_URL and its credentials, on every worker)."
+            )
+        return fetcher(url)
 
     async def _remove(self, job: Job) -> None:
         gone = await self.writer.remove(job.kb, job.file, Actor(job.via, job.actor))
@@ -195,6 +227,8 @@ class Runner:
 
     async def _again(self, jobs: Sequence[Job], exc: Exception) -> float | None:
         why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if isinstance(exc, FetchError):
+            why = str(exc)  # a download's failure, already one sentence for a person
         delays: list[float] = []
         for job in jobs:
             if job.attempts >= self.limits.attempts:

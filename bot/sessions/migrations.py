@@ -165,9 +165,58 @@ CREATE TABLE workers (
 )
 """
 
+# Connectors (``bot.connectors``): one status row per connector (what `quorum doctor`,
+# `quorum jobs` and /metrics show, and the lease that lets one process poll it at a time),
+# and what each has seen of its files or objects (size, stamp, hash), so a restart
+# re-ingests nothing unchanged.
+M007_CONNECTORS = """
+CREATE TABLE connectors (
+    name TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    kb TEXT NOT NULL,
+    last_run $float,
+    next_run $float,
+    seen BIGINT NOT NULL DEFAULT 0,
+    queued BIGINT NOT NULL DEFAULT 0,
+    failed BIGINT NOT NULL DEFAULT 0,
+    forgotten BIGINT NOT NULL DEFAULT 0,
+    last_error TEXT,
+    error_at $float,
+    cursor TEXT,
+    holder TEXT,
+    lease_until $float,
+    updated_at $float NOT NULL
+);
+CREATE TABLE connector_items (
+    connector TEXT NOT NULL,
+    item TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    stamp TEXT NOT NULL,
+    digest TEXT,
+    state TEXT NOT NULL,
+    job_id INTEGER,
+    source_id TEXT,
+    error TEXT,
+    seen_at $float NOT NULL,
+    PRIMARY KEY (connector, item)
+);
+CREATE INDEX connector_items_by_state ON connector_items (connector, state)
+"""
+
+# A Zoom recording.completed event, kept from the webhook until its job has downloaded
+# the files (its download token and their URLs; bot/connectors/zoom_fetch.py).
+M009_ZOOM = """
+CREATE TABLE zoom_recordings (
+    source_id TEXT PRIMARY KEY,
+    kb TEXT NOT NULL,
+    event TEXT NOT NULL,
+    received_at $float NOT NULL
+)
+"""
+
 # How many people speak in a queued recording, when the user said (``--speakers N``, the
 # upload command's option): the worker hands it to finding speakers.
-M007_JOB_SPEAKERS = """
+M010_JOB_SPEAKERS = """
 ALTER TABLE jobs ADD COLUMN speakers INTEGER
 """
 
@@ -178,7 +227,9 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("m004_audit", M004_AUDIT),
     ("m005_exchange_kb", M005_EXCHANGE_KB),
     ("m006_jobs", M006_JOBS),
-    ("m007_job_speakers", M007_JOB_SPEAKERS),
+    ("m007_connectors", M007_CONNECTORS),
+    ("m009_zoom", M009_ZOOM),
+    ("m010_job_speakers", M010_JOB_SPEAKERS),
 )
 
 

@@ -1,0 +1,252 @@
+"""A polling connector's rules, written once for folders and buckets: a ``Feed`` lists
+what is there (``Seen``: key, size, stamp) and queues a job for one item; ``Poller`` decides.
+
+- An item is queued only once it stops changing: the same size and stamp at two polls
+  in a row (a file still being copied in is left alone).
+- A stable item whose content hash is the one already ingested is not queued again (a
+  restart, a ``touch``, another replica taking over): the hash is kept per item in the
+  database (``items``).
+- An item that cannot be read, or whose job fails, is counted and reported (the status
+  row's error names it) and tried again only once it changes.
+- An item no longer listed is forgotten (its source removed, through a job) only when the
+  feed follows deletes; otherwise its row stays, so it coming back unchanged costs nothing.
+- One process polls a connector at a time: the status row's lease (``status``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.connectors.items import Item, ItemTable
+from bot.connectors.status import ConnectorStatuses
+from bot.jobs import Job, JobQueue
+from bot.models import Actor
+from retrieval.errors import QuorumError
+
+log = logging.getLogger("quorum.connectors")
+
+LEASE_MIN_S = 60.0  # a lease outlives a slow poll (hashing a long recording)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One file or object as a listing shows it."""
+
+    key: str  # a file's path, an object's key
+    size: int
+    stamp: str  # what changes when it does: a file's mtime, an object's ETag
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What one poll listed. ``complete``: the listing reached its end, so an item not
+    seen since ``pass_start`` is gone. ``cursor``: where the next poll resumes."""
+
+    seen: Sequence[Seen]
+    complete: bool
+    pass_start: float
+    cursor: str | None = None
+    kept: frozenset[str] = frozenset()  # not listed, yet not gone (media beside a transcript)
+
+
+class Unreadable(QuorumError):
+    """An item Quorum cannot read (its message says why, in one sentence)."""
+
+
+class Feed(Protocol):
+    """What a polling connector lists, and how it queues one item."""
+
+    name: str
+    kind: str
+    kb: str
+    poll_s: float
+    follow_deletes: bool
+
+    async def list(self, cursor: str | None) -> Listing:
+        """The items from ``cursor`` on; a QuorumError says why the listing failed."""
+        ...
+
+    async def probe(self) -> str | None:
+        """Why the feed cannot be listed now, in one sentence (None: it can)."""
+        ...
+
+    async def digest(self, seen: Seen) -> str:
+        """The item's content hash (``Unreadable`` when it cannot be read)."""
+        ...
+
+    async def queue(self, jobs: JobQueue, seen: Seen, digest: str, by: Actor) -> Job:
+        """The job that adds (or updates) the item."""
+        ...
+
+
+class Poller:
+    """Polls one feed until cancelled, while this process holds its lease."""
+
+    def __init__(
+        self,
+        feed: Feed,
+        statuses: ConnectorStatuses,
+        items: ItemTable,
+        jobs: JobQueue,
+        holder: str,
+        *,
+        settle: bool = False,
+    ) -> None:
+        self.feed, self.statuses, self.items, self.jobs = feed, statuses, items, jobs
+        self.holder = holder
+        self.settle = settle  # run the jobs here when no worker is alive (SQLite, no workers)
+        self.by = Actor(feed.kind, feed.name)
+        self._settling: set[asyncio.Task[object]] = set()
+        self._in_hand: set[int] = set()  # jobs this process is settling
+
+    def _settled(self, task: asyncio.Task[object], jobs: Sequence[Job]) -> None:
+        self._settling.discard(task)
+        self._in_hand.difference_update(j.id for j in jobs)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.warning("connector %s: running its jobs failed: %s", self.feed.name, exc)
+
+    async def run(self) -> None:
+        """Poll every ``poll_s`` while holding the lease, until cancelled."""
+        feed = self.feed
+        ttl = max(LEASE_MIN_S, 3 * feed.poll_s)
+        try:
+            while True:
+                try:
+                    await self.statuses.register(feed.name, feed.kind, feed.kb)
+                    if await self.statuses.lease(feed.name, self.holder, ttl):
+                        await self.poll()
+                except QuorumError as exc:  # the database: the next round tries again
+                    log.warning("connector %s: %s", feed.name, exc)
+                except Exception:  # never the end of polling: said, and tried again
+                    log.exception("connector %s: a poll failed", feed.name)
+                    with contextlib.suppress(Exception):
+                        await self.statuses.error(
+                            feed.name, f"{feed.name}: a poll failed unexpectedly (see the log)."
+                        )
+                await asyncio.sleep(feed.poll_s)
+        finally:
+            for task in self._settling:
+                task.cancel()
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.statuses.release(feed.name, self.holder))
+
+    async def poll(self) -> None:
+        """One poll: list, queue what became stable, note what ended and what is gone."""
+        feed = self.feed
+        status = await self.statuses.get(feed.name)
+        try:
+            listing = await feed.list(status.cursor if status else None)
+        except QuorumError as exc:
+            log.warning("connector %s: %s", feed.name, exc)
+            await self.statuses.ran(feed.name, next_run=time.time() + feed.poll_s, error=str(exc))
+            return
+        known = await self.items.all(feed.name)
+        queued: list[Job] = []
+        for seen in listing.seen:
+            job = await self._one(seen, known.get(seen.key))
+            if job is not None:
+                queued.append(job)
+        await self.items.touch(feed.name, [s.key for s in listing.seen])
+        if listing.complete:
+            listed = {s.key for s in listing.seen}
+            for item in known.values():
+                there = item.key in listed or item.key in listing.kept
+                if not there and item.seen_at < listing.pass_start:
+                    removal = await self._gone(item)
+                    queued += [removal] if removal is not None else []
+        if self.settle and (mine := [j for j in queued if j.id not in self._in_hand]):
+            self._in_hand.update(j.id for j in mine)
+            task: asyncio.Task[object] = asyncio.create_task(self.jobs.settle(mine))
+            self._settling.add(task)
+            task.add_done_callback(lambda t: self._settled(t, mine))
+        failing = [i for i in (await self.items.all(feed.name)).values() if i.state == "failed"]
+        await self.statuses.ran(
+            feed.name,
+            next_run=time.time() + feed.poll_s,
+            cursor=listing.cursor,
+            error=_failing(failing),
+        )
+
+    async def _one(self, seen: Seen, item: Item | None) -> Job | None:
+        """One listed item: noted, queued once stable, its job's end read."""
+        name = self.feed.name
+        changed = item is None or (item.size, item.stamp) != (seen.size, seen.stamp)
+        if item is None or changed or item.state == "gone":
+            if item is None or item.state != "growing":
+                await self.statuses.count(name, "seen")
+            fresh = Item(name, seen.key, seen.size, seen.stamp, None, "growing")
+            # What its last job was stays known: the same content back is not queued again.
+            await self.items.put(
+                fresh
+                if item is None
+                else item.but(size=seen.size, stamp=seen.stamp, state="growing")
+            )
+            return None
+        if item.state == "growing":  # the same at two polls in a row: stable
+            try:
+                digest = await self.feed.digest(seen)
+            except Unreadable as exc:
+                await self.statuses.count(name, "failed")
+                await self.items.put(item.but(state="failed", error=str(exc)))
+                return None
+            if digest == item.digest and item.job_id is not None:
+                # Touched, or back as it was: the same content as its last job's.
+                return await self._ended(item.but(state="queued"), count=False)
+            job = await self.feed.queue(self.jobs, seen, digest, self.by)
+            await self.statuses.count(name, "queued")
+            await self.items.put(item.but(state="queued", digest=digest, job_id=job.id))
+            return job
+        if item.state == "queued" and item.job_id is not None:
+            return await self._ended(item)
+        return None
+
+    async def _ended(self, item: Item, *, count: bool = True) -> Job | None:
+        """A queued item's job, if it has ended: done (with its source) or failed. The
+        job when it has not (a previous process queued it and stopped: run it here too)."""
+        job = await self.jobs.table.get(item.job_id) if item.job_id is not None else None
+        if job is None or job.state in ("queued", "running"):
+            if not count:  # the job still runs (or was deleted): wait for it as queued
+                await self.items.put(item)
+            return job
+        if job.state == "done":
+            sid = job.source_id or item.source_id
+            await self.items.put(item.but(state="done", source_id=sid, error=None))
+            return None
+        if count:
+            await self.statuses.count(self.feed.name, "failed")
+        why = job.error or ("its job was cancelled" if job.state == "cancelled" else "failed")
+        await self.items.put(item.but(state="failed", error=why))
+        return None
+
+    async def _gone(self, item: Item) -> Job | None:
+        """An item no longer listed: its source forgotten (the removal's job) when deletes
+        are followed."""
+        if item.state == "gone":
+            return None
+        if not self.feed.follow_deletes:
+            await self.items.put(item.but(state="gone"))
+            return None
+        job = None
+        if item.source_id is not None:
+            job = await self.jobs.remove(self.feed.kb, item.source_id, self.by)
+            await self.statuses.count(self.feed.name, "forgotten")
+        await self.items.drop(self.feed.name, item.key)
+        return job
+
+
+def _failing(items: Sequence[Item]) -> str | None:
+    """The status row's error while some items could not be ingested (None: none)."""
+    if not items:
+        return None
+    first = items[0]
+    more = f" and {len(items) - 1} more" if len(items) > 1 else ""
+    return (
+        f"{first.key} could not be ingested ({first.error}){more}; "
+        "each is tried again once it changes."
+    )
