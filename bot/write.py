@@ -5,7 +5,8 @@ uploads, the HTTP API, a job's worker).
 Adding is the indexer's read or transcription, chunks, levels, embedding and write under a
 generation with its switch-over (``retrieval.indexer``), the summary (the model's when one
 is configured, extractive otherwise), the recording or document its page serves kept in the
-media store (``retrieval.kept_media``), the audit entry and the announcement. Removal is
+media store (``retrieval.kept_media``), the audit entry and the announcement. Renaming a
+source's speakers (``relabel``) writes it again from what the store holds. Removal is
 ``Holdings.forget``: every copy of the source's words (its kept media too), and the audit
 entry. ``tests/test_architecture.py`` fails when any other module calls the indexer, so the
 doors cannot drift apart again.
@@ -28,6 +29,8 @@ from retrieval.chunking import ChunkConfig
 from retrieval.embed import Embedder
 from retrieval.indexer import FileResult, IngestReport, Progress, ingest
 from retrieval.kept_media import MediaStore
+from retrieval.models import Source
+from retrieval.relabel import read_all, relabel
 from retrieval.search import SearchService
 from retrieval.store import Store
 from retrieval.summary import Summarizer
@@ -136,6 +139,19 @@ class Writer:
             except Exception:  # telling the team is a bonus: the sources are in either way
                 log.exception("announcing what was added to %s failed", kb)
         return Written(report, notices)
+
+    async def relabel(
+        self, kb: str, source: Source, mapping: Mapping[str, str], by: Actor, detail: str
+    ) -> Source:
+        """Rename (or merge, two labels onto one name) a source's speakers in every unit
+        the store holds of it, written whole under a new generation; audited as
+        ``detail``. The source as now stored."""
+        stored = await read_all(self.store, kb, source)
+        renamed = await relabel(self.store, self.embedder, kb, stored, mapping)
+        self.search.forget_sources(kb)
+        if self.holdings is not None:
+            await self.holdings.note_speakers(kb, renamed, by, detail)
+        return renamed
 
     async def remove(self, kb: str, source_id: str, by: Actor) -> Forgotten:
         """Remove a source and every copy of its words (``passages`` 0: there was none)."""

@@ -1,0 +1,138 @@
+"""``quorum speakers``: a source's speakers with talk time and excerpts linked at their
+second; ``rename`` and ``merge`` them everywhere the source is stored (``bot.speakers``)."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from adapters.cli.app import JsonOpt, KbOpt, app, fail, kb_name, out, run
+from adapters.cli.terminal import plain
+from bot.config import Settings
+from bot.models import Actor
+from bot.speakers import Listing, Speakers
+from bot.wiring import holdings_of, open_retrieval, open_session_store, writer_of
+from retrieval.captions import clock
+from retrieval.models import Source
+
+USAGE = (
+    "Use `quorum speakers SOURCE`, `quorum speakers rename SOURCE LABEL NAME` or "
+    "`quorum speakers merge SOURCE LABEL INTO`."
+)
+
+
+def _actor() -> Actor:
+    try:
+        return Actor("cli", getpass.getuser())
+    except (KeyError, OSError):
+        return Actor("cli")
+
+
+async def _with_speakers(
+    settings: Settings, work: Callable[[Speakers], Awaitable[Listing | Source]]
+) -> Listing | Source:
+    async with (
+        open_retrieval(settings, one_shot=True) as retrieval,
+        open_session_store(settings) as sessions,
+    ):
+        holdings = holdings_of(settings, retrieval, sessions)
+        writer = writer_of(settings, retrieval, holdings)
+        return await work(Speakers(writer=writer, search=retrieval.search))
+
+
+def listing_json(listing: Listing) -> dict[str, object]:
+    """A listing as JSON: the source, and each speaker with talk time and excerpts."""
+    return {
+        "source_id": listing.source.id,
+        "title": listing.source.title,
+        "speakers": [
+            {
+                "name": s.name,
+                "talk_s": round(s.talk_s, 1),
+                "words": s.words,
+                "excerpts": [
+                    {"text": e.text, "start_s": e.start_s, "link": e.link} for e in s.excerpts
+                ],
+            }
+            for s in listing.speakers
+        ],
+        "suggestions": listing.suggestions,
+    }
+
+
+def _show(listing: Listing) -> None:
+    if not listing.speakers:
+        out.print(plain(f"{listing.source.title} has no speakers."))
+        return
+    table = Table(title=plain(listing.source.title))
+    for col in ("speaker", "talk", "excerpts"):
+        table.add_column(col)
+    for s in listing.speakers:
+        lines = [
+            plain(f"({clock(e.start_s)[:8]}) {e.text}" if e.start_s is not None else e.text, e.link)
+            for e in s.excerpts
+        ]
+        talk = clock(s.talk_s)[:8] if s.talk_s else f"{s.words} words"
+        excerpts = plain("\n").join(lines) if lines else plain("")
+        table.add_row(plain(s.name), talk, excerpts)
+    out.print(table)
+    for line in listing.suggestions:
+        out.print(plain(line))
+
+
+@app.command("speakers")
+def speakers_cmd(
+    words: Annotated[
+        list[str],
+        typer.Argument(
+            help='SOURCE; or rename SOURCE "Speaker 2" "Amara Osei"; or merge SOURCE '
+            '"Speaker 3" "Speaker 1".',
+            show_default=False,
+        ),
+    ],
+    kb: KbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A recording's speakers with talk time and excerpts; rename or merge them (the
+    passages, filters, pages and summary follow, without transcribing again)."""
+    action = words[0] if words else ""
+    if action in ("rename", "merge"):
+        if len(words) != 4:
+            raise fail(f"{action} takes a source and two names. {USAGE}")
+        _, source, label, name = words
+
+        async def change(settings: Settings) -> Listing | Source:
+            by, where = _actor(), kb_name(settings, kb)
+
+            async def work(sp: Speakers) -> Source:
+                if action == "rename":
+                    return await sp.rename(where, source, label, name, by)
+                return await sp.merge(where, source, label, name, by)
+
+            return await _with_speakers(settings, work)
+
+        done = run(change)
+        assert isinstance(done, Source)
+        verb = "is now" if action == "rename" else "merged into"
+        out.print(plain(f"{done.title}: {label.strip()!r} {verb} {name.strip()!r}."))
+        out.print(plain(f"Its speakers: {', '.join(done.speakers)}."))
+        return
+    if len(words) != 1:
+        raise fail(USAGE)
+
+    async def show(settings: Settings) -> Listing | Source:
+        where = kb_name(settings, kb)
+        return await _with_speakers(settings, lambda sp: sp.listing(where, words[0]))
+
+    listing = run(show)
+    assert isinstance(listing, Listing)
+    if as_json:
+        sys.stdout.write(json.dumps(listing_json(listing), indent=2) + "\n")
+        return
+    _show(listing)
