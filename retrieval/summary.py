@@ -6,8 +6,9 @@ the topic's most central window, so only a few short sentences are encoded), and
 decisions and action items are the sentences that say so ("we decided", "I'll send"),
 the most central first, shown in time order, each after who said it ("Amara: ...").
 A ``Summarizer`` (Claude's fast model, in ``bot.summaries``) may write the lines
-instead; each line still carries the second it is about. The summary is stored as a searchable unit of level ``summary`` whose marks put
-every line at its moment, so an answer citing it links to that second.
+instead; each line still carries the second it is about. The summary is stored as a
+searchable unit of level ``summary`` whose marks put every line at its moment, so an
+answer citing it links to that second.
 """
 
 from __future__ import annotations
