@@ -29,6 +29,7 @@ from retrieval.search import SearchService
 from retrieval.service import DATA_PARTS, TRANSCRIPTS
 from retrieval.store import Store
 from retrieval.transcribe import Transcriber
+from retrieval.voiceprints import Voiceprints
 
 if TYPE_CHECKING:
     from retrieval.indexer import FileResult
@@ -286,6 +287,16 @@ class Holdings:
             copies.append(Path(source.path))
         kept_bytes = sum(_size(f) for f in [*transcripts, *copies])
         return Held(info, size, kept_bytes, bool(copies), bool(transcripts), added)
+
+
+def forget_voices(voiceprints: Voiceprints) -> ForgetHook:
+    """The hook that deletes a forgotten source's voiceprints (kept whatever
+    ``QUORUM_VOICES`` says now: an earlier run may have kept some)."""
+
+    async def hook(kb: str, source: Source) -> None:
+        await asyncio.to_thread(voiceprints.drop, kb, source.id)
+
+    return hook
 
 
 def unlink(paths: list[Path]) -> list[str]:

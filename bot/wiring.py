@@ -71,6 +71,9 @@ def retrieval_config(settings: Settings, *, one_shot: bool = False) -> Retrieval
         one_shot=one_shot,
         media_max_bytes=s.media_max_mb * 1024 * 1024 if s.media_max_mb else None,
         media_retain_days=s.media_retain_days,
+        diarize=s.diarize != "off",
+        speaker_onnx_path=s.speaker_onnx_path,
+        voices=s.voices,
         chunking=ChunkConfig(
             max_seconds=s.chunk_seconds,
             overlap_seconds=s.chunk_overlap_seconds,
@@ -102,9 +105,9 @@ def open_session_store(settings: Settings) -> contextlib.AbstractAsyncContextMan
 
 def holdings_of(settings: Settings, retrieval: Retrieval, sessions: Sessions) -> Holdings:
     """What Quorum holds per source, over running retrieval and sessions."""
-    from bot.holdings import Holdings  # and the transcriber's NumPy: not before a boot
+    from bot.holdings import Holdings, forget_voices  # the transcriber's NumPy: not before a boot
 
-    return Holdings(
+    holdings = Holdings(
         store=retrieval.store,
         search=retrieval.search,
         sessions=sessions,
@@ -112,6 +115,8 @@ def holdings_of(settings: Settings, retrieval: Retrieval, sessions: Sessions) ->
         transcriber=retrieval.transcriber,
         media=retrieval.media,
     )
+    holdings.add_hook(forget_voices(retrieval.voiceprints))
+    return holdings
 
 
 @contextlib.asynccontextmanager

@@ -20,6 +20,7 @@ from retrieval.share import LinkSigner, load_secret
 from retrieval.store import Store
 from retrieval.store.weaviate.open import DATA_DIR_NAMES, open_weaviate
 from retrieval.store.weaviate.open import boot as boot_weaviate
+from retrieval.voiceprints import VOICEPRINTS, Voiceprints
 
 if TYPE_CHECKING:
     from retrieval.transcribe import Transcriber
@@ -28,7 +29,11 @@ WeaviateMode = Literal["embedded", "local", "cloud"]
 TRANSCRIPTS = "transcripts"
 MEDIA = "media"
 
-DATA_PARTS: dict[str, tuple[str, ...]] = {"index": DATA_DIR_NAMES, "transcripts": (TRANSCRIPTS,)}
+DATA_PARTS: dict[str, tuple[str, ...]] = {
+    "index": DATA_DIR_NAMES,
+    "transcripts": (TRANSCRIPTS,),
+    "voiceprints": (VOICEPRINTS,),
+}
 """What the retrieval layer keeps under the data dir, by kind (``quorum doctor``)."""
 
 
@@ -64,6 +69,16 @@ class RetrievalConfig:
     # The media store's bounds (``retrieval.kept_media``): None keeps everything.
     media_max_bytes: int | None = None
     media_retain_days: float | None = None
+    # Speakers (``retrieval.diarize``): found in recordings Quorum transcribes unless off;
+    # their voiceprints kept only with ``voices`` (``retrieval.voiceprints``).
+    diarize: bool = True
+    speaker_onnx_path: Path | None = None
+    voices: bool = False
+
+    def voiceprints(self) -> Voiceprints:
+        """Speakers' vectors per source under ``data_dir/voiceprints`` (kept only with
+        ``voices``)."""
+        return Voiceprints(self.data_dir / VOICEPRINTS, self.voices)
 
     def media(self) -> MediaStore:
         """The store of what pages serve, under ``data_dir/media``."""
@@ -96,6 +111,11 @@ class Retrieval:
     def media(self) -> MediaStore:
         """What pages serve, kept at ingest."""
         return self.config.media()
+
+    @property
+    def voiceprints(self) -> Voiceprints:
+        """Speakers' vectors per source (kept only with ``QUORUM_VOICES=on``)."""
+        return self.config.voiceprints()
 
 
 def boot(config: RetrievalConfig) -> None:
