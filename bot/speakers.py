@@ -10,11 +10,14 @@ tags and summaries print, so it may not hold a ``:``, markup or control characte
 
 from __future__ import annotations
 
+import asyncio
 import unicodedata
 from dataclasses import dataclass, field
 
 from bot.errors import InvalidInput
 from bot.models import Actor
+from bot.sessions import AuditEntry
+from bot.voices import Suggestion, Voices
 from bot.write import Writer
 from retrieval.models import Hit, Source, SourceInfo
 from retrieval.names import choose_sources
@@ -118,8 +121,10 @@ def _short(text: str) -> str:
 class Speakers:
     """Lists, renames and merges the speakers of one knowledge base's sources."""
 
-    def __init__(self, *, writer: Writer, search: SearchService) -> None:
-        self.writer, self.search = writer, search
+    def __init__(
+        self, *, writer: Writer, search: SearchService, voices: Voices | None = None
+    ) -> None:
+        self.writer, self.search, self.voices = writer, search, voices
 
     async def source(self, kb: str, name: str) -> Source:
         """The source ``name`` (an id or title) names in ``kb``."""
@@ -143,7 +148,35 @@ class Speakers:
                 )
             out.append(Speaker(speaker, talk, words, _excerpts(speaker, turns, spoken)))
         out.sort(key=lambda s: (-s.talk_s, -s.words))
-        return Listing(source, out)
+        return Listing(source, out, [str(s) for s in await self.suggest(kb, source)])
+
+    async def suggest(self, kb: str, source: Source) -> list[Suggestion]:
+        """Remembered voices the source's unnamed speakers sound like (voices on only)."""
+        if self.voices is None or not self.voices.enabled:
+            return []
+        return await asyncio.to_thread(self.voices.suggest, kb, source)
+
+    async def _relabel(
+        self, kb: str, source: Source, mapping: dict[str, str], by: Actor, detail: str
+    ) -> Source:
+        done = await self.writer.relabel(kb, source, mapping, by, detail)
+        if self.voices is not None:
+            await asyncio.to_thread(self.voices.relabel, kb, source.id, mapping)
+        return done
+
+    async def forget(self, kb: str, name: str, by: Actor) -> list[str]:
+        """A remembered voice removed everywhere in ``kb``; the sources it was kept for.
+        InvalidInput when no voice of that name is kept."""
+        if self.voices is None:
+            raise InvalidInput("No voices are remembered: QUORUM_VOICES is off.")
+        gone = await asyncio.to_thread(self.voices.forget, kb, name)
+        if not gone:
+            raise InvalidInput(f"No voice named {name.strip()!r} is remembered in {kb}.")
+        holdings = self.writer.holdings
+        if holdings is not None:
+            detail = f"voice {name.strip()!r} forgotten ({len(gone)} sources)"
+            await holdings.sessions.record_audit(AuditEntry("speakers", kb, "", by, "", detail))
+        return gone
 
     async def rename(self, kb: str, name: str, label: str, new: str, by: Actor) -> Source:
         """Name a speaker of a source (``Speaker 2`` -> ``Amara Osei``) everywhere it is
@@ -159,7 +192,7 @@ class Speakers:
         if tidy == old:
             return source
         detail = f"speaker {old!r} renamed {tidy!r}"
-        return await self.writer.relabel(kb, source, {old: tidy}, by, detail)
+        return await self._relabel(kb, source, {old: tidy}, by, detail)
 
     async def merge(self, kb: str, name: str, label: str, into: str, by: Actor) -> Source:
         """Make ``label`` the same person as ``into``, both speakers of the source."""
@@ -168,4 +201,4 @@ class Speakers:
         if old == target:
             raise InvalidInput(f"{old!r} and {into.strip()!r} are the same speaker already.")
         detail = f"speaker {old!r} merged into {target!r}"
-        return await self.writer.relabel(kb, source, {old: target}, by, detail)
+        return await self._relabel(kb, source, {old: target}, by, detail)

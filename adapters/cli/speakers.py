@@ -7,7 +7,7 @@ import getpass
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 from rich.table import Table
@@ -17,14 +17,15 @@ from adapters.cli.terminal import plain
 from bot.config import Settings
 from bot.models import Actor
 from bot.speakers import Listing, Speakers
-from bot.wiring import holdings_of, open_retrieval, open_session_store, writer_of
+from bot.wiring import holdings_of, open_retrieval, open_session_store, speakers_of, writer_of
 from retrieval.captions import clock
 from retrieval.models import Source
 
 USAGE = (
-    "Use `quorum speakers SOURCE`, `quorum speakers rename SOURCE LABEL NAME` or "
-    "`quorum speakers merge SOURCE LABEL INTO`."
+    "Use `quorum speakers SOURCE`, `quorum speakers rename SOURCE LABEL NAME`, "
+    "`quorum speakers merge SOURCE LABEL INTO` or `quorum speakers forget NAME`."
 )
+T = TypeVar("T")
 
 
 def _actor() -> Actor:
@@ -34,16 +35,14 @@ def _actor() -> Actor:
         return Actor("cli")
 
 
-async def _with_speakers(
-    settings: Settings, work: Callable[[Speakers], Awaitable[Listing | Source]]
-) -> Listing | Source:
+async def _with_speakers(settings: Settings, work: Callable[[Speakers], Awaitable[T]]) -> T:
     async with (
         open_retrieval(settings, one_shot=True) as retrieval,
         open_session_store(settings) as sessions,
     ):
         holdings = holdings_of(settings, retrieval, sessions)
         writer = writer_of(settings, retrieval, holdings)
-        return await work(Speakers(writer=writer, search=retrieval.search))
+        return await work(speakers_of(retrieval, writer))
 
 
 def listing_json(listing: Listing) -> dict[str, object]:
@@ -102,12 +101,23 @@ def speakers_cmd(
     """A recording's speakers with talk time and excerpts; rename or merge them (the
     passages, filters, pages and summary follow, without transcribing again)."""
     action = words[0] if words else ""
+    if action == "forget":
+        if len(words) != 2:
+            raise fail(f"forget takes one name. {USAGE}")
+
+        async def forget(settings: Settings) -> list[str]:
+            where = kb_name(settings, kb)
+            return await _with_speakers(settings, lambda sp: sp.forget(where, words[1], _actor()))
+
+        gone = run(forget)
+        out.print(plain(f"Forgot the voice of {words[1].strip()!r} ({len(gone)} recording(s))."))
+        return
     if action in ("rename", "merge"):
         if len(words) != 4:
             raise fail(f"{action} takes a source and two names. {USAGE}")
         _, source, label, name = words
 
-        async def change(settings: Settings) -> Listing | Source:
+        async def change(settings: Settings) -> Source:
             by, where = _actor(), kb_name(settings, kb)
 
             async def work(sp: Speakers) -> Source:
@@ -118,7 +128,6 @@ def speakers_cmd(
             return await _with_speakers(settings, work)
 
         done = run(change)
-        assert isinstance(done, Source)
         verb = "is now" if action == "rename" else "merged into"
         out.print(plain(f"{done.title}: {label.strip()!r} {verb} {name.strip()!r}."))
         out.print(plain(f"Its speakers: {', '.join(done.speakers)}."))
@@ -126,12 +135,11 @@ def speakers_cmd(
     if len(words) != 1:
         raise fail(USAGE)
 
-    async def show(settings: Settings) -> Listing | Source:
+    async def show(settings: Settings) -> Listing:
         where = kb_name(settings, kb)
         return await _with_speakers(settings, lambda sp: sp.listing(where, words[0]))
 
     listing = run(show)
-    assert isinstance(listing, Listing)
     if as_json:
         sys.stdout.write(json.dumps(listing_json(listing), indent=2) + "\n")
         return
