@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -48,6 +49,9 @@ from bot.models import (
     Waiting,
 )
 from retrieval.models import SourceInfo
+
+if TYPE_CHECKING:
+    from bot.speakers import Speakers
 
 log = logging.getLogger("quorum.metrics")
 
@@ -311,3 +315,8 @@ class MeteredLibrary:
     async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> int:
         """The inner library's forget."""
         return await self.inner.forget(kb, source_id, by)
+
+    @property
+    def speakers(self) -> Speakers:
+        """The inner library's speakers."""
+        return self.inner.speakers

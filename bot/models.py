@@ -7,9 +7,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from retrieval.models import Hit, SearchFilters, SourceInfo
+
+if TYPE_CHECKING:
+    from bot.speakers import Speakers
 
 Mode = Literal["quick", "deep", "auto"]
 AnswerKind = Literal["answer", "extractive", "help", "nothing_found", "error"]
@@ -154,6 +157,8 @@ class Added:
     summary: str | None = None  # when a summarizer is wired in
     reason: str | None = None  # why it failed, one line
     link: str | None = None  # where the source opens (its own URL, or Quorum's page)
+    # Remembered voices its unnamed speakers sound like (``QUORUM_VOICES=on``), one line each
+    suggestions: tuple[str, ...] = ()
 
 
 class Library(Protocol):
@@ -183,6 +188,11 @@ class Library(Protocol):
     async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> int:
         """Remove a source and every copy of its words; how many passages went (0: there
         was no such source). ``by`` goes to the audit trail."""
+        ...
+
+    @property
+    def speakers(self) -> Speakers:
+        """A source's speakers listed, renamed and merged (``/speakers``)."""
         ...
 
 

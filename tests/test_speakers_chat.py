@@ -1,0 +1,144 @@
+"""``/speakers`` in chat, end to end: Bolt against the Slack emulator and discord.py
+against the Discord emulator, the real ``KbLibrary`` over the session Weaviate server. An
+admin (the rule of ``/forget``) lists a shared meeting's speakers with linked excerpts,
+renames and merges them; anyone else is refused; bad input is one sentence."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest_asyncio
+
+from adapters.chat.speakers import USAGE, parse
+from adapters.chat.uploads import NOT_ADMIN
+from adapters.discord.cli import sync_commands
+from bot.library import KbLibrary
+from retrieval.search import SearchService
+from tests.conftest import PAGES
+from tests.emulators.discord import DiscordEmulator
+from tests.emulators.slack import SlackEmulator
+from tests.fakes import FakeCore
+from tests.speaker_meeting import write_meeting
+from tests.test_discord import ALICE as DISCORD_ALICE
+from tests.test_discord import CHANNEL, Harness, settings_for
+from tests.test_slack import Bot
+from tests.test_uploads_discord import BOB as DISCORD_BOB
+from tests.test_uploads_discord import attach, contents, emu, library  # noqa: F401
+from tests.test_uploads_slack import BOB, bot, share, slack  # noqa: F401
+
+SID = "2024-06-04-infra-review"
+
+
+def meeting_bytes(tmp_path: Path) -> bytes:
+    return write_meeting(tmp_path / "m", SID).read_bytes()
+
+
+async def slash(slack: SlackEmulator, bot: Bot, text: str, user: str | None = None) -> str:  # noqa: F811
+    fields = slack.command("/speakers", text, **({"user": user} if user else {}))
+    assert (await slack.deliver_command(fields)).status == 200
+    await bot.settle()
+    said: str = slack.responses[-1]["text"]
+    return said
+
+
+async def test_slack_lists_renames_and_merges_for_an_admin_only(
+    slack: SlackEmulator,  # noqa: F811
+    bot: Bot,  # noqa: F811
+    search: SearchService,
+    kb: str,
+    tmp_path: Path,
+) -> None:
+    await share(slack, bot, [slack.share_file(f"{SID}.vtt", meeting_bytes(tmp_path))])
+
+    assert await slash(slack, bot, SID, user=BOB) == NOT_ADMIN
+    listed = await slash(slack, bot, SID)
+    assert listed.index("*Speaker 2*") < listed.index("*Speaker 1*")  # most talk first
+    assert "1:45 of talk" in listed and f"{PAGES}/v/" in listed and "#t=" in listed
+
+    said = await slash(slack, bot, f"rename {SID} “Speaker 2” “Amara Osei”")  # a phone's quotes
+    assert said.startswith("In *") and "Speaker 2 is now Amara Osei" in said
+    hits = await search.search(kb, "restore drill")
+    assert any("Amara Osei" in h.segment.speakers for h in hits)
+    assert not any("Speaker 2" in h.segment.speakers for h in hits)
+
+    said = await slash(slack, bot, f'merge {SID} "Speaker 3" "Speaker 1"')
+    assert "Its speakers: Speaker 1, Amara Osei." in said
+    said = await slash(slack, bot, f'rename {SID} "Speaker 1" "Amara Osei"')
+    assert "already has a speaker 'Amara Osei'" in said and "merge" in said
+    assert await slash(slack, bot, "rename only-two") == USAGE
+    assert (await slash(slack, bot, "no-such-meeting")).startswith("No source matches")
+
+
+def test_a_command_is_read_as_a_phone_types_it() -> None:
+    asked = parse("rename weekly ‘Speaker 2’ “Dr. Amara O'Sei”")
+    assert not isinstance(asked, str)
+    assert (asked.action, asked.source, asked.label, asked.name) == (
+        "rename",
+        "weekly",
+        "Speaker 2",
+        "Dr. Amara O'Sei",
+    )
+    assert parse('rename weekly "Speaker 2') == f"A quote is not closed. {USAGE}"
+    assert parse("x" * 600).startswith("That is too long for /speakers")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def discord_bot(
+    emu: DiscordEmulator,  # noqa: F811
+    library: KbLibrary,  # noqa: F811
+    kb: str,
+) -> AsyncIterator[Harness]:
+    settings = settings_for(emu, discord_kb=kb, discord_admin_role="Archivists", upload_max_mb=5)
+    await sync_commands(settings, globally=False)
+    harness = Harness(emu, FakeCore(library=library), settings)
+    emu.add_role(int(harness.guild_payload["id"]), "Archivists", [DISCORD_ALICE])
+    await harness.start()
+    yield harness
+    await harness.close()
+
+
+async def test_discord_lists_and_renames_for_an_admin_only(
+    discord_bot: Harness,
+    library: KbLibrary,  # noqa: F811
+    kb: str,
+    tmp_path: Path,
+) -> None:
+    d = discord_bot.emu
+    await attach(
+        discord_bot, DISCORD_ALICE, d.attachment(CHANNEL, f"{SID}.vtt", meeting_bytes(tmp_path))
+    )
+
+    await discord_bot.send(
+        "INTERACTION_CREATE", d.slash("speakers", CHANNEL, DISCORD_BOB, source=SID)
+    )
+    refused = d.find("POST", r"/interactions/\d+/[^/]+/callback")[-1].body["data"]
+    assert refused["content"] == NOT_ADMIN and refused["flags"] == 64
+
+    await discord_bot.send(
+        "INTERACTION_CREATE", d.slash("speakers", CHANNEL, DISCORD_ALICE, source=SID)
+    )
+    listed = contents(d, "/webhooks/")[-1]
+    assert "*Speaker 2*: 1:45 of talk" in listed and "#t=" in listed
+    await discord_bot.send(
+        "INTERACTION_CREATE",
+        d.slash(
+            "speakers",
+            CHANNEL,
+            DISCORD_ALICE,
+            source=SID,
+            action="rename",
+            speaker="Speaker 2",
+            to="Amara Osei",
+        ),
+    )
+    assert "Speaker 2 is now Amara Osei" in contents(d, "/webhooks/")[-1]
+    [info] = await library.sources(kb)
+    assert "Amara Osei" in info.source.speakers and "Speaker 2" not in info.source.speakers
+    await discord_bot.send(
+        "INTERACTION_CREATE",
+        d.slash(
+            "speakers", CHANNEL, DISCORD_ALICE, source=SID, action="rename", speaker="Speaker 1"
+        ),
+    )
+    assert "rename needs a source, a speaker and a name" in contents(d, "/webhooks/")[-1]
