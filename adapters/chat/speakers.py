@@ -51,7 +51,7 @@ def parse(text: str) -> Asked | str:
 
 
 def options(source: str, action: str, label: str | None, name: str | None) -> Asked | str:
-    """A request from a platform's typed options (Discord's ``/speakers``)."""
+    """A request from a platform's typed options (an app command's fields)."""
     if action not in ("list", "rename", "merge"):
         return USAGE
     if action == "list":
