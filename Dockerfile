@@ -32,7 +32,7 @@ COPY bot bot
 COPY adapters adapters
 COPY retrieval retrieval
 # Where the runtime looks for it: share/quorum under the environment's prefix.
-RUN PYTHONPATH=/src /opt/full/bin/python -m retrieval.onnx_export \
+RUN PYTHONPATH=/src /opt/full/bin/python -m retrieval.encoding.onnx_export \
         /opt/quorum/share/quorum/all-minilm-l6-v2.onnx
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv pip install --python /opt/quorum/bin/python --no-deps . \

@@ -33,7 +33,7 @@ from bot.llm import NoTools, Tool
 from bot.llm import from_settings as llm_from_settings
 from bot.sessions import MIGRATIONS
 from bot.wiring import open_retrieval, open_session_store
-from retrieval.embed import packaged_model_path
+from retrieval.encoding.embed import packaged_model_path
 from retrieval.errors import QuorumError
 
 Status = Literal["ok", "warn", "FAIL"]

@@ -14,7 +14,7 @@ from adapters.cli.app import fail, run
 from adapters.lifecycle import Runner, serve_until_stopped
 from bot.config import Settings
 from retrieval.errors import ConfigError
-from retrieval.share import load_secret
+from retrieval.links.share import load_secret
 
 
 def configured(settings: Settings) -> list[str]:

@@ -45,9 +45,9 @@ from bot.engine import Engine
 from bot.llm import Model, claude_model, openai_model
 from bot.models import Question, ThreadKey
 from bot.sessions import SessionStore
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
+from retrieval.write.indexer import ingest
 from tests.emulators.anthropic import AnthropicEmulator, Reply
 from tests.emulators.openai import OpenAIEmulator
 

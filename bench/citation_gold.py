@@ -14,8 +14,8 @@ from typing import Any
 from bench.qmsum import WORDS_PER_SECOND, write_meetings
 from bot.cite.citations import cited_numbers
 from bot.models import Answer
-from retrieval.chunking import split_sentences
 from retrieval.ingest.metadata import slug
+from retrieval.write.chunking import split_sentences
 from tests.emulators.anthropic import Reply
 
 REPO = Path(__file__).resolve().parent.parent

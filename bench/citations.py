@@ -65,18 +65,18 @@ from bot.engine import Engine
 from bot.llm import claude_model
 from bot.models import Question, ThreadKey
 from bot.sessions import SessionStore
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import FileResult, ingest
-from retrieval.links import format_timestamp
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.links.links import format_timestamp
 from retrieval.models import SearchFilters
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
+from retrieval.write.indexer import FileResult, ingest
 from tests.emulators.anthropic import AnthropicEmulator
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
 
 class IngestProgress:
-    """Rich progress for ``retrieval.indexer.ingest``."""
+    """Rich progress for ``retrieval.write.indexer.ingest``."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress

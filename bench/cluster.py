@@ -6,7 +6,7 @@ one cluster (``CLUSTER_*`` gossip, ``RAFT_*`` schema consensus). Quorum reaches 
 operator's deployment would: ``QUORUM_WEAVIATE_MODE=local`` with the URL of one node and
 ``QUORUM_WEAVIATE_REPLICAS=3``, so its collections keep a copy of every object on every
 node and read and write at QUORUM. The sample archive goes in through ``quorum ingest``'s
-path (``open_core``'s retrieval, ``retrieval.indexer.ingest``); questions from
+path (``open_core``'s retrieval, ``retrieval.write.indexer.ingest``); questions from
 ``examples/eval.jsonl`` go through the engine (``Engine.ask``: search, sources, an
 extractive answer, the session store), one after another.
 
@@ -48,13 +48,13 @@ from bot.config import load_settings
 from bot.engine import Engine
 from bot.models import Question, ThreadKey
 from bot.wiring import open_core
-from retrieval.chunking import ChunkConfig
-from retrieval.embed import Embedder
-from retrieval.indexer import ingest
+from retrieval.encoding.embed import Embedder
 from retrieval.service import Retrieval
 from retrieval.store import Store
 from retrieval.store.weaviate.schema import SOURCES
 from retrieval.store.weaviate.server import async_client
+from retrieval.write.chunking import ChunkConfig
+from retrieval.write.indexer import ingest
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -59,10 +59,10 @@ from bot.evaluate import Result as EvalResult
 from bot.llm import claude_model
 from bot.models import Answer, Question
 from bot.sessions import SessionStore
-from retrieval.chunking import split_sentences
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
+from retrieval.write.chunking import split_sentences
+from retrieval.write.indexer import ingest
 from tests.emulators.anthropic import AnthropicEmulator, Reply
 
 REPO = Path(__file__).resolve().parent.parent

@@ -31,9 +31,9 @@ from rich.table import Table
 import retrieval.store.weaviate.server as server
 from bench.common import temp_store
 from bench.synthetic import Talk, meeting, to_vtt
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.write.indexer import ingest
 
 console = Console()
 SECRET = "[00:00:0{n}] Ana Ruiz: The quokka{n} orchestra meets at the marmalade{n} lighthouse.\n"

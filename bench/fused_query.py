@@ -10,7 +10,7 @@ order so the machine's load falls on all alike:
   live check), and ``now`` (``WeaviateStore.hybrid``: ids and scores, then a read by id);
 - for every route (windows, remark, overview, unsure, whatever the question's words):
   (a) ``per level, before``: one query per level at once, each returning its properties,
-      fused by ``retrieval.route.fuse`` (the product until now);
+      fused by ``retrieval.search.route.fuse`` (the product until now);
   (a') ``ids first, all read``: ``WeaviateStore.hybrid_levels`` asked for every
       candidate: the levels' queries at once asking ids and scores only, then one read
       by id per collection and one live check for all of them;
@@ -55,10 +55,10 @@ from bench.common import weaviate_binary
 from bench.machine import Contention, describe, process_cpu, server_pid
 from bench.search import make_queries, open_server, percentile
 from bench.search_corpus import KB, Corpus
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.models import Hit, Level, SearchFilters
-from retrieval.route import OVERVIEW, REMARK, UNSURE, WINDOWS, Route, fuse
-from retrieval.search import FUSE_CANDIDATES, FUSE_READ
+from retrieval.search.route import OVERVIEW, REMARK, UNSURE, WINDOWS, Route, fuse
+from retrieval.search.search import FUSE_CANDIDATES, FUSE_READ
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.filters import both, where
 from retrieval.store.weaviate.schema import (

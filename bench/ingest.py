@@ -5,7 +5,7 @@ Three seeded file mixes (``bench/ingest_corpus.py``), each generated once into
 ``[hh:mm:ss] Speaker: text``; 40 files of 15 minutes by default), ``markdown``, 5,000
 small handbook pages, and ``pdf``, 40 multi-page PDFs. For each mix a fresh embedded
 Weaviate server in a temp dir receives the whole corpus through
-``retrieval.indexer.ingest``; in the same run the embedder encodes exactly the segment
+``retrieval.write.indexer.ingest``; in the same run the embedder encodes exactly the segment
 texts ingest produced, in one call with the same batch size (before and after each
 ingest, to average out load drift). The ratio of the two rates says how much the
 pipeline costs on top of the encoder.
@@ -48,7 +48,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-import retrieval.indexer as indexer
+import retrieval.write.indexer as indexer
 from bench.common import weaviate_binary
 from bench.ingest_corpus import MIXES, build_corpus
 from bench.ingest_stages import (
@@ -61,11 +61,11 @@ from bench.ingest_stages import (
     timed_reader,
 )
 from bench.machine import Contention, describe, process_cpu, server_pid
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import IngestReport, ingest
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.ingest import discover, read_source
 from retrieval.models import Document
 from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client
+from retrieval.write.indexer import IngestReport, ingest
 
 T = TypeVar("T")
 TARGET_RATIO = 0.85

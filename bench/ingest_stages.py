@@ -1,6 +1,6 @@
 """Instrumentation for ``bench/ingest.py``: busy time and calls per ingest stage.
 
-Wrappers around what ``retrieval.indexer`` calls (the embedder, the store's writes and
+Wrappers around what ``retrieval.write.indexer`` calls (the embedder, the store's writes and
 lookups, ``read_source``, ``_discover``, ``multilevel.build``), patched in for a bench
 run only; none changes what ingest does.
 """
@@ -15,13 +15,13 @@ from typing import Any
 
 from rich.progress import Progress, TaskID
 
-import retrieval.indexer as indexer
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import FileResult
+import retrieval.write.indexer as indexer
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.ingest import read_source
 from retrieval.models import Document
-from retrieval.multilevel import build
+from retrieval.search.multilevel import build
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.write.indexer import FileResult
 
 
 @dataclass
@@ -130,7 +130,7 @@ def timed_discover(times: StageTimes) -> Callable[..., Any]:
 
 
 def timed_levels(times: StageTimes) -> Callable[..., Any]:
-    """``retrieval.multilevel.build`` as the indexer calls it, timed (its encodes too)."""
+    """``retrieval.search.multilevel.build`` as the indexer calls it, timed (its encodes too)."""
     inner = build
 
     async def timed(*args: Any, **kwargs: Any) -> Any:

@@ -29,7 +29,7 @@ from bench.machine import Contention, describe  # noqa: E402
 from bot.insights import Insights  # noqa: E402
 from bot.sessions import SessionStore  # noqa: E402
 from bot.sessions.records import EXCHANGE_COLUMNS, ExchangeRecord  # noqa: E402
-from retrieval.embed import SentenceTransformerEmbedder  # noqa: E402
+from retrieval.encoding.embed import SentenceTransformerEmbedder  # noqa: E402
 
 THINGS = [
     "the VPN",

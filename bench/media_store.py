@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.machine import Contention, describe  # noqa: E402
 from retrieval.ingest.media import file_digest  # noqa: E402
-from retrieval.kept_media import MediaStore, render_audio  # noqa: E402
+from retrieval.links.kept_media import MediaStore, render_audio  # noqa: E402
 from retrieval.models import Original  # noqa: E402
 from tests.media_fixtures import speak, to_video  # noqa: E402
 

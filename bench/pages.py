@@ -41,7 +41,7 @@ from bot.config import load_settings  # noqa: E402
 from bot.metrics import Metrics  # noqa: E402
 from bot.models import Question, ThreadKey  # noqa: E402
 from bot.wiring import open_core  # noqa: E402
-from retrieval.indexer import ingest  # noqa: E402
+from retrieval.write.indexer import ingest  # noqa: E402
 from tests.pages_harness import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
 HOUR_S = 3600

@@ -37,14 +37,14 @@ from rich.progress import Progress
 from rich.table import Table
 
 from bench.common import KeptIndex, temp_store
-from retrieval.chunking import ChunkConfig
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.ingest.metadata import slug
-from retrieval.links import format_timestamp
+from retrieval.links.links import format_timestamp
 from retrieval.models import LEVELS, Hit, Level, SearchFilters
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.write.chunking import ChunkConfig
+from retrieval.write.indexer import ingest
 
 REPO = Path(__file__).resolve().parent.parent
 KB = "qmsum"

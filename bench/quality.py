@@ -1,7 +1,7 @@
 """Retrieval quality on BEIR SciFact (test split) through the product's own path, and the
 speed of ingesting it: each abstract becomes a Markdown file (``# title`` then the
 abstract), the folder goes through ``quorum ingest``'s code (``open_retrieval`` with a
-fresh data dir, ``retrieval.indexer.ingest`` with the configured chunking), and every
+fresh data dir, ``retrieval.write.indexer.ingest`` with the configured chunking), and every
 claim is asked of the search service the bot uses, with its defaults. A document's rank
 is the rank of its first passage. Reported: nDCG@10 and Recall@100 (over the top 100
 passages) for hybrid search (the product), BM25 alone and vectors alone (same index), and
@@ -44,12 +44,12 @@ from rich.table import Table
 from bench.common import KeptIndex
 from bot.config import load_settings
 from bot.wiring import open_retrieval
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import FileResult, ingest
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.ingest import discover, read_source
 from retrieval.models import Hit
 from retrieval.service import Retrieval
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.write.indexer import FileResult, ingest
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / "bench" / ".cache"

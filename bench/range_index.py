@@ -32,7 +32,7 @@ from bench.common import percentile, temp_server
 from bench.machine import describe, machine_busy, process_cpu, server_pid
 from bench.search import make_queries
 from bench.search_corpus import CACHE, KB, label
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.models import SearchFilters
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.reindex import add_range_indexes

@@ -36,9 +36,9 @@ from bench.common import percentile, temp_store
 from bot.llm import claude_model
 from bot.models import Event, Question, ThreadKey
 from bot.research.loop import Researcher, ResearchResult
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
-from retrieval.search import KbArchive, SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import KbArchive, SearchService
+from retrieval.write.indexer import ingest
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply, ToolUse
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

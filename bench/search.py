@@ -14,7 +14,7 @@ encode a million texts on this machine. Each size's Weaviate data dir is cached
 
 After a warm-up, ~200 distinct queries per size (so the embedder's query cache never
 answers) run one at a time through ``SearchService.search_timed``, which routes each one
-(``retrieval.route``) as the product does: half unfiltered, a quarter with a speaker
+(``retrieval.search.route``) as the product does: half unfiltered, a quarter with a speaker
 filter, a quarter with a date range; some ask about a remark or for an overview, so every
 route is measured.
 
@@ -61,10 +61,10 @@ from bench.common import weaviate_binary
 from bench.machine import Contention, describe, process_cpu, server_pid
 from bench.search_corpus import CACHE, KB, Corpus, fill, label
 from bench.synthetic import FIRST, Talk
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.models import SearchFilters
-from retrieval.route import OVERVIEW, REMARK, UNSURE, WINDOWS, Route, route
-from retrieval.search import FUSE_CANDIDATES, SearchService, SearchTimings
+from retrieval.search.route import OVERVIEW, REMARK, UNSURE, WINDOWS, Route, route
+from retrieval.search.search import FUSE_CANDIDATES, SearchService, SearchTimings
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client
 

@@ -16,7 +16,7 @@ anisotropy), each real vector with a cloud of neighbours, instead of uniform ran
 that no embedding model produces. A derived vector does not match its own text: latency
 is measured here, not quality.
 
-Levels, as the product's ingest builds them (``retrieval.multilevel``) without encoding
+Levels, as the product's ingest builds them (``retrieval.search.multilevel``) without encoding
 anything: the turns worth a unit (each sharing the vector of its window), topics by
 TextTiling over the window vectors (a topic's vector the mean of its windows'), and a
 summary unit per source. Topic titles are a topic's first sentence rather than its most
@@ -38,14 +38,14 @@ from typing import Any
 import numpy as np
 
 from bench.synthetic import GENERATOR_VERSION, Talk, meeting_date, meeting_title
-from retrieval.chunking import split_sentences
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.levels import mean_vector, searchable, topics, turn_vectors
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.models import Document, Segment, Source
-from retrieval.multilevel import MIN_WINDOWS
+from retrieval.search.multilevel import MIN_WINDOWS
 from retrieval.store import Embedded
 from retrieval.store.weaviate import WeaviateStore
-from retrieval.summary import MAX_TOPICS, Line, summary_unit, titled
+from retrieval.write.chunking import split_sentences
+from retrieval.write.levels import mean_vector, searchable, topics, turn_vectors
+from retrieval.write.summary import MAX_TOPICS, Line, summary_unit, titled
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 KB = "bench"
@@ -108,7 +108,7 @@ def source_document(i: int, seed: int, per_source: int) -> Document:
 
 
 def with_levels(doc: Document, vectors: Sequence[Sequence[float]], turns: bool = True) -> Embedded:
-    """``doc`` ready to write with every level, as ``retrieval.multilevel.build`` makes
+    """``doc`` ready to write with every level, as ``retrieval.search.multilevel.build`` makes
     them (the same functions; titles without the model); without its turns unless
     ``turns``."""
     windows = doc.segments

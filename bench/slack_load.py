@@ -135,8 +135,8 @@ async def engine_core(data_dir: Path, claude_url: str, kb: str) -> AsyncIterator
     from bot.engine import Engine
     from bot.llm import from_settings as llm_from_settings
     from bot.sessions import SessionStore
-    from retrieval.embed import SentenceTransformerEmbedder
-    from retrieval.search import SearchService
+    from retrieval.encoding.embed import SentenceTransformerEmbedder
+    from retrieval.search.search import SearchService
     from tests.sample_archive import load_sample
 
     settings = load_settings(

@@ -34,7 +34,7 @@ from bot.config import load_settings
 from bot.models import Question, ThreadKey
 from bot.wiring import open_core
 from retrieval.errors import QuorumError
-from retrieval.indexer import ingest
+from retrieval.write.indexer import ingest
 
 KB = "soak"
 QUESTIONS = (

@@ -3,7 +3,7 @@
 The first cues of the sample kickoff meeting (``examples/recordings``) are spoken by
 espeak-ng, one voice per speaker, with short pauses between turns, into a WAV of about
 ``--minutes`` minutes; the same sound is also wrapped in an MP4 with a small video
-stream. Each file goes through the real ingest path (``retrieval.indexer.ingest``: PyAV
+stream. Each file goes through the real ingest path (``retrieval.write.indexer.ingest``: PyAV
 decoding, faster-whisper with the packaged tiny.en on the CPU, chunking, MiniLM
 embedding, writes to a fresh embedded Weaviate server), with an empty transcript cache.
 
@@ -50,11 +50,11 @@ from rich.table import Table
 
 from bench.common import temp_store
 from bench.machine import Contention, describe, server_pid
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.ingest.media import file_digest
 from retrieval.ingest.vtt import read_vtt
-from retrieval.transcribe import Transcriber, Transcript
+from retrieval.write.indexer import ingest
+from retrieval.write.transcribe import Transcriber, Transcript
 from tests.media_fixtures import Spoken, speak, to_video
 
 REPO = Path(__file__).resolve().parent.parent
@@ -221,7 +221,7 @@ import resource, sys, time
 from pathlib import Path
 import numpy as np
 from retrieval.ingest.media import decode_audio
-from retrieval.transcribe import Audio, Transcriber
+from retrieval.write.transcribe import Audio, Transcriber
 path, how = Path(sys.argv[1]), sys.argv[2]
 def audio():
     heard = decode_audio(path)

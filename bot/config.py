@@ -350,7 +350,7 @@ class Settings(BaseSettings):
 
     @property
     def media_dir(self) -> Path:
-        """What pages serve, kept at ingest (``retrieval.kept_media``), the demo's audio."""
+        """What pages serve, kept at ingest (``retrieval.links.kept_media``), the demo's audio."""
         return self.data_dir / "media"
 
     @property

@@ -31,7 +31,7 @@ from bot.router import ResearchRouter
 from bot.sessions import Exchange, ExchangeRecord, QueryRecord, Sessions, clip
 from bot.sessions.privacy import cited_ids
 from retrieval.archive import Archive
-from retrieval.embed import Embedder
+from retrieval.encoding.embed import Embedder
 from retrieval.models import SearchFilters, SourceInfo
 
 log = logging.getLogger("quorum.engine")

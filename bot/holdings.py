@@ -23,16 +23,16 @@ from typing import TYPE_CHECKING, Any
 
 from bot.sessions import Actor, AuditEntry, Sessions
 from bot.sessions.records import AuditAction
-from retrieval.kept_media import MediaStore
+from retrieval.links.kept_media import MediaStore
 from retrieval.models import Source, SourceInfo
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.service import DATA_PARTS, TRANSCRIPTS
 from retrieval.store import Store
-from retrieval.transcribe import Transcriber
 from retrieval.voiceprints import Voiceprints
+from retrieval.write.transcribe import Transcriber
 
 if TYPE_CHECKING:
-    from retrieval.indexer import FileResult
+    from retrieval.write.indexer import FileResult
 
 log = logging.getLogger("quorum.holdings")
 
@@ -40,7 +40,7 @@ ForgetHook = Callable[[str, Source], Awaitable[None]]
 """Called with (kb, source) once a source is removed: drop what was derived from it."""
 
 # The data dir's parts, for ``quorum doctor``: kind -> names at the top of the data dir.
-MEDIA = "media"  # what pages serve, kept at ingest by content hash (retrieval.kept_media)
+MEDIA = "media"  # what pages serve, kept at ingest by content hash (retrieval.links.kept_media)
 KINDS: dict[str, tuple[str, ...]] = DATA_PARTS | {
     "uploads": ("uploads",),
     "media": (MEDIA,),

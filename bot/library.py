@@ -22,17 +22,17 @@ from bot.models import Actor, Added, Heard, Waiting
 from bot.speakers import Speakers
 from bot.voices import Voices
 from bot.write import Writer
-from retrieval.chunking import ChunkConfig
-from retrieval.embed import Embedder
+from retrieval.encoding.embed import Embedder
 from retrieval.errors import InvalidInput, QuorumError
-from retrieval.indexer import FileResult
 from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
-from retrieval.kept_media import MediaStore
+from retrieval.links.kept_media import MediaStore
 from retrieval.models import SourceInfo
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.service import Retrieval
 from retrieval.store import Store
-from retrieval.transcribe import Transcriber
+from retrieval.write.chunking import ChunkConfig
+from retrieval.write.indexer import FileResult
+from retrieval.write.transcribe import Transcriber
 
 log = logging.getLogger("quorum.library")
 

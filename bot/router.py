@@ -34,7 +34,7 @@ from bot.research.loop import MODEL_OFF, NEEDS_API_KEY, NO_TOOLS, Researcher, Re
 from bot.research.schema import SearchArgs, TimelineArgs, ToolError, parse_args
 from bot.sessions import Exchange
 from retrieval.archive import Archive
-from retrieval.embed import Embedder
+from retrieval.encoding.embed import Embedder
 from retrieval.models import SearchFilters
 
 __all__ = [

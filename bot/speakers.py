@@ -3,7 +3,7 @@ second), renamed ("Speaker 2" -> "Amara Osei") and merged (two labels that are o
 
 Every door (``quorum speakers``, ``/speakers`` in chat, the recording's page) calls
 ``Speakers``; the write itself is ``Writer.relabel`` (the one write path), which rewrites
-the source where it is stored (``retrieval.relabel``) and writes the audit entry. Names are
+the source where it is stored (``retrieval.write.relabel``) and writes the audit entry. Names are
 checked here, once: a speaker's name is what labels, filters (``speaker:``), captions' voice
 tags and summaries print, so it may not hold a ``:``, markup or control characters.
 """
@@ -20,9 +20,9 @@ from bot.sessions import AuditEntry
 from bot.voices import Suggestion, Voices
 from bot.write import Writer
 from retrieval.models import Hit, Source, SourceInfo
-from retrieval.names import choose_sources
-from retrieval.relabel import Cue, cues, read_all
-from retrieval.search import SearchService
+from retrieval.search.names import choose_sources
+from retrieval.search.search import SearchService
+from retrieval.write.relabel import Cue, cues, read_all
 
 MAX_NAME = 80
 EXCERPTS = 3

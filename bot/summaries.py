@@ -4,7 +4,7 @@ With a model configured, ``ClaudeSummarizer`` is handed to the write path (``bot
 a source's topics (each line with its second) to the fast model and asks for topics,
 decisions and action items as JSON, each with the second it is about. A second outside
 the source, a broken reply or a failed call leaves the extractive summary in place
-(``retrieval.summary``); ingest never fails because of a summary.
+(``retrieval.write.summary``); ingest never fails because of a summary.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator, Sequence
 
 from bot.config import Settings
 from bot.llm import LLM, Model, from_settings
-from retrieval.links import format_timestamp
+from retrieval.links.links import format_timestamp
 from retrieval.models import Segment, Source
-from retrieval.summary import Line, Section
+from retrieval.write.summary import Line, Section
 
 log = logging.getLogger("quorum.summary")
 MAX_PROMPT_CHARS = 24_000  # about 6k tokens of transcript per source
@@ -85,7 +85,7 @@ def parse(reply: str, start_s: float | None, end_s: float | None) -> list[Line]:
 
 class ClaudeSummarizer:
     """Summary lines from the model's fast model, Claude's or a server's
-    (``retrieval.summary.Summarizer``)."""
+    (``retrieval.write.summary.Summarizer``)."""
 
     def __init__(self, llm: LLM, timeout_s: float = 60.0) -> None:
         self.llm = llm

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from bot.config import Settings
 from bot.sessions import Sessions, open_sessions
 from retrieval import service as retrieval_service
-from retrieval.chunking import ChunkConfig
 from retrieval.service import Retrieval, RetrievalConfig
+from retrieval.write.chunking import ChunkConfig
 
 if TYPE_CHECKING:
     from bot.engine import Engine, ResearchHook

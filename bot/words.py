@@ -1,5 +1,5 @@
 """Word tools the quick path and alignment share: a text's content words, stemmed by the
-one stemmer keyword search uses (``retrieval.stems``, Snowball), and when two of them
+one stemmer keyword search uses (``retrieval.search.stems``, Snowball), and when two of them
 are one word.
 """
 
@@ -9,7 +9,7 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 
-from retrieval.stems import stem
+from retrieval.search.stems import stem
 
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been

@@ -3,10 +3,11 @@ whichever door it came in by (``quorum ingest`` and ``remove``, the console, cha
 uploads, the HTTP API, a job's worker).
 
 Adding is the indexer's read or transcription, chunks, levels, embedding and write under a
-generation with its switch-over (``retrieval.indexer``), the summary (the model's when one
+generation with its switch-over (``retrieval.write.indexer``), the summary (the model's when one
 is configured, extractive otherwise), the recording or document its page serves kept in the
-media store (``retrieval.kept_media``), the audit entry and the announcement. Renaming a
-source's speakers (``relabel``) writes it again from what the store holds. Removal is
+media store (``retrieval.links.kept_media``), the audit entry and the announcement.
+Renaming a source's speakers (``relabel``) writes it again from what the store holds.
+Removal is
 ``Holdings.forget``: every copy of the source's words (its kept media too), and the audit
 entry. ``tests/test_architecture.py`` fails when any other module calls the indexer, so the
 doors cannot drift apart again.
@@ -25,16 +26,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.models import Actor
-from retrieval.chunking import ChunkConfig
-from retrieval.embed import Embedder
-from retrieval.indexer import FileResult, IngestReport, Progress, ingest
-from retrieval.kept_media import MediaStore
+from retrieval.encoding.embed import Embedder
+from retrieval.links.kept_media import MediaStore
 from retrieval.models import Source
-from retrieval.relabel import read_all, relabel
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store import Store
-from retrieval.summary import Summarizer
-from retrieval.transcribe import Transcriber
+from retrieval.write.chunking import ChunkConfig
+from retrieval.write.indexer import FileResult, IngestReport, Progress, ingest
+from retrieval.write.relabel import read_all, relabel
+from retrieval.write.summary import Summarizer
+from retrieval.write.transcribe import Transcriber
 
 if TYPE_CHECKING:
     from bot.holdings import Forgotten, Holdings

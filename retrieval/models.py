@@ -12,7 +12,7 @@ from retrieval.errors import InvalidInput
 
 Kind = Literal["video", "audio", "document", "course"]
 KINDS: tuple[Kind, ...] = ("video", "audio", "document", "course")
-# A source at several resolutions (``retrieval.levels``): one speaker's turn (a paragraph
+# A source at several resolutions (``retrieval.write.levels``): one speaker's turn (a paragraph
 # of a document), today's windows, topics (sections, pages), the whole source (its summary).
 Level = Literal["turn", "window", "topic", "summary"]
 LEVELS: tuple[Level, ...] = ("turn", "window", "topic", "summary")
@@ -32,7 +32,7 @@ class Source:
     content_hash: str = ""
     description: str | None = None
     # Quorum's own page of this source, signed for the knowledge base it was read from
-    # (``retrieval.share``); set by the search service, never stored.
+    # (``retrieval.links.share``); set by the search service, never stored.
     view: str | None = None
 
 
@@ -125,7 +125,7 @@ class SearchFilters:
     kind: Kind | None = None
     after: date | None = None
     before: date | None = None
-    # Which resolutions to search (``retrieval.route``); empty: chosen from the question.
+    # Which resolutions to search (``retrieval.search.route``); empty: chosen from the question.
     levels: tuple[Level, ...] = ()
 
     def is_empty(self) -> bool:

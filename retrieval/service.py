@@ -12,18 +12,18 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from retrieval.chunking import ChunkConfig
-from retrieval.embed import EmbedBackend, LazyEmbedder
-from retrieval.kept_media import MediaStore
-from retrieval.search import SearchService
-from retrieval.share import LinkSigner, load_secret
+from retrieval.encoding.embed import EmbedBackend, LazyEmbedder
+from retrieval.links.kept_media import MediaStore
+from retrieval.links.share import LinkSigner, load_secret
+from retrieval.search.search import SearchService
 from retrieval.store import Store
 from retrieval.store.weaviate.open import DATA_DIR_NAMES, open_weaviate
 from retrieval.store.weaviate.open import boot as boot_weaviate
 from retrieval.voiceprints import VOICEPRINTS, Voiceprints
+from retrieval.write.chunking import ChunkConfig
 
 if TYPE_CHECKING:
-    from retrieval.transcribe import Transcriber
+    from retrieval.write.transcribe import Transcriber
 
 WeaviateMode = Literal["embedded", "local", "cloud"]
 TRANSCRIPTS = "transcripts"
@@ -58,7 +58,7 @@ class RetrievalConfig:
     hybrid_alpha: float = 0.5
     chunking: ChunkConfig = field(default_factory=ChunkConfig)
     whisper_model: str | None = None  # a model folder or name; None: the packaged tiny.en
-    # Quorum's own pages (``retrieval.share``): where they are reached, the link secret
+    # Quorum's own pages (``retrieval.links.share``): where they are reached, the link secret
     # (None: one made in ``data_dir``), and how long a link lasts. No public URL: no links.
     public_url: str | None = None
     link_secret: str | None = None
@@ -66,7 +66,7 @@ class RetrievalConfig:
     # A command that exits after one job: an embedded server it started is left to its
     # reaper (stopped within a second) instead of waited for (``EmbeddedServer.stop``).
     one_shot: bool = False
-    # The media store's bounds (``retrieval.kept_media``): None keeps everything.
+    # The media store's bounds (``retrieval.links.kept_media``): None keeps everything.
     media_max_bytes: int | None = None
     media_retain_days: float | None = None
     # Speakers (``retrieval.diarize``): found in recordings Quorum transcribes unless off;
@@ -87,7 +87,7 @@ class RetrievalConfig:
     def transcriber(self) -> Transcriber:
         """The Whisper transcriber for audio and video (its model loads on first use),
         keeping transcripts under ``data_dir/transcripts``."""
-        from retrieval.transcribe import Transcriber  # NumPy and Whisper's runtime: when used
+        from retrieval.write.transcribe import Transcriber  # NumPy and Whisper's runtime: when used
 
         return Transcriber(self.whisper_model, self.data_dir / TRANSCRIPTS)
 
@@ -143,7 +143,7 @@ async def open_retrieval(
         store = await stack.enter_async_context(open_weaviate(config))
         reranker = None
         if config.rerank_model_path:
-            from retrieval.rerank import CrossEncoderReranker
+            from retrieval.encoding.rerank import CrossEncoderReranker
 
             reranker = await asyncio.to_thread(
                 CrossEncoderReranker.from_path, config.rerank_model_path

@@ -100,7 +100,7 @@ fi
 onnx_file="$deps/share/quorum/all-minilm-l6-v2.onnx"
 if [ ! -f "$onnx_file" ]; then
   echo "Exporting the embedding model to ONNX (once per dependency set, about a minute)..."
-  "$deps/bin/python" -m retrieval.onnx_export "$onnx_file" \
+  "$deps/bin/python" -m retrieval.encoding.onnx_export "$onnx_file" \
     || echo "The ONNX export failed; Quorum will embed with torch (slower start)." >&2
 fi
 if [ "$(readlink .venv/share/quorum 2>/dev/null || true)" != "$deps/share/quorum" ]; then

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.search import SearchService
-from retrieval.share import LinkSigner
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.links.share import LinkSigner
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client, find_binary
 from tests.backends import BACKENDS, Served

@@ -23,7 +23,7 @@ import aiosqlite
 from bot.errors import LLMError, SearchUnavailable
 from bot.llm import Completion, Text, TextSink, ToolCall, Usage
 from bot.models import Answer, Citation, Event, EventSink, Library, Question, ThreadKey
-from retrieval.links import segment_link
+from retrieval.links.links import segment_link
 from retrieval.models import Hit, SearchFilters, Segment, Source, SourceInfo
 
 # --- the core -------------------------------------------------------------------------------

@@ -18,10 +18,10 @@ from adapters.http.server import OpsServer
 from bot.config import Settings
 from bot.metrics import MeteredCore, Metrics
 from bot.wiring import CoreServices, open_core, retrieval_config
-from retrieval.embed import LazyEmbedder, SentenceTransformerEmbedder
-from retrieval.search import SearchService
+from retrieval.encoding.embed import LazyEmbedder, SentenceTransformerEmbedder
+from retrieval.links.share import LinkSigner, load_secret
+from retrieval.search.search import SearchService
 from retrieval.service import Retrieval
-from retrieval.share import LinkSigner, load_secret
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from retrieval.embed import Embedder
+from retrieval.encoding.embed import Embedder
 from retrieval.models import Document, Segment, Source
 from retrieval.store import Embedded, Store
 

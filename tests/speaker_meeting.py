@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrieval.captions import clock
+from retrieval.write.captions import clock
 
 LINES: list[tuple[str, str]] = [
     ("Speaker 1", "Good morning everyone, this is the weekly infrastructure review."),

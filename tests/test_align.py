@@ -14,9 +14,9 @@ from bot.cite.citations import number_sources, resolve
 from bot.cite.sentences import link_second, sentences_of
 from bot.cite.vectors import SentenceVectors
 from bot.models import Answer
-from retrieval.chunking import Unit, chunk
-from retrieval.links import segment_link
+from retrieval.links.links import segment_link
 from retrieval.models import Hit, Mark, Segment, Source
+from retrieval.write.chunking import Unit, chunk
 
 KICKOFF = Source("kickoff", "Auth kickoff", "video", "https://www.youtube.com/watch?v=p4Xk")
 

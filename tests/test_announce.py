@@ -16,12 +16,12 @@ from adapters.chat.announce import announce, targets
 from adapters.discord.post import post_to_discord
 from adapters.slack.post import post_to_slack
 from bot.config import load_settings
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError
-from retrieval.indexer import ingest
-from retrieval.search import SearchService
-from retrieval.share import LinkSigner, load_secret
+from retrieval.links.share import LinkSigner, load_secret
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.write.indexer import ingest
 from tests.emulators.discord import DiscordEmulator
 from tests.emulators.slack import BOT_TOKEN, SIGNING_SECRET, SlackEmulator
 

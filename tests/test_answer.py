@@ -20,10 +20,10 @@ from bot.answer.followup import precheck
 from bot.engine import Engine
 from bot.models import PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.sessions import Exchange, SessionStore
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.links import media_link
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.links.links import media_link
 from retrieval.models import SearchFilters
-from retrieval.search import KbArchive, SearchService
+from retrieval.search.search import KbArchive, SearchService
 from retrieval.store.weaviate import WeaviateStore
 from tests.fakes import FakeArchive, FakeLLM, overloaded
 from tests.sample_archive import DEEP_DIVE, KICKOFF, load_sample

@@ -271,16 +271,16 @@ def test_platforms_are_named_only_in_their_folders_and_the_registry() -> None:
 
 
 def indexer_callers(path: Path) -> set[str]:
-    """What ``path`` takes from ``retrieval.indexer`` that writes (``ingest``, ``_Run``),
-    or the module itself (``import retrieval.indexer``, whose ``ingest`` it could call)."""
+    """What ``path`` takes from ``retrieval.write.indexer`` that writes (``ingest``, ``_Run``),
+    or the module itself (``import retrieval.write.indexer``, whose ``ingest`` it could call)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module == "retrieval.indexer":
+        if isinstance(node, ast.ImportFrom) and node.module == "retrieval.write.indexer":
             found.update(a.name for a in node.names if a.name in {"ingest", "_Run", "*"})
-        elif isinstance(node, ast.ImportFrom) and node.module == "retrieval":
+        elif isinstance(node, ast.ImportFrom) and node.module == "retrieval.write":
             found.update(a.name for a in node.names if a.name == "indexer")
         elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name == "retrieval.indexer")
+            found.update(a.name for a in node.names if a.name == "retrieval.write.indexer")
     return found
 
 
@@ -291,19 +291,20 @@ def test_only_the_write_path_calls_the_indexer() -> None:
         str(path.relative_to(REPO))
         for package in ("adapters", "bot", "retrieval")
         for path in (REPO / package).rglob("*.py")
-        if indexer_callers(path) and path.relative_to(REPO).as_posix() != "retrieval/indexer.py"
+        if indexer_callers(path)
+        and path.relative_to(REPO).as_posix() != "retrieval/write/indexer.py"
     )
     assert callers == ["bot/write.py"]
 
 
 def test_only_the_write_path_rewrites_speakers() -> None:
     """Renaming a source's speakers writes the source again: only ``Writer.relabel`` may
-    call ``retrieval.relabel.relabel`` (its audit entry and caches follow)."""
+    call ``retrieval.write.relabel.relabel`` (its audit entry and caches follow)."""
     callers = []
     for package in ("adapters", "bot", "retrieval"):
         for path in sorted((REPO / package).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.ImportFrom) and node.module == "retrieval.relabel":
+                if isinstance(node, ast.ImportFrom) and node.module == "retrieval.write.relabel":
                     if any(a.name == "relabel" for a in node.names):
                         callers.append(path.relative_to(REPO).as_posix())
     assert callers == ["bot/write.py"]
@@ -311,5 +312,5 @@ def test_only_the_write_path_rewrites_speakers() -> None:
 
 def test_the_indexer_check_would_catch_a_second_door(tmp_path: Path) -> None:
     bad = tmp_path / "door.py"
-    bad.write_text("def f():\n    from retrieval.indexer import FileResult, ingest\n")
+    bad.write_text("def f():\n    from retrieval.write.indexer import FileResult, ingest\n")
     assert indexer_callers(bad) == {"ingest"}

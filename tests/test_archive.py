@@ -11,10 +11,10 @@ from datetime import date
 
 import pytest
 
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import InvalidInput
 from retrieval.models import SearchFilters
-from retrieval.search import KbArchive, SearchService
+from retrieval.search.search import KbArchive, SearchService
 from retrieval.store.memory import MemoryStore
 from tests.sample_archive import HOSTED_UI_S, load_sample
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from retrieval import indexer
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import SearchUnavailable
-from retrieval.indexer import ingest
 from retrieval.models import Document, Level, SearchFilters, Segment, Source
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store import Embedded, UpsertResult
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.write import indexer
+from retrieval.write.indexer import ingest
 
 
 class CountingEmbedder:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.chunking import ChunkConfig, Unit, chunk, ends_sentence, split_sentences
 from retrieval.models import Segment
+from retrieval.write.chunking import ChunkConfig, Unit, chunk, ends_sentence, split_sentences
 
 
 def span(segment: Segment) -> tuple[float, float]:

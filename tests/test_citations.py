@@ -8,7 +8,7 @@ from datetime import date
 import pytest
 
 from bot.cite.citations import cited_numbers, label_for, number_sources, parse_numbers, resolve
-from retrieval.links import segment_link
+from retrieval.links.links import segment_link
 from retrieval.models import Hit, Segment, Source
 
 LOOM = Source(

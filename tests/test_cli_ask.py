@@ -18,8 +18,8 @@ from adapters.console.app import ConsoleChat
 from bot.answer.extractive import MODEL_OFF, NO_MODEL, UNAVAILABLE
 from bot.engine import Engine
 from bot.sessions import SessionStore
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
 from tests.conftest import EXAMPLES

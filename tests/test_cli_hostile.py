@@ -17,11 +17,11 @@ from adapters.console.app import ConsoleChat
 from bot.engine import Engine
 from bot.errors import ConfigError
 from bot.sessions import SessionStore
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
+from retrieval.write.indexer import ingest
 from tests.fakes import FakeLLM
 
 runner = CliRunner()

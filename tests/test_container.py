@@ -57,7 +57,9 @@ def stages(dockerfile: str) -> list[list[str]]:
 
 def test_the_image_exports_in_a_build_stage_and_runs_without_torch_as_a_user() -> None:
     build, runtime = stages((ROOT / "Dockerfile").read_text())
-    assert any("retrieval.onnx_export" in i and "/opt/quorum/share/quorum" in i for i in build)
+    assert any(
+        "retrieval.encoding.onnx_export" in i and "/opt/quorum/share/quorum" in i for i in build
+    )
     assert any("-r requirements.lock" in i for i in build)
     assert any("-r requirements-runtime.lock" in i for i in build)
     # the runtime stage takes the runtime virtualenv (with the export) and nothing else

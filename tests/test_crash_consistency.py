@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import SearchUnavailable
-from retrieval.indexer import ingest
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client
+from retrieval.write.indexer import ingest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -31,7 +31,7 @@ WRITER = textwrap.dedent(
     """
     import asyncio, hashlib, sys
     from pathlib import Path
-    from retrieval.indexer import ingest
+    from retrieval.write.indexer import ingest
     from retrieval.store.weaviate import WeaviateStore
     from retrieval.store.weaviate.server import Endpoint, async_client
 

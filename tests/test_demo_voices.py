@@ -9,7 +9,7 @@ import av
 import numpy as np
 
 from adapters.console.voices import RATE, speak_lines
-from retrieval.kept_media import content_type
+from retrieval.links.kept_media import content_type
 
 
 def test_each_line_is_heard_from_its_second_in_an_m4a(tmp_path: Path) -> None:

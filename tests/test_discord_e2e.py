@@ -25,8 +25,8 @@ from bot.engine import Engine
 from bot.llm import from_settings as llm_from_settings
 from bot.router import ResearchRouter
 from bot.sessions import SessionStore
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 from tests.backends import Served, system, tool_names
 from tests.emulators.anthropic import AnthropicEmulator, Reply

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.embed import SentenceTransformerEmbedder, TorchEncoder, cosine, load_encoder
+from retrieval.encoding.embed import SentenceTransformerEmbedder, TorchEncoder, cosine, load_encoder
+from retrieval.encoding.rerank import load_cross_encoder
 from retrieval.errors import ConfigError
-from retrieval.indexer import ingest
-from retrieval.rerank import load_cross_encoder
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
+from retrieval.write.indexer import ingest
 
 
 async def test_vectors_are_normalised_and_offline(embedder: SentenceTransformerEmbedder) -> None:

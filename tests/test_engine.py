@@ -22,9 +22,9 @@ from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, Th
 from bot.research.loop import NEEDS_API_KEY, NO_TOOLS
 from bot.sessions import Exchange, SessionStore
 from retrieval.archive import Archive
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.models import SearchFilters
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 from tests.backends import Served, turns
 from tests.emulators.anthropic import AnthropicEmulator, Reply

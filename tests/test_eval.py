@@ -22,12 +22,12 @@ from bot.engine import Engine
 from bot.evaluate import Case, Summary, load_cases, run_eval
 from bot.llm import Model, claude_model
 from bot.sessions import SessionStore
-from retrieval.chunking import split_sentences
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.ingest import discover, read_source
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.write.chunking import split_sentences
+from retrieval.write.indexer import ingest
 from tests.conftest import EXAMPLES
 from tests.emulators.anthropic import AnthropicEmulator, Reply
 

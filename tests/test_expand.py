@@ -9,9 +9,9 @@ import pytest_asyncio
 from bot.answer.answer import AnswerConfig, QuickAnswerer
 from bot.answer.expand import EXPAND_PROMPT, RERANK_PROMPT, fuse
 from bot.models import Question, ThreadKey
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.models import Hit, Segment, Source
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 from tests.backends import FAST, Reply, Served, last_text, system
 from tests.sample_archive import load_sample

@@ -23,13 +23,13 @@ from bot.evaluate import Case, Gold, Result, score_answer
 from bot.llm import Usage
 from bot.models import NumberedSource, ProgressEvent, Question, ThreadKey
 from bot.sessions import SessionStore
-from retrieval.chunking import Unit, chunk
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
-from retrieval.links import segment_link
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.links.links import segment_link
 from retrieval.models import Hit, SearchFilters, Source
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.write.chunking import Unit, chunk
+from retrieval.write.indexer import ingest
 
 KICKOFF = Source("kickoff", "Auth kickoff", "video", "https://www.youtube.com/watch?v=p4Xk")
 REVIEW = Source("review", "Migration review", "video", "https://www.youtube.com/watch?v=r3Vw")

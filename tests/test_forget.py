@@ -20,13 +20,13 @@ from adapters.slack.uploads import ACTION_FORGET
 from bot.holdings import Holdings
 from bot.library import KbLibrary
 from bot.sessions import Actor, SessionStore
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.models import LEVELS, SearchFilters
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store import Store
 from retrieval.store.weaviate.server import Endpoint
-from retrieval.transcribe import Transcriber
+from retrieval.write.indexer import ingest
+from retrieval.write.transcribe import Transcriber
 from tests.emulators.slack import ALICE, BOT_USER, Message, SlackEmulator
 from tests.fakes import FakeCore
 from tests.media_fixtures import speak

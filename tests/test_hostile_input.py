@@ -14,15 +14,15 @@ from bot.engine import Engine
 from bot.models import Question, ThreadKey
 from bot.sessions import SessionStore
 from retrieval import ingest as ingest_module
-from retrieval.chunking import Unit, chunk
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import IngestError, InvalidInput
-from retrieval.indexer import MAX_REASON, ingest
 from retrieval.ingest import read_source
 from retrieval.ingest.cues import MAX_MEDIA_S, parse_clock
 from retrieval.models import SearchFilters
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.write.chunking import Unit, chunk
+from retrieval.write.indexer import MAX_REASON, ingest
 
 GOOD = "[00:00:05] Ana Ruiz: The quillet service restarts nightly at two.\n"
 DEEP = "[" * 30_000 + "]" * 30_000  # past the recursion limit, under 64 KiB

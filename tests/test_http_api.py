@@ -24,8 +24,8 @@ from bot.config import load_settings
 from bot.metrics import MeteredCore, Metrics
 from bot.models import Actor
 from bot.wiring import CoreServices, open_core, retrieval_config
-from retrieval.embed import LazyEmbedder, SentenceTransformerEmbedder
-from retrieval.search import SearchService
+from retrieval.encoding.embed import LazyEmbedder, SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.service import Retrieval
 from retrieval.store.weaviate import WeaviateStore
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator

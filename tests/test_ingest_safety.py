@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError, SearchUnavailable
-from retrieval.indexer import ingest
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.errors import translate_errors
 from retrieval.store.weaviate.server import EmbeddedServer, async_client, endpoint_from_url
+from retrieval.write.indexer import ingest
 
 VTT = "WEBVTT\n\n00:00:01.000 --> 00:00:04.000\n<v Ana>{words}\n"
 

@@ -29,8 +29,8 @@ from bot.models import ThreadKey
 from bot.sessions import ExchangeRecord, SessionStore
 from bot.sessions.postgres import PostgresSessionStore
 from bot.sessions.sql import SqlSessions
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.store import Store
 from retrieval.store.weaviate.server import Endpoint
 from tests.insights_questions import QUESTIONS

@@ -18,7 +18,7 @@ from playwright.async_api import Browser, Page
 
 from bot.config import load_settings
 from bot.sessions.sql import SqlSessions
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
 from tests.insights_questions import QUESTIONS

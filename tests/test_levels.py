@@ -13,15 +13,15 @@ import pytest_asyncio
 from typer.testing import CliRunner
 
 from adapters.cli.main import app
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.ingest import read_source
-from retrieval.levels import boundaries
 from retrieval.models import SearchFilters
-from retrieval.route import OVERVIEW, REMARK, UNSURE, WINDOWS, route
-from retrieval.search import SearchService
+from retrieval.search.route import OVERVIEW, REMARK, UNSURE, WINDOWS, route
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
+from retrieval.write.indexer import ingest
+from retrieval.write.levels import boundaries
 from tests.conftest import EXAMPLES
 
 RECORDINGS = EXAMPLES / "recordings"

@@ -22,11 +22,11 @@ import pytest
 
 from adapters.chat.conversation import RESTARTED
 from adapters.http.api import STOPPING
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.reaper import is_our_server
 from retrieval.store.weaviate.server import Endpoint, async_client
+from retrieval.write.indexer import ingest
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.slack import BOT_TOKEN, SIGNING_SECRET, SlackEmulator
 from tests.test_slack import GENERAL, bot_replies

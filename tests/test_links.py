@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.links import format_timestamp, media_link, page_link, segment_link
+from retrieval.links.links import format_timestamp, media_link, page_link, segment_link
 from retrieval.models import Segment, Source
 
 

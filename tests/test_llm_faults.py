@@ -23,10 +23,10 @@ from bot.models import Event, PartialAnswer, Question, ThreadKey
 from bot.research.loop import Researcher
 from bot.router import DEEP_FAILED, ResearchRouter
 from bot.sessions import SessionStore
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.write.indexer import ingest
 from tests.backends import Reply, Served, ToolUse, tool_results
 
 USER: list[Any] = [{"role": "user", "content": "Why did we move off Auth0?"}]

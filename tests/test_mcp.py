@@ -29,11 +29,11 @@ from playwright.async_api import Browser
 from bot.config import load_settings
 from bot.insights import Insights
 from bot.models import ThreadKey
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
-from retrieval.search import MAX_K
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import MAX_K
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
+from retrieval.write.indexer import ingest
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator
 from tests.emulators.script import Reply
 from tests.media_fixtures import speak

@@ -15,14 +15,21 @@ import pytest
 from typer.testing import CliRunner
 
 from adapters.cli.main import app  # with `quorum transcript` registered
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import IngestError
-from retrieval.indexer import FileResult, ingest
 from retrieval.ingest import read_source
 from retrieval.ingest.media import decode_audio, file_digest
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
-from retrieval.transcribe import PAUSE_S, SAMPLE_RATE, Audio, Transcriber, chunked, cues_from_words
+from retrieval.write.indexer import FileResult, ingest
+from retrieval.write.transcribe import (
+    PAUSE_S,
+    SAMPLE_RATE,
+    Audio,
+    Transcriber,
+    chunked,
+    cues_from_words,
+)
 from tests.media_fixtures import Spoken, hiss, speak, to_video
 
 runner = CliRunner()

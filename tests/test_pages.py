@@ -20,10 +20,10 @@ from playwright.async_api import Browser
 from bot.config import load_settings
 from bot.models import Actor, Answer, Question, ThreadKey
 from bot.write import Writer
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
+from retrieval.write.indexer import ingest
 from tests.conftest import EXAMPLES
 from tests.media_fixtures import speak
 from tests.pages_harness import PHONE, Served, chromium, media_state, opened, serving

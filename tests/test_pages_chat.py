@@ -17,7 +17,7 @@ import pytest_asyncio
 from playwright.async_api import Browser
 
 from bot.config import load_settings
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
 from tests.emulators.discord import DiscordEmulator

@@ -16,7 +16,7 @@ import pytest
 
 from bot.models import ThreadKey
 from bot.sessions.postgres import PostgresSessionStore
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.encoding.rerank import load_cross_encoder
 from retrieval.errors import ConfigError
 from retrieval.models import Document, Hit, Segment, Source
-from retrieval.rerank import load_cross_encoder
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 
 

@@ -34,12 +34,12 @@ from bot.research.loop import (
 from bot.research.results import CHARS_PER_RESULT, Registry, render_draft
 from bot.research.schema import TOOLS, ExpandArgs, SearchArgs, ToolError, TranscriptArgs, parse_args
 from bot.research.tools import Catalog, fetch
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
-from retrieval.links import format_timestamp
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.links.links import format_timestamp
 from retrieval.models import Hit, SearchFilters, Source, SourceInfo
-from retrieval.search import KbArchive, SearchService
+from retrieval.search.search import KbArchive, SearchService
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.write.indexer import ingest
 from tests.backends import Served, last_text, system, tool_names, tool_results, turns
 from tests.conftest import EXAMPLES, PAGES, SIGNER
 from tests.emulators.anthropic import AnthropicEmulator, Reply, ToolUse

@@ -22,11 +22,11 @@ from bot.retention import DAY_S, Retain, daily, plan
 from bot.sessions import Actor, AuditEntry, ExchangeRecord, SessionStore
 from bot.sessions.postgres import PostgresSessionStore
 from bot.sessions.sql import SqlSessions
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.store import Store
 from retrieval.store.weaviate.server import Endpoint
+from retrieval.write.indexer import ingest
 
 T1 = ThreadKey("slack", "T1", "C1", "1700000000.000100")
 VTT = """WEBVTT

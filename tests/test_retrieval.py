@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from fpdf import FPDF
 
-from retrieval.embed import SentenceTransformerEmbedder, cosine
+from retrieval.encoding.embed import SentenceTransformerEmbedder, cosine
 from retrieval.errors import InvalidInput, SearchUnavailable
-from retrieval.indexer import ingest
 from retrieval.models import SearchFilters
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint, async_client
+from retrieval.write.indexer import ingest
 
 VTT = """WEBVTT
 

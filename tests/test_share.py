@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from retrieval.errors import ConfigError
-from retrieval.share import SECRET_FILE, BadLink, Grant, LinkSigner, load_secret
+from retrieval.links.share import SECRET_FILE, BadLink, Grant, LinkSigner, load_secret
 
 
 def test_a_token_grants_its_source_until_it_expires_and_nothing_else() -> None:

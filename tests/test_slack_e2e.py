@@ -24,8 +24,8 @@ from bot.llm import from_settings as llm_from_settings
 from bot.models import ThreadKey
 from bot.router import ResearchRouter
 from bot.sessions import SessionStore
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint, async_client
 from tests.backends import Served, system, tool_names, turns

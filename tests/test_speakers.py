@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 import adapters.cli.main  # noqa: F401  (registers every command)
 from adapters.cli.main import app
-from retrieval.chunking import Unit, chunk
-from retrieval.relabel import cues, relabel_unit
 from retrieval.store.weaviate.server import Endpoint
+from retrieval.write.chunking import Unit, chunk
+from retrieval.write.relabel import cues, relabel_unit
 from tests.speaker_meeting import LINES, write_meeting
 
 runner = CliRunner()

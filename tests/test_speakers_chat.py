@@ -14,7 +14,7 @@ from adapters.chat.speakers import USAGE, parse
 from adapters.chat.uploads import NOT_ADMIN
 from adapters.discord.cli import sync_commands
 from bot.library import KbLibrary
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from tests.conftest import PAGES
 from tests.emulators.discord import DiscordEmulator
 from tests.emulators.slack import SlackEmulator
@@ -80,7 +80,8 @@ def test_a_command_is_read_as_a_phone_types_it() -> None:
         "Dr. Amara O'Sei",
     )
     assert parse('rename weekly "Speaker 2') == f"A quote is not closed. {USAGE}"
-    assert parse("x" * 600).startswith("That is too long for /speakers")
+    too_long = parse("x" * 600)
+    assert isinstance(too_long, str) and too_long.startswith("That is too long for /speakers")
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -1,4 +1,4 @@
-"""Keyword search matches every form of a word (English stems, ``retrieval.stems``) against
+"""Keyword search matches every form of a word (English stems, ``retrieval.search.stems``) against
 a real Weaviate server: a question that says "migrating" finds the meeting that said
 "migration", stems never show in anything displayed, and a knowledge base indexed before
 stems searches as it did."""
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-import retrieval.levels
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
+import retrieval.write.levels
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.models import LEVELS
-from retrieval.search import SearchService
-from retrieval.stems import MARK, stemmed_query
+from retrieval.search.search import SearchService
+from retrieval.search.stems import MARK, stemmed_query
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.write.indexer import ingest
 
 # Five minutes of a meeting (several windows, so it also gets topics and a summary). No
 # cue says "migrating" or "rollbacks"; one says "migration", one says "rollback".
@@ -110,7 +110,7 @@ async def test_a_knowledge_base_indexed_before_stems_searches_as_it_did(
     meeting: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     with monkeypatch.context() as m:
-        m.setattr(retrieval.levels, "stemmed", lambda text: "")  # what older ingests wrote
+        m.setattr(retrieval.write.levels, "stemmed", lambda text: "")  # what older ingests wrote
         await ingest(store, embedder, kb, [meeting])
     hits = await keyword.search(kb, "zephyrine migration", k=3)
     assert "zephyrine migration" in hits[0].segment.text
@@ -137,7 +137,7 @@ async def test_a_knowledge_base_partly_indexed_before_stems_finds_its_older_sour
     """One recording ingested before stems and a longer one after: asked as stems, the
     older one's words would match nothing, so the knowledge base is asked as before."""
     with monkeypatch.context() as m:
-        m.setattr(retrieval.levels, "stemmed", lambda text: "")  # what older ingests wrote
+        m.setattr(retrieval.write.levels, "stemmed", lambda text: "")  # what older ingests wrote
         await ingest(store, embedder, kb, [meeting])
     later = tmp_path / "2025-03-11-planning.vtt"
     cues = [

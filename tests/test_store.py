@@ -14,11 +14,11 @@ from datetime import date
 
 import pytest
 
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import InvalidInput, SearchUnavailable
 from retrieval.models import Document, Hit, Level, SearchFilters, Segment, Source
-from retrieval.route import Route, best, fuse
-from retrieval.search import SearchService
+from retrieval.search.route import Route, best, fuse
+from retrieval.search.search import SearchService
 from retrieval.store import Embedded, Store, StoredSource, UpsertResult
 from retrieval.store.memory import MemoryStore
 from retrieval.store.weaviate import WeaviateStore

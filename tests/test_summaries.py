@@ -10,11 +10,11 @@ from pathlib import Path
 
 from bot.research.schema import TOOLS, parse_args
 from bot.summaries import ClaudeSummarizer
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.ingest import read_source
 from retrieval.models import Segment
-from retrieval.multilevel import build
-from retrieval.summary import read_lines
+from retrieval.search.multilevel import build
+from retrieval.write.summary import read_lines
 from tests.backends import FAST, Reply, Served, last_text
 from tests.conftest import EXAMPLES
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from bot.sessions import SessionStore
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.store import Store
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client
+from retrieval.write.indexer import ingest
 
 QUORUM = Path(sys.executable).parent / "quorum"
 NOTES = "[00:00:05] Ana Ruiz: The grommet cache is flushed nightly by the ops team.\n"

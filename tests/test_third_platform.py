@@ -22,12 +22,12 @@ from adapters.chat.conversation import APOLOGY, NOT_ALLOWED
 from adapters.cli.main import add_platform_commands, app
 from adapters.doctor import run_checks
 from bot.config import load_settings
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError
-from retrieval.indexer import ingest
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store import Store
 from retrieval.store.weaviate.server import Endpoint
+from retrieval.write.indexer import ingest
 from tests.fakes import FakeCore, Script
 from tests.rooms import adapter
 from tests.rooms.adapter import VALID_TOKEN, RoomAdapter, Rooms

@@ -1,5 +1,5 @@
 """Reading speakers, recordings and dates out of a question (``bot.answer.understand``,
-``bot.answer.dates``), and which sources a typed name selects (``retrieval.names``): one test
+``bot.answer.dates``), and which sources a typed name selects (``retrieval.search.names``): one test
 per rule, and a set of questions that name a speaker's name as a topic, which must
 understand nothing."""
 
@@ -12,7 +12,7 @@ import pytest
 from bot.answer.dates import named_dates
 from bot.answer.understand import choice_note, named_source, named_speaker, understand
 from retrieval.models import SearchFilters, Source
-from retrieval.names import choose_sources
+from retrieval.search.names import choose_sources
 
 PEOPLE = ["John Park", "Priya Raman", "Marcus Lee", "Mark Chen", "Will Smith", "Grace Hopper"]
 ROLES = ["Marketing", "Project Manager", "Industrial Designer", "User Interface"]

@@ -15,9 +15,9 @@ from adapters.chat.uploads import MB, Upload, Uploads, may_manage, refusal, safe
 from bot.library import KbLibrary
 from bot.metrics import MeteredLibrary, Metrics
 from bot.models import Event
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.ingest import SUPPORTED_SUFFIXES
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store.memory import MemoryStore
 
 

@@ -15,8 +15,8 @@ from discord.gateway import DiscordWebSocket
 from adapters.chat.uploads import NOT_ADMIN
 from adapters.discord.cli import sync_commands
 from bot.library import KbLibrary
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 from tests.emulators.discord import DiscordEmulator, Json
 from tests.fakes import FakeCore

@@ -13,10 +13,10 @@ import pytest
 from adapters.chat.uploads import NOT_ADMIN, Upload, Uploads
 from adapters.slack.uploads import ACTION_FORGET, fetcher
 from bot.library import KbLibrary
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
-from retrieval.transcribe import Transcriber
+from retrieval.write.transcribe import Transcriber
 from tests.emulators.slack import ALICE, BOT_USER, Message, SlackEmulator
 from tests.fakes import FakeCore
 from tests.media_fixtures import speak

@@ -12,14 +12,14 @@ import pytest
 from bot.config import load_settings
 from bot.sessions import Actor, SessionStore
 from bot.wiring import holdings_of
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import InvalidInput
-from retrieval.indexer import ingest
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.service import Retrieval, RetrievalConfig
 from retrieval.store import Store
-from retrieval.transcribe import Transcriber
 from retrieval.voiceprints import Voiceprints
+from retrieval.write.indexer import ingest
+from retrieval.write.transcribe import Transcriber
 
 VECTORS = {
     "Speaker 1": np.linspace(-1, 1, 192, dtype=np.float32),

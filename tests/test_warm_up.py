@@ -14,8 +14,8 @@ from adapters.lifecycle import _warm_up, served_kbs
 from bot.config import load_settings
 from bot.models import ThreadKey
 from bot.wiring import open_core, retrieval_config
-from retrieval.embed import LazyEmbedder, SentenceTransformerEmbedder
-from retrieval.search import SearchService
+from retrieval.encoding.embed import LazyEmbedder, SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.service import Retrieval
 from retrieval.store.weaviate import WeaviateStore
 from tests.sample_archive import load_sample

@@ -10,13 +10,13 @@ import signal
 import time
 from pathlib import Path
 
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import SearchUnavailable
-from retrieval.indexer import ingest
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.reaper import pid_alive
 from retrieval.store.weaviate.server import EmbeddedServer, async_client
+from retrieval.write.indexer import ingest
 
 
 async def test_a_killed_server_is_restarted_and_search_comes_back(

@@ -14,9 +14,9 @@ from bot.config import load_settings
 from bot.models import Actor
 from bot.wiring import open_core
 from bot.write import Writer
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.kept_media import MediaStore
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.links.kept_media import MediaStore
+from retrieval.search.search import SearchService
 from retrieval.store.memory import MemoryStore
 from retrieval.store.weaviate.server import Endpoint
 from tests.backends import Reply, Served, last_text

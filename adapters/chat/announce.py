@@ -14,11 +14,11 @@ from bot.cite.citations import at_second
 from bot.config import Settings
 from bot.write import Announcer
 from retrieval.errors import ConfigError, InvalidInput, QuorumError
-from retrieval.indexer import FileResult
-from retrieval.links import format_timestamp
+from retrieval.links.links import format_timestamp
 from retrieval.models import Hit
-from retrieval.search import KbArchive, SearchService
-from retrieval.summary import LABELS, read_lines
+from retrieval.search.search import KbArchive, SearchService
+from retrieval.write.indexer import FileResult
+from retrieval.write.summary import LABELS, read_lines
 
 log = logging.getLogger("quorum.announce")
 

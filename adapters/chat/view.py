@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from bot.cite.citations import MARKER, parse_numbers
 from bot.models import Answer, Citation
-from retrieval.links import view_link
+from retrieval.links.links import view_link
 
 RATED_KINDS = ("answer", "extractive", "nothing_found")
 

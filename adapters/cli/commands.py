@@ -51,12 +51,12 @@ from bot.wiring import (
     open_session_store,
 )
 from retrieval.errors import InvalidInput
-from retrieval.links import locator
+from retrieval.links.links import locator
 from retrieval.models import Hit
-from retrieval.search import MAX_K
+from retrieval.search.search import MAX_K
 
 if TYPE_CHECKING:
-    from retrieval.indexer import IngestReport
+    from retrieval.write.indexer import IngestReport
 
 
 def _report_table(report: IngestReport, elapsed: float) -> Table:
@@ -101,7 +101,7 @@ def ingest_cmd(
         from adapters.chat.announce import announcer, targets
         from adapters.cli.ingest_progress import IngestProgress
         from bot.jobs.queue import file_result
-        from retrieval.indexer import FileResult, IngestReport
+        from retrieval.write.indexer import FileResult, IngestReport
 
         name = kb_name(settings, kb)
         targets(settings.post_summaries)  # a malformed target fails before any work

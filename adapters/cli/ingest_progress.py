@@ -19,7 +19,7 @@ from rich.progress import (
 )
 
 if TYPE_CHECKING:
-    from retrieval.indexer import FileResult
+    from retrieval.write.indexer import FileResult
 
 
 def realtime_factor(audio_s: float, wall_s: float) -> float:

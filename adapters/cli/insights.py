@@ -21,7 +21,7 @@ from bot.config import Settings
 from bot.insights import Insights, Report, day_range
 from bot.wiring import open_retrieval, open_session_store
 from retrieval.errors import InvalidInput
-from retrieval.links import format_timestamp
+from retrieval.links.links import format_timestamp
 
 CSV_COLUMNS = (
     "at",

@@ -18,8 +18,8 @@ from bot.config import Settings
 from bot.models import Actor
 from bot.speakers import Listing, Speakers
 from bot.wiring import holdings_of, open_retrieval, open_session_store, speakers_of, writer_of
-from retrieval.captions import clock
 from retrieval.models import Source
+from retrieval.write.captions import clock
 
 USAGE = (
     "Use `quorum speakers SOURCE`, `quorum speakers rename SOURCE LABEL NAME`, "

@@ -13,9 +13,9 @@ from rich.text import Text
 from adapters.chat.view import link_markers, transcript_link
 from bot.cite.citations import at_second
 from bot.models import Answer, Citation
-from retrieval.links import format_timestamp
+from retrieval.links.links import format_timestamp
 from retrieval.models import Hit
-from retrieval.summary import LABELS, read_lines
+from retrieval.write.summary import LABELS, read_lines
 
 TIMING_ORDER = (
     "history",

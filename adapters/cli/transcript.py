@@ -19,10 +19,10 @@ from adapters.cli.app import KbOpt, app, err, kb_name, out, run
 from adapters.cli.ingest_progress import realtime_factor
 from bot.config import Settings
 from bot.wiring import open_retrieval, retrieval_config
-from retrieval.captions import FORMATS, WRITERS
 from retrieval.errors import InvalidInput
-from retrieval.names import title_matches
-from retrieval.transcribe import OnProgress, Transcriber, Transcript
+from retrieval.search.names import title_matches
+from retrieval.write.captions import FORMATS, WRITERS
+from retrieval.write.transcribe import OnProgress, Transcriber, Transcript
 
 
 def _transcribe(transcriber: Transcriber, path: Path, heard: OnProgress) -> Transcript:

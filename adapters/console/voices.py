@@ -21,7 +21,7 @@ import numpy as np
 
 from adapters.http.pages import transcript_lines, units_of
 from bot.wiring import Retrieval
-from retrieval.kept_media import PLAYABLE, RENDITION
+from retrieval.links.kept_media import PLAYABLE, RENDITION
 
 RATE = 22_050  # espeak-ng's own
 VOICES = ("en-us+m3", "en-gb+f3", "en-us+f4", "en-gb-scotland+m1", "en-us+m7", "en-gb+f2")

@@ -36,7 +36,7 @@ from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, Th
 from bot.wiring import CoreServices
 from retrieval.errors import ConfigError
 from retrieval.models import SearchFilters, check_kb
-from retrieval.search import MAX_K
+from retrieval.search.search import MAX_K
 
 if TYPE_CHECKING:
     from adapters.http.server import OpsServer

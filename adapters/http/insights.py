@@ -7,7 +7,7 @@
 
 An admin token opens its own knowledge base's insights and nothing else: a plain API
 token gets 403, another knowledge base's admin token 403, no token 401. The page is
-reached through a signed link (``retrieval.share``), scoped to one knowledge base and to
+reached through a signed link (``retrieval.links.share``), scoped to one knowledge base and to
 insights (a recording's link does not open it, nor it a recording), which expires and
 dies with the secret; the token itself never rides in a URL.
 """
@@ -29,8 +29,8 @@ from bot.config import Settings
 from bot.insights import Insights, Report, day_range
 from bot.wiring import CoreServices
 from retrieval.errors import InvalidInput
-from retrieval.links import media_link, page_link
-from retrieval.share import BadLink
+from retrieval.links.links import media_link, page_link
+from retrieval.links.share import BadLink
 
 log = logging.getLogger("quorum.insights")
 

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 from adapters.http.views import CSS as PAGE_CSS
 from bot.insights import Gap, Report
 from bot.sessions.records import LoggedAnswer
-from retrieval.links import format_timestamp
+from retrieval.links.links import format_timestamp
 
 Href = Callable[[str, float | None, int | None], str | None]
 """A moment's link: (source id, second, page) -> a signed page URL."""

@@ -1,4 +1,4 @@
-"""Quorum's own pages, where a citation opens (``retrieval.share`` signs their links):
+"""Quorum's own pages, where a citation opens (``retrieval.links.share`` signs their links):
 
     GET /v/{token}         a recording's player and transcript, or a document's text
     GET /v/{token}/media   the recording (HTTP Range: 206 Partial Content)
@@ -7,7 +7,7 @@
 Any caller may be hostile. A token that is malformed, tampered with or expired gets a
 403 page that says which and nothing more; a source since removed gets 404. A URL never
 names a file: the token names a source, and only the copy Quorum kept of that source's
-recording or document is served, from its media store (``retrieval.kept_media``): opened
+recording or document is served, from its media store (``retrieval.links.kept_media``): opened
 without following links, streamed from that descriptor (never a ``.gz``/``.br`` sibling,
 never the path it was ingested from). Every response carries the security headers below.
 """
@@ -28,7 +28,7 @@ from adapters.http import views
 from bot.cite.sentences import Sentence, link_second, merge_sentences, sentences_of
 from bot.wiring import CoreServices
 from retrieval.errors import InvalidInput, QuorumError
-from retrieval.kept_media import (
+from retrieval.links.kept_media import (
     CONTENT_TYPES,
     DOCUMENTS,
     PLAYABLE,
@@ -36,9 +36,9 @@ from retrieval.kept_media import (
     Opened,
     is_recording,
 )
+from retrieval.links.share import BadLink, Grant
 from retrieval.models import Hit, Source
-from retrieval.search import KbArchive
-from retrieval.share import BadLink, Grant
+from retrieval.search.search import KbArchive
 
 log = logging.getLogger("quorum.pages")
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from retrieval.links import format_timestamp
+from retrieval.links.links import format_timestamp
 
 CSS = """
 :root{color-scheme:light dark;font:16px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif}

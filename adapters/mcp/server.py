@@ -22,7 +22,7 @@ from adapters.mcp import tools
 from adapters.mcp.tools import Reach, Result
 from bot.errors import ConfigError, InvalidInput, QuorumError, SearchUnavailable
 from bot.models import Event, ProgressEvent
-from retrieval.search import MAX_K, MAX_QUERY_CHARS
+from retrieval.search.search import MAX_K, MAX_QUERY_CHARS
 
 log = logging.getLogger("quorum.mcp")
 

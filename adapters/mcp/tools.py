@@ -21,10 +21,10 @@ from bot.cite.sentences import Sentence, merge_sentences, sentences_of, timed_li
 from bot.errors import InvalidInput
 from bot.models import Answer, Core, EventSink, Question, ThreadKey
 from bot.wiring import CoreServices
-from retrieval.links import format_timestamp, locator, view_link
+from retrieval.links.links import format_timestamp, locator, view_link
 from retrieval.models import Hit, Level, SearchFilters, SourceInfo
-from retrieval.names import choose_sources, title_matches
-from retrieval.summary import LABELS, read_lines
+from retrieval.search.names import choose_sources, title_matches
+from retrieval.write.summary import LABELS, read_lines
 
 PLATFORM = "mcp"  # how metrics, the query log and insights name this door
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")

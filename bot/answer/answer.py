@@ -34,10 +34,10 @@ from bot.models import Answer, EventSink, NumberedSource, Question, guarded_sink
 from bot.models import ProgressEvent as Progress
 from bot.sessions import Exchange
 from retrieval.archive import Archive
-from retrieval.embed import Embedder
+from retrieval.encoding.embed import Embedder
 from retrieval.models import Hit, SearchFilters
-from retrieval.names import choose_sources
-from retrieval.search import MAX_QUERY_CHARS
+from retrieval.search.names import choose_sources
+from retrieval.search.search import MAX_QUERY_CHARS
 
 # re-exported: callers and tests import the question checks from the pipeline
 __all__ = [

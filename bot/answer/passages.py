@@ -33,7 +33,7 @@ from bot.cite.sentences import (
 from bot.errors import InvalidInput
 from bot.models import NumberedSource
 from retrieval.archive import Archive
-from retrieval.links import segment_link
+from retrieval.links.links import segment_link
 from retrieval.models import Hit, Segment, Source
 
 CHARS_PER_TOKEN = 4

@@ -10,7 +10,7 @@ from bot.answer.passages import timed_text
 from bot.llm import Message as MessageParam
 from bot.models import NumberedSource
 from bot.sessions import Exchange
-from retrieval.links import format_timestamp
+from retrieval.links.links import format_timestamp
 from retrieval.models import Segment
 
 # Static, so it is cached (cache_control on the system block) across questions.

@@ -21,7 +21,7 @@ from datetime import date
 from bot.answer.dates import DateRange, named_dates
 from bot.words import STOPWORDS
 from retrieval.models import SearchFilters, Source
-from retrieval.names import SourceChoice
+from retrieval.search.names import SourceChoice
 
 # "at the kickoff", "in the migration review", "according to the cut-over retro"
 _PLACE = re.compile(

@@ -21,7 +21,7 @@ from bot.models import AnswerKind, EventSink, NumberedSource, PartialAnswer
 from bot.models import ProgressEvent as Progress
 from bot.sessions import Exchange
 from bot.words import shared, terms
-from retrieval.embed import cosine
+from retrieval.encoding.embed import cosine
 
 log = logging.getLogger("quorum.answer")
 EXTRACT_PASSAGES = 3  # the extractive answer compares meaning in this many passages

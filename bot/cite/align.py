@@ -39,7 +39,7 @@ from bot.cite.sentences import Sentence, link_second, sentences_of
 from bot.cite.vectors import sentence_vectors
 from bot.models import Answer, Citation, NumberedSource
 from bot.words import matches, terms
-from retrieval.embed import Embedder
+from retrieval.encoding.embed import Embedder
 from retrieval.models import Segment
 
 log = logging.getLogger("quorum.align")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.models import Citation, NumberedSource
-from retrieval.links import format_timestamp, said_at, segment_link
+from retrieval.links.links import format_timestamp, said_at, segment_link
 from retrieval.models import Hit
 
 log = logging.getLogger("quorum.citations")

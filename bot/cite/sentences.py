@@ -12,9 +12,9 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from retrieval.chunking import split_sentences
-from retrieval.links import format_timestamp
+from retrieval.links.links import format_timestamp
 from retrieval.models import Mark, Segment
+from retrieval.write.chunking import split_sentences
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from retrieval.embed import Embedder
+from retrieval.encoding.embed import Embedder
 
 log = logging.getLogger("quorum.align")
 

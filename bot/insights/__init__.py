@@ -17,7 +17,7 @@ from bot.insights.gaps import Progress, find_gaps
 from bot.insights.report import Cited, Gap, Moment, Report, build
 from bot.sessions.base import Sessions
 from retrieval.archive import Archive
-from retrieval.embed import Embedder
+from retrieval.encoding.embed import Embedder
 from retrieval.errors import InvalidInput
 
 __all__ = ["Cited", "Gap", "Insights", "Moment", "Report", "day_range"]

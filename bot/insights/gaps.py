@@ -23,7 +23,7 @@ import numpy as np
 from bot.insights.report import Gap, Moment
 from bot.sessions.records import LoggedAnswer
 from retrieval.archive import Archive
-from retrieval.embed import Embedder
+from retrieval.encoding.embed import Embedder
 from retrieval.errors import QuorumError
 from retrieval.models import Hit
 

@@ -22,9 +22,9 @@ from bot.jobs.runner import Limits, Runner
 from bot.jobs.table import JobTable
 from bot.models import Actor
 from bot.write import Writer
-from retrieval.indexer import FileResult, Progress, Status
 from retrieval.ingest import discover, transcribed_beside
 from retrieval.ingest.media import MEDIA_SUFFIXES
+from retrieval.write.indexer import FileResult, Progress, Status
 
 Watch = Callable[[list[Job]], Awaitable[None]]
 

@@ -4,7 +4,7 @@ keeps the claim, reports progress and hears a cancel.
 A job's file that cannot be read fails it at once with the reader's sentence; anything
 else that goes wrong (the store down, the worker's own trouble) queues it again after a
 backoff until ``QUORUM_JOB_ATTEMPTS`` runs out. A cancel stops a transcription before
-anything of it is kept (``retrieval.indexer.Stopped``); the upload it was made for goes
+anything of it is kept (``retrieval.write.indexer.Stopped``); the upload it was made for goes
 too. A job whose write already finished when the cancel came is done: too late to undo.
 The write path is idempotent (content hash, switch-over), so a job run twice after its
 worker died leaves one source.
@@ -26,7 +26,7 @@ from bot.jobs.table import JobTable
 from bot.models import Actor
 from bot.write import Writer
 from retrieval.errors import ConfigError
-from retrieval.indexer import FileResult, Progress, Stopped
+from retrieval.write.indexer import FileResult, Progress, Stopped
 
 log = logging.getLogger("quorum.jobs")
 

@@ -33,9 +33,9 @@ from bot.research.schema import (
     TranscriptArgs,
 )
 from retrieval.archive import Archive
-from retrieval.links import format_timestamp
+from retrieval.links.links import format_timestamp
 from retrieval.models import Hit, SearchFilters, SourceInfo
-from retrieval.names import speaker_keys, title_matches
+from retrieval.search.names import speaker_keys, title_matches
 
 # --- the tools ----------------------------------------------------------------------------
 

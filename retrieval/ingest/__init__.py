@@ -11,7 +11,6 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from retrieval.chunking import ChunkConfig, Unit, chunk, unique_speakers
 from retrieval.errors import IngestError, InvalidInput
 from retrieval.ingest.course import is_course, read_course
 from retrieval.ingest.markdown import read_markdown
@@ -31,10 +30,11 @@ from retrieval.ingest.srt import read_srt
 from retrieval.ingest.transcript import read_transcript
 from retrieval.ingest.vtt import read_vtt
 from retrieval.ingest.whisper import read_whisper
-from retrieval.kept_media import PLAYABLE
-from retrieval.levels import turns
+from retrieval.links.kept_media import PLAYABLE
 from retrieval.models import Document, Kind, Original, Source, check_source_id
-from retrieval.transcribe import OnProgress, Transcriber
+from retrieval.write.chunking import ChunkConfig, Unit, chunk, unique_speakers
+from retrieval.write.levels import turns
+from retrieval.write.transcribe import OnProgress, Transcriber
 
 __all__ = ["SUPPORTED_SUFFIXES", "ChunkConfig", "discover", "read_source"]
 

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrieval.chunking import Unit
+from retrieval.write.chunking import Unit
 
 _HEADER = re.compile(r"Course (Title|Link|Instructor):\s*(.*)")
 _LESSON = re.compile(r"Lesson\s+(\d+)\s*:\s*(.*)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import re
 
-from retrieval.chunking import Unit
+from retrieval.write.chunking import Unit
 
 _CLOCK = re.compile(r"(?:(\d+):)?(\d{1,2}):(\d{2})(?:[.,](\d{1,3}))?")
 _TAG = re.compile(r"<[^>]*>|\{\\[^}]*\}")  # HTML-ish tags and SRT's {\an8} style overrides

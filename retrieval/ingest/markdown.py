@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from retrieval.chunking import Unit
+from retrieval.write.chunking import Unit
 
 _HEADING = re.compile(r"(#{1,6})\s+(.*?)(?:\s+#+)?\s*")
 _FENCE = re.compile(r"\s*(`{3,}|~{3,})")

@@ -12,10 +12,10 @@ import av
 import numpy as np
 import numpy.typing as npt
 
-from retrieval.chunking import Unit
 from retrieval.errors import IngestError
 from retrieval.models import Kind
-from retrieval.transcribe import SAMPLE_RATE, Audio, OnProgress, Transcriber, chunked
+from retrieval.write.chunking import Unit
+from retrieval.write.transcribe import SAMPLE_RATE, Audio, OnProgress, Transcriber, chunked
 
 AUDIO_SUFFIXES = frozenset({".mp3", ".m4a", ".wav", ".ogg"})
 VIDEO_SUFFIXES = frozenset({".webm", ".mp4", ".mov", ".mkv"})

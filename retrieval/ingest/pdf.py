@@ -7,8 +7,8 @@ from pathlib import Path
 
 from pypdf import PdfReader
 
-from retrieval.chunking import Unit
 from retrieval.errors import IngestError
+from retrieval.write.chunking import Unit
 
 
 def read_pdf(data: bytes, path: Path) -> list[Unit]:

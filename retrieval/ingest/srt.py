@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from retrieval.chunking import Unit
 from retrieval.errors import IngestError
 from retrieval.ingest.cues import blocks, clean, in_time_order, parse_clock, split_speaker
 from retrieval.ingest.metadata import shown
+from retrieval.write.chunking import Unit
 
 _TIMING = re.compile(r"\s*(\S+)\s*-->\s*(\S+)")
 

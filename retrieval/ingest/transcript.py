@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retrieval.chunking import Unit
 from retrieval.ingest.cues import looks_like_name, parse_clock, split_speaker
+from retrieval.write.chunking import Unit
 
 _STAMPED = re.compile(r"\[(\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d{1,3})?)\]\s*(.*)")
 _OTTER = re.compile(r"(.{1,40}?)\s+(\d{1,2}:\d{2}(?::\d{2})?)")

@@ -6,9 +6,9 @@ import json
 import math
 from pathlib import Path
 
-from retrieval.chunking import Unit
 from retrieval.errors import IngestError
 from retrieval.ingest.cues import MAX_MEDIA_S, in_time_order
+from retrieval.write.chunking import Unit
 
 _SHAPE = 'expected {"segments": [{"start": 0.0, "end": 4.2, "text": "..."}, ...]}'
 

@@ -4,7 +4,7 @@ as the smallest complete example of a store.
 It keeps what Weaviate keeps, as Weaviate's store does: writes under generations (a
 source's units first, then its record naming their generation, then older ones dropped),
 reads of live generations only, listings newest first, and a hybrid search fusing BM25 on
-a unit's words (its text counted twice, its context's stems: ``retrieval.stems``) with the
+a unit's words (its text counted twice, its context's stems: ``retrieval.search.stems``) with the
 cosine of its vector, each half scaled to 0..1 (Weaviate's relativeScore fusion). Nothing
 is persisted; ranks are close to Weaviate's, not identical.
 """
@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from datetime import date
 from uuid import NAMESPACE_URL, uuid5
 
-from retrieval.embed import cosine
+from retrieval.encoding.embed import cosine
 from retrieval.errors import SearchUnavailable
-from retrieval.levels import context
-from retrieval.links import segment_link
+from retrieval.links.links import segment_link
 from retrieval.models import Hit, Level, SearchFilters, Segment, Source, SourceInfo, check_kb
-from retrieval.names import speaker_keys
-from retrieval.stems import stemmed_query, words
+from retrieval.search.names import speaker_keys
+from retrieval.search.stems import stemmed_query, words
 from retrieval.store.base import Embedded, StoredSource, StoreInfo, UpsertResult
+from retrieval.write.levels import context
 
 _NS = uuid5(NAMESPACE_URL, "https://quorum.invalid/memory")
 K1, B = 1.2, 0.75  # BM25's usual constants, as Weaviate's defaults

@@ -22,11 +22,11 @@ from bot.insights import Insights
 from bot.llm import claude_model
 from bot.models import Question, ThreadKey
 from bot.sessions import Actor, SessionStore
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.models import SearchFilters
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store import Store
+from retrieval.write.indexer import ingest
 from tests.emulators.anthropic import AnthropicEmulator, Reply, ToolUse
 from tests.hostile.test_forget_on_disk import files_saying
 from tests.test_engine import make_engine

@@ -21,7 +21,7 @@ from adapters.cli.main import app
 from bot.config import load_settings
 from bot.sessions import SessionStore
 from bot.sessions.sql import SqlSessions
-from retrieval.embed import SentenceTransformerEmbedder
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
 from tests.pages_harness import Served, serving

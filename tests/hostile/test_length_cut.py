@@ -18,10 +18,10 @@ from bot.llm import CUT_LINE
 from bot.models import Answer, Question, ThreadKey
 from bot.router import ResearchRouter
 from bot.sessions import SessionStore
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.write.indexer import ingest
 from tests.backends import Reply, Served, ToolUse
 
 CUT = "We left Auth0 because the bill tripled [1], and the renewal"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from retrieval.errors import ConfigError
-from retrieval.share import SECRET_FILE, load_secret
+from retrieval.links.share import SECRET_FILE, load_secret
 from retrieval.store.weaviate.server import Endpoint
 from tests.test_lifecycle import quorum_serve
 
@@ -44,7 +44,7 @@ def test_a_kept_secret_that_is_too_short_is_never_used(tmp_path: Path) -> None:
 
 
 MAKE = (
-    "import sys; from pathlib import Path; from retrieval.share import load_secret; "
+    "import sys; from pathlib import Path; from retrieval.links.share import load_secret; "
     "print(load_secret(Path(sys.argv[1])).decode())"
 )
 

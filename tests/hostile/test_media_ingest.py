@@ -21,7 +21,7 @@ from adapters.http.server import OpsServer
 from bot.config import load_settings
 from bot.metrics import MeteredCore, Metrics
 from bot.wiring import open_core
-from retrieval.kept_media import TRIED, render_audio
+from retrieval.links.kept_media import TRIED, render_audio
 from retrieval.store.weaviate.server import Endpoint
 from tests.media_fixtures import hiss, speak, to_video
 

@@ -17,12 +17,12 @@ from typer.testing import CliRunner
 
 from adapters.cli.main import app
 from bot.library import KbLibrary
-from retrieval import kept_media
-from retrieval.embed import Embedder
+from retrieval.encoding.embed import Embedder
 from retrieval.errors import SearchUnavailable
-from retrieval.kept_media import MediaStore
+from retrieval.links import kept_media
+from retrieval.links.kept_media import MediaStore
 from retrieval.models import Original
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from retrieval.store.base import Embedded
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint

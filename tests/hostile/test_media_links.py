@@ -30,8 +30,8 @@ from typer.testing import CliRunner
 from adapters.cli.main import app
 from adapters.http import pages
 from bot.config import load_settings
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.kept_media import TRIED, ChangedWhileRead, MediaStore, Opened
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.links.kept_media import TRIED, ChangedWhileRead, MediaStore, Opened
 from retrieval.models import Original
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint

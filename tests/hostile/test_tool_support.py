@@ -18,10 +18,10 @@ from bot.engine import Engine
 from bot.models import Question, ThreadKey
 from bot.router import NO_TOOLS, ResearchRouter
 from bot.sessions import SessionStore
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.write.indexer import ingest
 from tests.backends import Served
 from tests.emulators.openai import OpenAIEmulator, Reply, ToolUse
 

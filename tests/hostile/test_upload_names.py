@@ -5,7 +5,7 @@ the Slack emulator, the real library over the session Weaviate."""
 
 from __future__ import annotations
 
-from retrieval.search import SearchService
+from retrieval.search.search import SearchService
 from tests.emulators.slack import SlackEmulator
 from tests.test_slack import GENERAL, Bot, bot_replies
 from tests.test_uploads_slack import VTT, bot, library, share, slack

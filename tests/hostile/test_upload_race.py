@@ -19,10 +19,10 @@ from bot.holdings import Holdings
 from bot.library import KbLibrary
 from bot.models import Actor, Event
 from bot.sessions import SessionStore
-from retrieval.embed import SentenceTransformerEmbedder
-from retrieval.indexer import ingest
-from retrieval.search import SearchService
+from retrieval.encoding.embed import SentenceTransformerEmbedder
+from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
+from retrieval.write.indexer import ingest
 
 VTT = "WEBVTT\n\n00:00:03.000 --> 00:00:09.000\n{}\n"
 ANA = VTT.format("Ana: the kiln budget was approved for March.")

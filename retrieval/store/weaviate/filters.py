@@ -8,7 +8,7 @@ from weaviate.classes.query import Filter
 from weaviate.collections.classes.filters import _Filters
 
 from retrieval.models import SearchFilters
-from retrieval.names import speaker_keys
+from retrieval.search.names import speaker_keys
 from retrieval.store.weaviate.schema import as_datetime
 
 

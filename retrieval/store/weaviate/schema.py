@@ -23,14 +23,14 @@ from weaviate.classes.config import (
 )
 from weaviate.collections.classes.config import _ReplicationConfigCreate
 
-from retrieval.levels import context
-from retrieval.links import segment_link
+from retrieval.links.links import segment_link
 from retrieval.models import LEVELS, Hit, Mark, Segment, Source, SourceInfo
-from retrieval.names import speaker_keys
+from retrieval.search.names import speaker_keys
+from retrieval.write.levels import context
 
 SOURCES = "QuorumSource"
 SEGMENTS = "QuorumSegment"
-UNITS = "QuorumUnit"  # the other levels (turns, topics, summaries): ``retrieval.levels``
+UNITS = "QuorumUnit"  # the other levels (turns, topics, summaries): ``retrieval.write.levels``
 VECTOR = "default"
 _NS = uuid5(NAMESPACE_URL, "https://quorum.invalid/segments")
 

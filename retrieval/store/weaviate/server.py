@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from platformdirs import user_cache_dir
 
 from retrieval.errors import ConfigError, SearchUnavailable
-from retrieval.links import redact_url
+from retrieval.links.links import redact_url
 from retrieval.store.weaviate.reaper import (
     is_our_server,
     locked,

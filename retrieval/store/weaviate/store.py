@@ -19,11 +19,11 @@ from typing import Any
 import weaviate
 from weaviate.classes.query import Filter, HybridFusion, MetadataQuery, Sort
 
-from retrieval.embed import cosine
+from retrieval.encoding.embed import cosine
 from retrieval.errors import SearchUnavailable
 from retrieval.models import Hit, Level, SearchFilters, SourceInfo
-from retrieval.route import best
-from retrieval.stems import has_stems, keyword_query, stemmed_query
+from retrieval.search.route import best
+from retrieval.search.stems import has_stems, keyword_query, stemmed_query
 from retrieval.store.base import StoreInfo
 from retrieval.store.weaviate.errors import translate_errors
 from retrieval.store.weaviate.filters import both, of_source
@@ -40,7 +40,7 @@ from retrieval.store.weaviate.writes import Writes
 # speakers: "what did the retro say about rollback" finds a window that never says "retro").
 # A unit's own words count twice: its context (title, speakers, heading) is shared by every
 # unit of its source, so it may tip a tie but not outrank the words that were said. Where
-# units store stems (``retrieval.stems``), a question is asked as stems, which live in the
+# units store stems (``retrieval.search.stems``), a question is asked as stems, which live in the
 # context beside the title's: there only words without a stem (numbers, "IL-6") count twice.
 QUERY_PROPERTIES = ["text^2", "heading", "lesson_title", "context"]
 # Whether a knowledge base stores stems is judged on this many of its units; a no is asked

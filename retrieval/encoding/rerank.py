@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from retrieval.embed import NO_TORCH, torch_installed
+from retrieval.encoding.embed import NO_TORCH, torch_installed
 from retrieval.errors import ConfigError
 from retrieval.models import Hit
 

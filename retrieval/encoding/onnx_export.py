@@ -1,11 +1,11 @@
 """Export the packaged MiniLM to ONNX, once, at install time (``scripts/install.sh``).
 
 The transformer alone is exported (token vectors out); pooling and normalisation stay in
-``retrieval/onnx_encoder.py``. Before the file is put in place, a few sentences are
+``retrieval/encoding/onnx_encoder.py``. Before the file is put in place, a few sentences are
 encoded both ways and must agree (cosine >= 0.999), so a bad export never reaches a
 query: without the file Quorum embeds with torch.
 
-Run: ``python -m retrieval.onnx_export OUT.onnx [--model-dir DIR]``.
+Run: ``python -m retrieval.encoding.onnx_export OUT.onnx [--model-dir DIR]``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from retrieval.onnx_encoder import OnnxEncoder
+from retrieval.encoding.onnx_encoder import OnnxEncoder
 
 CHECK_SENTENCES = (
     "Why did we leave Auth0 for Cognito?",
@@ -90,7 +90,7 @@ def export(model_dir: Path, out: Path) -> None:
 
 def _check_against_torch(model_dir: Path, exported: Path) -> None:
     """Refuse an export whose vectors differ from torch's on the check sentences."""
-    from retrieval.embed import load_model
+    from retrieval.encoding.embed import load_model
 
     onnx_vectors = OnnxEncoder(model_dir, exported).encode(CHECK_SENTENCES)
     torch_vectors = load_model(model_dir).encode(
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--model-dir", type=Path, default=None)
     args = parser.parse_args(argv)
-    from retrieval.embed import packaged_model_path
+    from retrieval.encoding.embed import packaged_model_path
 
     export(args.model_dir or packaged_model_path(), args.out)
     return 0

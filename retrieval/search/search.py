@@ -10,13 +10,13 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Protocol
 
-from retrieval.embed import Embedder
+from retrieval.encoding.embed import Embedder
 from retrieval.errors import InvalidInput
-from retrieval.links import segment_link
+from retrieval.links.links import segment_link
+from retrieval.links.share import LinkSigner
 from retrieval.models import KINDS, LEVELS, Hit, SearchFilters, SourceInfo, check_kb
-from retrieval.names import SourceChoice, choose_sources, title_matches
-from retrieval.route import fixed, fuse, route
-from retrieval.share import LinkSigner
+from retrieval.search.names import SourceChoice, choose_sources, title_matches
+from retrieval.search.route import fixed, fuse, route
 from retrieval.store import Store
 
 MAX_K = 100
@@ -123,7 +123,7 @@ class SearchService:
         self.signer = signer
 
     def linked(self, kb: str, hits: list[Hit]) -> list[Hit]:
-        """``hits`` with each source's signed page (``retrieval.share``) and, for a source
+        """``hits`` with each source's signed page (``retrieval.links.share``) and, for a source
         without a URL of its own, a link to that page at the hit."""
         if self.signer is None or not hits:
             return hits
@@ -170,7 +170,7 @@ class SearchService:
         return None
 
     async def choose_sources(self, kb: str, name: str) -> SourceChoice:
-        """The sources a typed name selects (``retrieval.names``: exact names win)."""
+        """The sources a typed name selects (``retrieval.search.names``: exact names win)."""
         return choose_sources(name, [i.source for i in await self.sources(kb)])
 
     async def resolve_source_ids(self, kb: str, title: str) -> list[str]:

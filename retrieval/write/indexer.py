@@ -13,7 +13,7 @@ that still exists is never silently replaced: the second file fails, saying how 
 it its own id; nor is one that another ingest in this process is writing at that moment
 (two people sharing the same file name at once). With a media store, each source's
 recording or document is kept there before the source is written
-(``retrieval.kept_media``): its page serves that copy only.
+(``retrieval.links.kept_media``): its page serves that copy only.
 """
 
 from __future__ import annotations
@@ -27,17 +27,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
-from retrieval.chunking import ChunkConfig
-from retrieval.embed import Embedder
+from retrieval.encoding.embed import Embedder
 from retrieval.errors import ConfigError, IngestError, QuorumError
 from retrieval.ingest import discover, read_source, transcribed_beside
 from retrieval.ingest.media import MEDIA_SUFFIXES
-from retrieval.kept_media import MediaStore
+from retrieval.links.kept_media import MediaStore
 from retrieval.models import Document, check_kb
-from retrieval.multilevel import build
+from retrieval.search.multilevel import build
 from retrieval.store import Embedded, Store, StoredSource
-from retrieval.summary import Summarizer
-from retrieval.transcribe import OnProgress, Transcriber
+from retrieval.write.chunking import ChunkConfig
+from retrieval.write.summary import Summarizer
+from retrieval.write.transcribe import OnProgress, Transcriber
 
 Status = Literal["added", "updated", "skipped", "failed"]
 MAX_REASON = 300  # a failure is one line, whatever the file put in its message
@@ -360,7 +360,7 @@ class _Run:
 
     async def embed(self, batch: list[_Ready]) -> list[_Ready]:
         """The batch with its vectors: every file's windows encoded in one call, then each
-        file's turns, topics and summary built from them (``retrieval.multilevel``)."""
+        file's turns, topics and summary built from them (``retrieval.search.multilevel``)."""
         texts = [s.text for r in batch for s in r.doc.segments]
         vectors = await self.embedder.embed_documents(texts)
         out: list[_Ready] = []

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
-from retrieval.chunking import split_sentences
-from retrieval.embed import Embedder
-from retrieval.levels import dot, mean_vector
+from retrieval.encoding.embed import Embedder
 from retrieval.models import Mark, Segment, Source
+from retrieval.write.chunking import split_sentences
+from retrieval.write.levels import dot, mean_vector
 
 Section = Literal["topic", "decision", "action"]
 LABELS: dict[Section, str] = {"topic": "Topic", "decision": "Decision", "action": "Action item"}

@@ -1,7 +1,7 @@
 """The packaged MiniLM on ONNX Runtime: the same vectors as sentence-transformers, without
 importing torch (which costs most of a one-shot command's start).
 
-The graph is exported once at install time (``retrieval/onnx_export.py``, run by
+The graph is exported once at install time (``retrieval/encoding/onnx_export.py``, run by
 ``scripts/install.sh``) from the packaged weights; this module only reads it. Tokenizing
 uses the model folder's ``tokenizer.json`` with the ``tokenizers`` package, truncating at
 the model's ``max_seq_length``; pooling is the model's own (``1_Pooling``: the mean of

@@ -2,12 +2,12 @@
 
 - **turns**: one speaker's contiguous speech, split when long (a document's paragraphs);
   cut by the chunker itself from the reader's units, so marks and times stay exact.
-- **windows**: the chunker's windows (``retrieval.chunking``), unchanged.
+- **windows**: the chunker's windows (``retrieval.write.chunking``), unchanged.
 - **topics**: consecutive windows grouped where the subject changes, by TextTiling over
   the window vectors already computed (depth of the similarity valleys between adjacent
   windows); a document's topics are its sections and pages, split the same way when long.
   A topic's vector is the mean of its windows' vectors: nothing is encoded twice.
-- **summary**: the whole source (``retrieval.summary``).
+- **summary**: the whole source (``retrieval.write.summary``).
 
 A turn shares the vector of the window that holds most of it (its own words are what
 keyword search sees), so adding turns costs no encoding either.
@@ -22,9 +22,9 @@ from itertools import groupby
 
 import numpy as np
 
-from retrieval.chunking import ChunkConfig, Unit, chunk
 from retrieval.models import Mark, Segment, Source
-from retrieval.stems import stemmed
+from retrieval.search.stems import stemmed
+from retrieval.write.chunking import ChunkConfig, Unit, chunk
 
 TURN = ChunkConfig(max_seconds=45, overlap_seconds=0, max_chars=900, overlap_chars=0)
 MIN_TURN_WORDS = 4  # "Yeah." and "Okay." are in their windows; alone they match nothing
@@ -251,7 +251,7 @@ def turn_vectors(
 
 def context(source: Source, seg: Segment) -> str:
     """What a unit is part of, for keyword search: its source's title, its speakers and
-    its section heading, then the stems of its words and of all those (``retrieval.stems``:
+    its section heading, then the stems of its words and of all those (``retrieval.search.stems``:
     a question is asked as stems, so "Marcus rollback" needs Marcus's stem too); the
     displayed text stays as said."""
     parts = [source.title, ", ".join(seg.speakers), seg.heading or "", seg.lesson_title or ""]

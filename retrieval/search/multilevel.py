@@ -1,8 +1,8 @@
 """Every level of a document, built at ingest from what is already computed.
 
-The reader gives windows and turns (``retrieval.levels.turns``); once the windows are
+The reader gives windows and turns (``retrieval.write.levels.turns``); once the windows are
 embedded, ``build`` adds topics (TextTiling over the window vectors), a summary
-(``retrieval.summary``) and the turns worth searching, each with a vector derived from the
+(``retrieval.write.summary``) and the turns worth searching, each with a vector derived from the
 window vectors. Only a few candidate sentences per topic are encoded, to title it, and
 only when a source has several topics. A source of fewer than ``MIN_WINDOWS`` windows gets
 no topic or summary unit: its windows already are the whole of it.
@@ -14,10 +14,10 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from retrieval.embed import Embedder
-from retrieval.levels import mean_vector, searchable, topics, turn_vectors
+from retrieval.encoding.embed import Embedder
 from retrieval.models import Document, Segment
-from retrieval.summary import Line, Summarizer, extractive, summary_unit, titled
+from retrieval.write.levels import mean_vector, searchable, topics, turn_vectors
+from retrieval.write.summary import Line, Summarizer, extractive, summary_unit, titled
 
 MIN_WINDOWS = 3
 log = logging.getLogger("quorum.ingest")

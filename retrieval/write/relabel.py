@@ -25,10 +25,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from retrieval.embed import Embedder
-from retrieval.levels import TURN, mean_vector, turn_vectors
+from retrieval.encoding.embed import Embedder
 from retrieval.models import LEVELS, Document, Hit, Level, Mark, Segment, Source
 from retrieval.store import Embedded, Store
+from retrieval.write.levels import TURN, mean_vector, turn_vectors
 
 PAGE = 200  # units read per request
 

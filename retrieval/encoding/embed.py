@@ -7,7 +7,7 @@ serving; vectors are L2-normalised, so cosine similarity is a dot product.
 
 Two backends give the same vectors (cosine >= 0.999, ``tests/test_embed.py``):
 ONNX Runtime on the export ``make install`` made of the packaged model
-(``retrieval/onnx_encoder.py``; the default, as it starts without importing torch) and
+(``retrieval/encoding/onnx_encoder.py``; the default, as it starts without importing torch) and
 sentence-transformers on torch (``QUORUM_EMBED_BACKEND=torch``, a model folder of one's
 own, or whenever the export is missing or will not load; a log line then says why).
 The runtime dependency set (``requirements-runtime.lock``, the container) has no torch:
@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from retrieval.encoding.onnx_encoder import OnnxEncoder, OnnxUnavailable, default_export_path
 from retrieval.errors import ConfigError
-from retrieval.onnx_encoder import OnnxEncoder, OnnxUnavailable, default_export_path
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from retrieval.transcribe import Cue, Transcript
+from retrieval.write.transcribe import Cue, Transcript
 
 CaptionFormat = Literal["vtt", "srt", "txt"]
 FORMATS: tuple[CaptionFormat, ...] = ("vtt", "srt", "txt")
