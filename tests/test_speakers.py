@@ -62,6 +62,9 @@ def test_rename_and_merge_follow_everywhere(meeting: str) -> None:
         assert e["link"].startswith(PAGES) and re.search(r"#t=\d+", e["link"])
     code, out, _ = quorum("speakers", "infra review", "--kb", kb)  # by title, as a table
     assert code == 0 and "Speaker 2" in out and "Infra review" in out
+    code, out, _ = quorum("speakers", SID, "--kb", kb, "--json", "--admin-link")
+    admin = json.loads(out)["admin_link"]
+    assert admin.startswith(PAGES) and admin not in str(second["excerpts"])
 
     code, out, err = quorum("speakers", "rename", SID, "speaker 2", "Amara Osei", "--kb", kb)
     assert code == 0, err

@@ -97,6 +97,14 @@ def speakers_cmd(
     ],
     kb: KbOpt = None,
     as_json: JsonOpt = False,
+    admin_link: Annotated[
+        bool,
+        typer.Option(
+            "--admin-link",
+            help="Also print the recording's page link (valid a day) whose holder may "
+            "rename its speakers there.",
+        ),
+    ] = False,
 ) -> None:
     """A recording's speakers with talk time and excerpts; rename or merge them (the
     passages, filters, pages and summary follow, without transcribing again)."""
@@ -135,12 +143,26 @@ def speakers_cmd(
     if len(words) != 1:
         raise fail(USAGE)
 
-    async def show(settings: Settings) -> Listing:
+    async def show(settings: Settings) -> tuple[Listing, str | None]:
         where = kb_name(settings, kb)
-        return await _with_speakers(settings, lambda sp: sp.listing(where, words[0]))
 
-    listing = run(show)
+        async def work(sp: Speakers) -> tuple[Listing, str | None]:
+            listing = await sp.listing(where, words[0])
+            signer = sp.search.signer
+            if not admin_link:
+                return listing, None
+            if signer is None:
+                raise fail("Pages are off (QUORUM_PUBLIC_URL is empty): there is no page to link.")
+            return listing, signer.admin_page(where, listing.source.id)
+
+        return await _with_speakers(settings, work)
+
+    listing, link = run(show)
     if as_json:
-        sys.stdout.write(json.dumps(listing_json(listing), indent=2) + "\n")
+        shown = listing_json(listing) | ({"admin_link": link} if link else {})
+        sys.stdout.write(json.dumps(shown, indent=2) + "\n")
         return
     _show(listing)
+    if link:
+        out.print(plain("Rename its speakers on its page (admins only; valid a day): "))
+        out.print(plain(link, link), soft_wrap=True)

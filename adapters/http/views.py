@@ -43,6 +43,14 @@ border-radius:.4rem;cursor:pointer}
 .doc h2{font-size:1.05rem;margin:.6rem 0 .3rem}
 .doc h3{font-size:1rem;margin:.5rem 0 .2rem}
 .doc p{margin:.4rem 0;padding:.2rem .4rem;border-radius:.3rem;white-space:pre-line}
+.speakers{margin:.6rem 0}
+.speakers fieldset{margin:0;padding:.3rem .7rem .7rem;border:1px solid #8886;border-radius:.4rem}
+.speakers legend{font-weight:600;padding:0 .3rem}
+.speakers .row{display:flex;flex-wrap:wrap;gap:.5rem;align-items:flex-end}
+.speakers label{display:flex;flex-direction:column;font-size:.9rem;gap:.15rem;flex:1 1 9rem}
+.speakers input,.speakers select,.speakers button{font:inherit;box-sizing:border-box;
+height:2.5rem;padding:0 .5rem}
+.speakers button{flex:0 0 auto;padding:0 1rem}
 @media (max-width:760px){
 .rec{grid-template-columns:1fr;gap:.5rem}
 .transcript{max-height:none;overflow:visible}
@@ -108,6 +116,8 @@ CSP = (
     "media-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'"
 )
+# An admin link's page posts its one form back to this server, and nowhere else.
+ADMIN_CSP = CSP.replace("form-action 'none'", "form-action 'self'")
 
 
 @dataclass(frozen=True)
@@ -159,8 +169,10 @@ def recording(
     notes: Sequence[str] = (),
     external: str | None = None,
     external_host: str = "",
+    form: str = "",
 ) -> str:
-    """A recording's page: the player (when Quorum has the media) and the transcript."""
+    """A recording's page: the player (when Quorum has the media) and the transcript;
+    ``form``: the speakers' rename form (an admin link's page only)."""
     parts = ['<main class=rec><section class=player aria-label="Player">']
     if media_url:
         tag = "audio" if audio_only else "video"
@@ -177,6 +189,7 @@ def recording(
             f'data-url="{escape(external)}" data-host="{escape(external_host)}">'
             f"Open on {escape(external_host)}</a></p>"
         )
+    parts.append(form)
     parts.append('</section><ol id=transcript class=transcript aria-label="Transcript">')
     for line in lines:
         who = f"<span class=who>{escape(line.speaker)}</span>" if line.speaker else ""
@@ -190,6 +203,22 @@ def recording(
         parts.append("<li>No transcript is stored for this recording.</li>")
     parts.append("</ol></main>")
     return _page(title, _header(title, meta) + "".join(parts))
+
+
+def speaker_form(action: str, speakers: Sequence[str], key: str, said: str = "") -> str:
+    """The small form an admin link's page shows: one speaker of the recording and the
+    name to give it (``said``: what the last try was told)."""
+    options = "".join(f"<option>{escape(s)}</option>" for s in speakers)
+    note = f'<p class="note warn" role=alert>{escape(said)}</p>' if said else ""
+    return (
+        f'<form class=speakers method=post action="{escape(action)}">'
+        "<fieldset><legend>Name a speaker</legend>"
+        f'{note}<input type=hidden name=csrf value="{escape(key)}"><div class=row>'
+        f"<label>Speaker<select name=speaker>{options}</select></label>"
+        "<label>Name<input name=name maxlength=80 required autocomplete=off "
+        'placeholder="Full name"></label>'
+        "<button type=submit>Rename</button></div></fieldset></form>"
+    )
 
 
 def document(
