@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 import adapters.cli.main  # noqa: F401  (registers every command)
 from adapters.cli.main import app
+from retrieval.ingest import read_source
 from retrieval.store.weaviate.server import Endpoint
 from retrieval.write.chunking import Unit, chunk
 from retrieval.write.relabel import cues, relabel_unit
@@ -111,6 +112,16 @@ def test_what_a_named_speaker_said_is_answered_from_her_lines(meeting: str) -> N
     text = flat(result.stdout)
     assert "Amara Osei" in text and "restore" in text
     assert re.search(re.escape(PAGES) + r"[\w.-]+#t=\d+", result.stdout)
+    # Captions name her: WebVTT voice tags, SRT "Name:", and they read back with her name.
+    code, vtt, err = quorum("transcript", SID, "--kb", kb)
+    assert code == 0, err
+    assert "<v Amara Osei>So I want to run a restore drill" in vtt and "<v Speaker 2>" not in vtt
+    code, srt, _ = quorum("transcript", "Infra review", "--kb", kb, "--format", "srt")
+    assert "\nAmara Osei: The drill restores last night's snapshot" in srt
+    exported = Path("exported.vtt")  # in the test's own folder
+    exported.write_text(vtt)
+    doc = read_source(exported)
+    assert set(doc.source.speakers) == {"Speaker 1", "Speaker 3", "Amara Osei"}
     # Her lines, not the ones others said about the drill.
     quoted = re.findall(r'"([^"]+)"', text)
     hers = {t for s, t in LINES if s == "Speaker 2"}
