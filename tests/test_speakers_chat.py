@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest_asyncio
 
+from adapters.chat.prompts import suggestions
 from adapters.chat.speakers import USAGE, parse
 from adapters.chat.uploads import NOT_ADMIN
 from adapters.discord.cli import sync_commands
@@ -143,3 +144,13 @@ async def test_discord_lists_and_renames_for_an_admin_only(
         ),
     )
     assert "rename needs a source, a speaker and a name" in contents(d, "/webhooks/")[-1]
+
+
+async def test_suggested_prompts_name_a_named_speaker_never_a_label() -> None:
+    core = FakeCore()
+    core.speaker_names = ["Speaker 1", "Speaker 2", "Amara Osei"]
+    titles = [s.title for s in await suggestions(core, "kb")]
+    assert "What Amara Osei raised" in titles
+    assert not any("Speaker 1" in t for t in titles)
+    core.speaker_names = ["Speaker 1", "Speaker 2"]
+    assert not any("raised" in s.title for s in await suggestions(core, "kb"))

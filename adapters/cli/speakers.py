@@ -17,7 +17,16 @@ from adapters.cli.terminal import plain
 from bot.config import Settings
 from bot.models import Actor
 from bot.speakers import Listing, Speakers
-from bot.wiring import holdings_of, open_retrieval, open_session_store, speakers_of, writer_of
+from bot.voices import Voices
+from bot.wiring import (
+    holdings_of,
+    open_retrieval,
+    open_session_store,
+    retrieval_config,
+    speakers_of,
+    writer_of,
+)
+from bot.write import Writer
 from retrieval.models import Source
 from retrieval.write.captions import clock
 
@@ -43,6 +52,24 @@ async def _with_speakers(settings: Settings, work: Callable[[Speakers], Awaitabl
         holdings = holdings_of(settings, retrieval, sessions)
         writer = writer_of(settings, retrieval, holdings)
         return await work(speakers_of(retrieval, writer))
+
+
+async def suggested(settings: Settings, writer: Writer, kb: str, source_ids: set[str]) -> list[str]:
+    """For ``quorum ingest``: the remembered voices each written source's unnamed speakers
+    sound like, one line each (none while ``QUORUM_VOICES`` is off)."""
+    if not settings.voices or not source_ids:
+        return []
+    voices = Voices(retrieval_config(settings).voiceprints())
+    speakers = Speakers(writer=writer, search=writer.search, voices=voices)
+    lines: list[str] = []
+    for info in await writer.store.list_sources(kb):
+        if info.source.id in source_ids:
+            for heard in await speakers.suggest(kb, info.source):
+                lines.append(
+                    f"{info.source.id}: {heard} (`quorum speakers rename {info.source.id} "
+                    f'"{heard.label}" "{heard.name}"` to accept)'
+                )
+    return lines
 
 
 def listing_json(listing: Listing) -> dict[str, object]:
