@@ -25,7 +25,7 @@ from rich.table import Table
 
 from adapters import platform
 from adapters.cli.app import out
-from adapters.http.api import parse_tokens
+from adapters.http.auth import parse_tokens
 from bot.config import Settings, load_settings
 from bot.errors import LLMError
 from bot.holdings import data_sizes

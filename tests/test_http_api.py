@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from adapters.http.api import STOPPING
+from adapters.http.problems import STOPPING
 from adapters.http.server import OpsServer, local_pages
 from bot.config import load_settings
 from bot.metrics import MeteredCore, Metrics

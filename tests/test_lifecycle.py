@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 
 from adapters.chat.conversation import RESTARTED
-from adapters.http.api import STOPPING
+from adapters.http.problems import STOPPING
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.reaper import is_our_server

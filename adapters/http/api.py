@@ -19,64 +19,30 @@ knowledge base), so one knowledge base's token never reads another's sessions.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from datetime import date
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from adapters.http.auth import Scopes, allowed
+from adapters.http.problems import STARTING_TEXT, STOPPING, Reject, guarded, problem
+from adapters.http.served import Served
 from adapters.shapes import answer_json, held_json, hit_json
-from bot.errors import InvalidInput, QuorumError, SearchUnavailable
 from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.wiring import CoreServices
-from retrieval.errors import ConfigError
-from retrieval.models import SearchFilters, check_kb
+from retrieval.models import SearchFilters
 from retrieval.search.search import MAX_K
-
-if TYPE_CHECKING:
-    from adapters.http.server import OpsServer
 
 log = logging.getLogger("quorum.api")
 
 PLATFORM = "api"
-STOPPING = "Quorum is restarting; please ask again shortly."
 SESSION_ID = r"^[A-Za-z0-9._:-]{1,128}$"
 Body = TypeVar("Body", bound=BaseModel)
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def parse_tokens(raw: SecretStr | None, variable: str = "QUORUM_API_TOKENS") -> dict[str, str]:
-    """``tok1:kb1,tok2:kb2`` -> {token: kb}; a malformed pair, a token a header cannot
-    carry (not printable ASCII) or one listed twice is a ConfigError naming the variable."""
-    tokens: dict[str, str] = {}
-    if raw is None:
-        return tokens
-    for n, pair in enumerate(raw.get_secret_value().split(","), 1):
-        if not pair.strip():
-            continue
-        token, sep, kb = pair.strip().partition(":")
-        if not sep or not token or not kb:
-            raise ConfigError(f"{variable} must look like token1:kb1,token2:kb2.")
-        if not (token.isascii() and token.isprintable()) or " " in token:
-            raise ConfigError(
-                f"{variable}: token {n} is not printable ASCII without spaces; "
-                "an Authorization header cannot carry it."
-            )
-        if token in tokens:
-            raise ConfigError(
-                f"{variable}: token {n} repeats an earlier token; "
-                "each token opens one knowledge base."
-            )
-        try:
-            tokens[token] = check_kb(kb)
-        except InvalidInput as exc:
-            raise ConfigError(f"{variable}: {exc}") from None
-    return tokens
 
 
 # ---------------------------------------------------------------- request bodies
@@ -143,92 +109,50 @@ class FeedbackBody(_Body):
     kb: str | None = None
 
 
-def _problem(status: int, message: str, **extra: Any) -> web.Response:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return web.json_response({"error": message, **extra}, status=status, headers=headers)
-
-
-class _Reject(Exception):
-    """An HTTP error answer, raised from deep inside a handler."""
-
-    def __init__(self, response: web.Response) -> None:
-        self.response = response
-
-
 def _field(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "body"
-
-
-def bearer(request: web.Request, variable: str) -> bytes:
-    """The request's bearer token as bytes; 401 naming ``variable`` without one."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise _Reject(_problem(401, f"Send Authorization: Bearer TOKEN ({variable})."))
-    # Bytes, not str: compare_digest refuses non-ASCII text, and a caller chooses it.
-    return token.strip().encode("utf-8", "backslashreplace")
-
-
-def owner(tokens: dict[str, str], sent: bytes) -> str | None:
-    """The knowledge base ``sent`` opens among ``tokens`` (each compared in constant time)."""
-    return next((kb for t, kb in tokens.items() if hmac.compare_digest(t.encode(), sent)), None)
 
 
 class Api:
     """The API's handlers, on the core the ops server holds."""
 
-    def __init__(self, server: OpsServer, tokens: dict[str, str]) -> None:
+    def __init__(self, server: Served, scopes: Scopes) -> None:
         self.server = server
-        self.tokens = tokens
+        self.scopes = scopes
         self.answering: set[asyncio.Future[Answer]] = set()
-
-    def token_kb(self, request: web.Request) -> str:
-        """The knowledge base of the request's bearer token; 401 without a known one."""
-        sent = bearer(request, "QUORUM_API_TOKENS")
-        own = owner(self.tokens, sent)
-        if own is None:
-            raise _Reject(_problem(401, "Unknown API token."))
-        return own
-
-    @staticmethod
-    def allowed(own: str, asked: str | None) -> str:
-        """The knowledge base to use: the token's, or 403 for another one."""
-        if asked is not None and asked != own:
-            raise _Reject(_problem(403, f"This token may not use knowledge base {asked!r}."))
-        return own
 
     def kb_for(self, request: web.Request, asked: str | None) -> str:
         """The knowledge base the token may use; 401/403 otherwise."""
-        return self.allowed(self.token_kb(request), asked)
+        return allowed(self.scopes.api_kb(request), asked)
 
     async def body(self, request: web.Request, model: type[Body]) -> Body:
         """The JSON body, validated; 422 naming the first bad field."""
         try:
             raw = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise _Reject(_problem(422, "body: not JSON.", field="body")) from None
+            raise Reject(problem(422, "body: not JSON.", field="body")) from None
         except RecursionError:  # the parser recurses per level: a hostile body nests deep
-            raise _Reject(_problem(422, "body: nested too deeply.", field="body")) from None
+            raise Reject(problem(422, "body: nested too deeply.", field="body")) from None
         try:
             return model.model_validate(raw)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = _field(first["loc"])
-            raise _Reject(_problem(422, f"{where}: {first['msg']}.", field=where)) from None
+            raise Reject(problem(422, f"{where}: {first['msg']}.", field=where)) from None
 
     def services(self) -> CoreServices:
         """The running core's services; 503 while Quorum starts."""
         if self.server.services is None or self.server.core is None:
-            raise _Reject(_problem(503, "Quorum is starting; try again shortly."))
+            raise Reject(problem(503, STARTING_TEXT))
         if self.server.readiness.stopping:
-            raise _Reject(_problem(503, STOPPING))
+            raise Reject(problem(503, STOPPING))
         return self.server.services
 
     async def ask(self, request: web.Request) -> web.StreamResponse:
         """POST /api/ask."""
-        own = self.token_kb(request)  # a stranger learns nothing, not even about bodies
+        own = self.scopes.api_kb(request)  # a stranger learns nothing, not even about bodies
         body = await self.body(request, AskBody)
-        kb = self.allowed(own, body.kb)
+        kb = allowed(own, body.kb)
         self.services()
         core = self.server.core
         assert core is not None
@@ -245,7 +169,7 @@ class Api:
         if not wants_stream:
             answer = await self._answer(core.ask(question))
             if answer is None:
-                return _problem(503, STOPPING)
+                return problem(503, STOPPING)
             return web.json_response({"session_id": session, **answer_json(answer)})
 
         stream = web.StreamResponse(
@@ -304,9 +228,9 @@ class Api:
 
     async def search(self, request: web.Request) -> web.StreamResponse:
         """POST /api/search."""
-        own = self.token_kb(request)  # a stranger learns nothing, not even about bodies
+        own = self.scopes.api_kb(request)  # a stranger learns nothing, not even about bodies
         body = await self.body(request, SearchBody)
-        kb = self.allowed(own, body.kb)
+        kb = allowed(own, body.kb)
         hits = await self.services().retrieval.search.search(
             kb, body.query, body.filters.to_filters(), body.k
         )
@@ -324,7 +248,7 @@ class Api:
         kb = self.kb_for(request, request.query.get("kb"))
         raw = request.query.get("limit", "50")
         if not raw.isdigit() or not 1 <= int(raw) <= 500:
-            return _problem(422, "limit: a whole number from 1 to 500.", field="limit")
+            return problem(422, "limit: a whole number from 1 to 500.", field="limit")
         jobs = await self.services().jobs.table.listing(kb, int(raw))
         return web.json_response({"kb": kb, "jobs": [j.json() for j in jobs]})
 
@@ -336,7 +260,7 @@ class Api:
         thread = ThreadKey(PLATFORM, kb, PLATFORM, session)
         history = await services.sessions.history(thread, 1000)
         if not history:
-            return _problem(404, f"No session {session!r} in knowledge base {kb!r}.")
+            return problem(404, f"No session {session!r} in knowledge base {kb!r}.")
         exchanges = [
             {
                 "exchange_id": e.id,
@@ -353,45 +277,27 @@ class Api:
 
     async def feedback(self, request: web.Request) -> web.StreamResponse:
         """POST /api/feedback."""
-        own = self.token_kb(request)  # a stranger learns nothing, not even about bodies
+        own = self.scopes.api_kb(request)  # a stranger learns nothing, not even about bodies
         body = await self.body(request, FeedbackBody)
-        kb = self.allowed(own, body.kb)
+        kb = allowed(own, body.kb)
         services = self.services()
         thread = ThreadKey(PLATFORM, kb, PLATFORM, body.session_id)
         history = await services.sessions.history(thread, 1000)
         if body.exchange_id not in {e.id for e in history}:
-            return _problem(404, f"No answer {body.exchange_id} in session {body.session_id!r}.")
+            return problem(404, f"No answer {body.exchange_id} in session {body.session_id!r}.")
         core = self.server.core
         assert core is not None
         await core.record_feedback(body.exchange_id, body.user, body.value)
         return web.json_response({"exchange_id": body.exchange_id, "value": body.value})
 
 
-def _guarded(handler: Handler) -> Handler:
-    async def run(request: web.Request) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except _Reject as exc:
-            return exc.response
-        except SearchUnavailable:
-            log.error("API request failed: search unavailable", exc_info=True)
-            return _problem(503, "The archive is unreachable right now; try again shortly.")
-        except InvalidInput as exc:
-            return _problem(422, str(exc))
-        except QuorumError:
-            log.error("API request failed", exc_info=True)
-            return _problem(500, "Something went wrong on Quorum's side.")
-
-    return run
-
-
-def add_routes(app: web.Application, server: OpsServer, tokens: dict[str, str]) -> Api:
+def add_routes(app: web.Application, server: Served, scopes: Scopes) -> Api:
     """Mount the API on ``app``; the ``Api`` (drained when the server stops)."""
-    api = Api(server, tokens)
-    app.router.add_post("/api/ask", _guarded(api.ask))
-    app.router.add_post("/api/search", _guarded(api.search))
-    app.router.add_get("/api/sources", _guarded(api.sources))
-    app.router.add_get("/api/jobs", _guarded(api.jobs))
-    app.router.add_get("/api/sessions/{id}", _guarded(api.session))
-    app.router.add_post("/api/feedback", _guarded(api.feedback))
+    api = Api(server, scopes)
+    app.router.add_post("/api/ask", guarded(api.ask))
+    app.router.add_post("/api/search", guarded(api.search))
+    app.router.add_get("/api/sources", guarded(api.sources))
+    app.router.add_get("/api/jobs", guarded(api.jobs))
+    app.router.add_get("/api/sessions/{id}", guarded(api.session))
+    app.router.add_post("/api/feedback", guarded(api.feedback))
     return api

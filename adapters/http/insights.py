@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import logging
 from datetime import date
-from typing import Protocol
 
 from aiohttp import web
 
 from adapters.http import insights_view as view
-from adapters.http.api import _guarded, _problem, _Reject, bearer, owner, parse_tokens
-from adapters.http.pages import HEADERS, STARTING, _refused
-from adapters.http.views import message
+from adapters.http.auth import Scopes, allowed, owner, sent
+from adapters.http.problems import STARTING, Reject, guarded, problem, refused
+from adapters.http.served import Served
+from adapters.http.shell import html, message
 from adapters.shapes import report_json
-from bot.config import Settings
 from bot.insights import Insights, Report, day_range
 from bot.wiring import CoreServices
 from retrieval.errors import InvalidInput
@@ -38,27 +37,10 @@ INSIGHTS = "~insights"
 """The object an insights link grants (no source id starts with "~")."""
 LINK_TTL_S = 7 * 86400.0
 MAX_DAYS = 3660
-PAGE_HEADERS = {**HEADERS, "Content-Security-Policy": view.CSP, "Cache-Control": "no-store"}
-
-
-class Served(Protocol):
-    """What insights need of the server: the settings, and the running core once it is up."""
-
-    @property
-    def settings(self) -> Settings:
-        """The settings the server runs with."""
-        ...
-
-    @property
-    def services(self) -> CoreServices | None:
-        """The core's services (None while starting)."""
-        ...
 
 
 def _html(status: int, body: str) -> web.Response:
-    return web.Response(
-        status=status, text=body, content_type="text/html", charset="utf-8", headers=PAGE_HEADERS
-    )
+    return html(status, body, policy=view.CSP, cache="no-store")
 
 
 def _day(value: str | None, field: str) -> date | None:
@@ -89,16 +71,15 @@ def time_range(query: dict[str, str]) -> tuple[float, float | None, int | None]:
 class InsightsRoutes:
     """The insights routes over a running core."""
 
-    def __init__(self, server: Served, api_tokens: dict[str, str]) -> None:
+    def __init__(self, server: Served, scopes: Scopes) -> None:
         self.server = server
-        self.api_tokens = api_tokens  # told apart from unknown ones: 403, not 401
-        self.admins = parse_tokens(server.settings.admin_tokens, "QUORUM_ADMIN_TOKENS")
+        self.scopes = scopes
         self.users = server.settings.insights_users
         self._insights: Insights | None = None
 
     def add_routes(self, app: web.Application) -> None:
         """Register the routes."""
-        app.router.add_get("/api/insights", _guarded(self.api))
+        app.router.add_get("/api/insights", guarded(self.api))
         app.router.add_get("/insights", self.form)
         app.router.add_post("/insights", self.login)
         app.router.add_get("/insights/{link}", self.page)
@@ -115,20 +96,12 @@ class InsightsRoutes:
     def _services(self) -> CoreServices:
         services = self.server.services
         if services is None:
-            raise _Reject(_problem(503, "Quorum is starting; try again in a few seconds."))
+            raise Reject(problem(503, "Quorum is starting; try again in a few seconds."))
         return services
 
     async def api(self, request: web.Request) -> web.StreamResponse:
         """GET /api/insights: one knowledge base's insights, for its admin token."""
-        sent = bearer(request, "QUORUM_ADMIN_TOKENS")
-        kb = owner(self.admins, sent)
-        if kb is None:
-            if owner(self.api_tokens, sent) is not None:
-                return _problem(403, "Insights need an admin token (QUORUM_ADMIN_TOKENS).")
-            return _problem(401, "Unknown admin token.")
-        asked = request.query.get("kb")
-        if asked is not None and asked != kb:
-            return _problem(403, f"This token may not read knowledge base {asked!r}.")
+        kb = allowed(self.scopes.admin_kb(request), request.query.get("kb"), "read")
         since, until, _ = time_range(dict(request.query))
         gaps = request.query.get("gaps", "true").lower() not in ("0", "false", "no", "off")
         report = await self.insights(self._services()).report(kb, since, until, gaps=gaps)
@@ -142,21 +115,21 @@ class InsightsRoutes:
         """POST /insights: a valid admin token is sent on to its signed page."""
         form = await request.post()
         token = form.get("token")
-        sent = token.strip().encode("utf-8", "backslashreplace") if isinstance(token, str) else b""
-        kb = owner(self.admins, sent) if sent else None
+        given = sent(token) if isinstance(token, str) else b""
+        kb = owner(self.scopes.admin, given) if given else None
         if kb is None:
             return _html(403, view.login("That is not an admin token."))
         services = self.server.services
         signer = services.retrieval.search.signer if services else None
         if signer is None:
-            raise _refused(*STARTING)
+            raise refused(*STARTING)
         raise web.HTTPSeeOther(f"/insights/{signer.token(kb, INSIGHTS, ttl_s=LINK_TTL_S)}")
 
     async def page(self, request: web.Request) -> web.Response:
         """GET /insights/{link}: the insights page of the link's knowledge base."""
         services = self.server.services
         if services is None:
-            raise _refused(*STARTING)
+            raise refused(*STARTING)
         signer = services.retrieval.search.signer
         try:
             if signer is None:

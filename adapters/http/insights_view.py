@@ -1,19 +1,17 @@
 """The HTML of the insights page: the numbers an admin reads first, a chart of questions
 per day by platform, how the answers ended, where the archive falls short (each gap with
 its questions and the closest moments, linked to their pages), what was cited most, and
-the answers people disliked. Server-rendered with inline SVG charts and no script; the
-one stylesheet is allowed by its hash (``CSP``)."""
+the answers people disliked. Server-rendered in the shared shell
+(``adapters.http.shell``) with inline SVG charts and no script."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from html import escape
 from urllib.parse import urlencode
 
-from adapters.http.views import CSS as PAGE_CSS
+from adapters.http.shell import csp, header, page
 from bot.insights import Gap, Report
 from bot.sessions.records import LoggedAnswer
 from retrieval.links.links import format_timestamp
@@ -21,44 +19,8 @@ from retrieval.links.links import format_timestamp
 Href = Callable[[str, float | None, int | None], str | None]
 """A moment's link: (source id, second, page) -> a signed page URL."""
 
-CSS = (
-    PAGE_CSS
-    + """
-body{max-width:68rem}
-.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(9rem,1fr));gap:.6rem;
-margin:.6rem 0}
-.card{border:1px solid #8884;border-radius:.5rem;padding:.5rem .7rem}
-.card b{display:block;font-size:1.5rem;font-variant-numeric:tabular-nums;line-height:1.2}
-.card span{color:GrayText;font-size:.85rem}
-h2{font-size:1.1rem;margin:1.4rem 0 .4rem}
-nav.range a,nav.range strong{margin-right:.8rem}
-svg{max-width:100%;height:auto;display:block}
-svg text{font:12px system-ui,sans-serif;fill:GrayText}
-.legend{display:flex;flex-wrap:wrap;gap:.3rem 1rem;font-size:.85rem;margin:.3rem 0}
-.legend svg.sw{display:inline-block;width:.8rem;height:.8rem;margin-right:.3rem;
-vertical-align:-.1rem}
-.gap{border:1px solid #8884;border-radius:.5rem;padding:.5rem .8rem;margin:.6rem 0}
-.gap h3{font-size:1rem;margin:.1rem 0 .3rem}
-.count{font-variant-numeric:tabular-nums;font-weight:400;color:GrayText;margin-left:.3rem}
-.near{margin:.3rem 0 0;padding-left:1rem;border-left:3px solid #e0a800}
-.near q{color:GrayText}
-details{margin:.25rem 0}
-summary{cursor:pointer}
-table{border-collapse:collapse;width:100%}
-td,th{text-align:left;padding:.3rem .4rem;border-bottom:1px solid #8883;vertical-align:top}
-td.n{text-align:right;font-variant-numeric:tabular-nums;width:4rem}
-form{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;margin:1rem 0}
-input{font:inherit;padding:.4rem .5rem;min-width:16rem;max-width:100%}
-button{font:inherit;padding:.4rem .9rem;cursor:pointer}
-.err{color:#c62828}
-@media (max-width:760px){.cards{grid-template-columns:repeat(2,1fr)}}
-"""
-)
-_STYLE_HASH = "'sha256-" + base64.b64encode(hashlib.sha256(CSS.encode()).digest()).decode() + "'"
-CSP = (
-    f"default-src 'none'; style-src {_STYLE_HASH}; img-src 'self' data:; base-uri 'none'; "
-    "form-action 'self'; frame-ancestors 'none'"
-)
+# The form posts the admin token to this origin; nothing else runs on the page.
+CSP = csp(form_action="'self'")
 
 PLATFORM_COLOURS = ("#4f46e5", "#0ea5e9", "#f59e0b", "#10b981", "#ef4444", "#8b5cf6")
 OUTCOME_COLOURS = {
@@ -76,27 +38,18 @@ OUTCOME_NAMES = {
 RANGES = (7, 30, 90, 365)
 
 
-def _page(title: str, body: str) -> str:
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        '<meta name="referrer" content="no-referrer">'
-        f"<title>{escape(title)} · Quorum</title><style>{CSS}</style></head>"
-        f"<body>{body}</body></html>"
-    )
-
-
 def login(error: str | None = None) -> str:
     """The form an admin opens insights with: the admin token, posted once, traded for a
     signed link (the token never rides in a URL)."""
     shown = f'<p class=err role="alert">{escape(error)}</p>' if error else ""
-    return _page(
+    about = "For the people who run Quorum: what your team asks and where the archive falls short."
+    return page(
         "Insights",
-        "<header><h1>Quorum insights</h1><p class=meta>For the people who run Quorum: "
-        "what your team asks and where the archive falls short.</p></header>"
-        f'{shown}<form method=post action="/insights"><label for=token>Admin token '
+        header("Quorum insights", about)
+        + f'{shown}<form method=post action="/insights"><label for=token>Admin token '
         "(QUORUM_ADMIN_TOKENS)</label><input id=token name=token type=password required "
         "autocomplete=off autofocus><button type=submit>Open</button></form>",
+        narrow=True,
     )
 
 
@@ -305,7 +258,7 @@ def report_page(
         body += _listed("Disliked answers", report.disliked, users, href)
         body += _listed("Deep research", report.research, users, href)
     body.append("</main>")
-    return _page(f"Insights: {report.kb}", "".join(body))
+    return page(f"Insights: {report.kb}", "".join(body), narrow=True)
 
 
 def _cited(report: Report, href: Href) -> str:

@@ -19,13 +19,13 @@ import asyncio
 import logging
 import os
 import re
-from collections.abc import Callable
-from typing import Protocol
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from adapters.http import speaker_form, views
+from adapters.http import pages_view, shell, speaker_form
+from adapters.http.problems import DOWN, EXPIRED, FORBIDDEN, REMOVED, STARTING, refused
+from adapters.http.served import Served
 from bot.cite.sentences import Sentence, link_second, merge_sentences, sentences_of
 from bot.wiring import CoreServices
 from retrieval.errors import InvalidInput, QuorumError
@@ -51,58 +51,7 @@ WRITE_TIMEOUT_S = 60.0
 # ASCII digits only (``\d`` takes any script's), 18 at most: int() of thousands of digits
 # raises (Python's limit), and no file is 10**18 bytes.
 _RANGE = re.compile(r"bytes=([0-9]{0,18})-([0-9]{0,18})", re.ASCII)
-HEADERS = {
-    "Content-Security-Policy": views.CSP,
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",  # the token must not leak to a linked site
-    "Cross-Origin-Opener-Policy": "same-origin",
-    "Cross-Origin-Resource-Policy": "same-origin",
-    "X-Robots-Tag": "noindex, nofollow",
-}
-
-
-class Served(Protocol):
-    """What the pages need of the server: the running core, once it is up."""
-
-    @property
-    def services(self) -> CoreServices | None:
-        """The core's services (None while starting)."""
-        ...
-
-
-def _html(status: int, body: str, csp: str = views.CSP) -> web.Response:
-    return web.Response(
-        status=status,
-        text=body,
-        content_type="text/html",
-        charset="utf-8",
-        headers={**HEADERS, "Content-Security-Policy": csp, "Cache-Control": "private, no-store"},
-    )
-
-
-def _refused(status: int, title: str, text: str) -> web.HTTPException:
-    cls: Callable[..., web.HTTPException] = {
-        403: web.HTTPForbidden,
-        404: web.HTTPNotFound,
-        503: web.HTTPServiceUnavailable,
-    }[status]
-    return cls(
-        text=views.message(title, text),
-        content_type="text/html",
-        headers={**HEADERS, "Cache-Control": "no-store"},
-    )
-
-
-FORBIDDEN = (403, "This link does not work", "The link is incomplete or was changed.")
-EXPIRED = (
-    403,
-    "This link has expired",
-    "Links to Quorum's pages work for a limited time. Ask Quorum again for a fresh link.",
-)
-REMOVED = (404, "Not found", "This source is no longer in Quorum's archive.")
-STARTING = (503, "Quorum is starting", "Try again in a few seconds.")
-DOWN = (503, "The archive is not reachable", "Try again in a minute.")
+HEADERS = {**shell.HEADERS, "Content-Security-Policy": pages_view.CSP}
 
 
 class Pages:
@@ -124,24 +73,24 @@ class Pages:
         """The grant a request's token carries and its source, or the refusal page."""
         services = self.server.services
         if services is None:
-            raise _refused(*STARTING)
+            raise refused(*STARTING)
         signer = services.retrieval.search.signer
         if signer is None:
-            raise _refused(*REMOVED)
+            raise refused(*REMOVED)
         try:
             grant = signer.check(request.match_info["token"])
         except BadLink as exc:
-            raise _refused(*(EXPIRED if exc.expired else FORBIDDEN)) from None
+            raise refused(*(EXPIRED if exc.expired else FORBIDDEN)) from None
         try:
             archive = services.retrieval.search.archive(grant.kb)
             info = await services.retrieval.search.current_source(grant.kb, grant.source_id)
         except InvalidInput:  # a knowledge base name the store refuses: nothing there
-            raise _refused(*REMOVED) from None
+            raise refused(*REMOVED) from None
         except QuorumError:
             log.warning("listing sources for a page failed", exc_info=True)
-            raise _refused(*DOWN) from None
+            raise refused(*DOWN) from None
         if info is None:
-            raise _refused(*REMOVED)
+            raise refused(*REMOVED)
         return services, grant, archive, info.source
 
     async def page(self, request: web.Request) -> web.Response:
@@ -160,7 +109,7 @@ class Pages:
             units = await units_of(archive, source.id)
         except QuorumError:  # the store went away between the two reads
             log.warning("reading %s for its page failed", source.id, exc_info=True)
-            raise _refused(*DOWN) from None
+            raise refused(*DOWN) from None
         meta = " · ".join(
             x
             for x in (
@@ -186,8 +135,8 @@ class Pages:
             form = ""
             if grant.admin and source.speakers and signer is not None:
                 key = signer.form_key(request.match_info["token"])
-                form = views.speaker_form(f"{base}/speakers", source.speakers, key, said)
-            body = views.recording(
+                form = pages_view.speaker_form(f"{base}/speakers", source.speakers, key, said)
+            body = pages_view.recording(
                 title=source.title,
                 meta=meta,
                 lines=transcript_lines(units),
@@ -199,11 +148,12 @@ class Pages:
                 external_host=host.removeprefix("www."),
                 form=form,
             )
-            return _html(status, body, views.ADMIN_CSP if form else views.CSP)
+            policy = pages_view.ADMIN_CSP if form else pages_view.CSP
+            return shell.html(status, body, policy=policy)
         media = services.retrieval.media
         kept = await asyncio.to_thread(media.find, grant.kb, source, DOCUMENTS)
         pdf = kept == ".pdf"
-        body = views.document(
+        body = pages_view.document(
             title=source.title,
             meta=meta,
             passages=_passages(units),
@@ -211,7 +161,7 @@ class Pages:
             file_label="Open the PDF" if pdf else "Open the original file",
             notes=[],
         )
-        return _html(200, body)
+        return shell.html(200, body, policy=pages_view.CSP)
 
     async def media(self, request: web.Request) -> web.StreamResponse:
         """The source's kept recording, with Range support."""
@@ -226,7 +176,7 @@ class Pages:
         media: MediaStore = services.retrieval.media
         opened = await _open_kept(media, grant.kb, source, suffixes)
         if opened is None:
-            raise _refused(*REMOVED)
+            raise refused(*REMOVED)
         try:
             return await _send(request, opened)
         finally:
@@ -343,7 +293,7 @@ async def units_of(archive: KbArchive, source_id: str) -> list[Hit]:
     return out
 
 
-def transcript_lines(units: list[Hit]) -> list[views.Line]:
+def transcript_lines(units: list[Hit]) -> list[pages_view.Line]:
     """A recording's sentences, once each (windows overlap), with their seconds."""
     said: list[Sentence] = []
     for unit in units:
@@ -353,19 +303,19 @@ def transcript_lines(units: list[Hit]) -> list[views.Line]:
         if s.start_s is None:
             continue
         second = link_second(s)
-        lines.append(views.Line(s.start_s, int(second or 0), s.speaker, s.text))
+        lines.append(pages_view.Line(s.start_s, int(second or 0), s.speaker, s.text))
     return lines
 
 
-def _passages(units: list[Hit]) -> list[views.Passage]:
+def _passages(units: list[Hit]) -> list[pages_view.Passage]:
     """A document's passages, each once (windows overlap)."""
     said: list[Sentence] = []
-    out: list[views.Passage] = []
+    out: list[pages_view.Passage] = []
     for unit in units:
         seg = unit.segment
         before = len(said)
         merge_sentences(said, sentences_of(seg))
         text = " ".join(s.text for s in said[before:]).strip()
         if text:
-            out.append(views.Passage(seg.position, seg.page, seg.heading, text))
+            out.append(pages_view.Passage(seg.position, seg.page, seg.heading, text))
     return out

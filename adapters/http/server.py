@@ -19,15 +19,16 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from adapters.http import api
+from adapters.http.auth import Scopes
 from adapters.http.insights import InsightsRoutes
 from adapters.http.openapi import openapi_document
 from adapters.http.pages import Pages
+from adapters.http.served import Readiness
 from adapters.mcp.http import add_route as add_mcp_route
 from bot.config import Settings
 from bot.metrics import Metrics
@@ -61,29 +62,6 @@ protocol_log = logging.getLogger("quorum.http.protocol")
 protocol_log.addFilter(_MalformedRequests())
 
 
-@dataclass
-class Readiness:
-    """Each part that must be ready, with what is wrong with it (None: ready)."""
-
-    parts: dict[str, str | None] = field(
-        default_factory=lambda: {
-            "weaviate": "starting",
-            "database": "opening",
-            "model": "loading",
-        }
-    )
-    stopping: bool = False
-
-    def set(self, part: str, problem: str | None) -> None:
-        """Record a part's state (None: ready)."""
-        self.parts[part] = problem
-
-    @property
-    def ready(self) -> bool:
-        """True when every part is ready and the process is not shutting down."""
-        return not self.stopping and all(p is None for p in self.parts.values())
-
-
 class OpsServer:
     """Health, readiness, metrics and the JSON API on one aiohttp server."""
 
@@ -98,10 +76,11 @@ class OpsServer:
         self.app.router.add_get("/readyz", self._readyz)
         self.app.router.add_get("/metrics", self._metrics)
         self.app.router.add_get("/api/openapi.json", self._openapi)  # no token: it reveals nothing
-        self.api = api.add_routes(self.app, self, api.parse_tokens(settings.api_tokens))
+        scopes = Scopes.from_settings(settings)
+        self.api = api.add_routes(self.app, self, scopes)
         Pages(self).add_routes(self.app)  # /v/...: signed pages of recordings and documents
-        InsightsRoutes(self, self.api.tokens).add_routes(self.app)  # /insights: admins only
-        add_mcp_route(self.app, self, self.api.tokens)  # /mcp: the MCP server, same tokens
+        InsightsRoutes(self, scopes).add_routes(self.app)  # /insights: admins only
+        add_mcp_route(self.app, self, scopes)  # /mcp: the MCP server, the API's tokens
         self._runner: web.AppRunner | None = None
         self.port = 0
 

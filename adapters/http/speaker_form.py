@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from aiohttp import web
 
+from adapters.http.problems import DOWN, refused
 from bot.models import Actor
 from bot.wiring import speakers_of
 from retrieval.errors import InvalidInput, QuorumError
@@ -76,8 +77,6 @@ async def _fields(request: web.Request) -> dict[str, str] | None:
 
 async def rename(pages: Pages, request: web.Request) -> web.StreamResponse:
     """A speaker renamed from an admin link's page."""
-    from adapters.http.pages import _refused as refused
-
     services, grant, _, source = await pages.open_link(request)
     signer = services.retrieval.search.signer
     if not grant.admin or signer is None:
@@ -100,5 +99,5 @@ async def rename(pages: Pages, request: web.Request) -> web.StreamResponse:
         return await pages.render(request, status=400, said=str(exc))
     except QuorumError:
         log.warning("renaming a speaker of %s failed", source.id, exc_info=True)
-        raise refused(503, "The archive is not reachable", "Try again in a minute.") from None
+        raise refused(*DOWN) from None
     raise web.HTTPSeeOther(location=f"/v/{token}", headers={"Cache-Control": "no-store"})

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from adapters.http.api import STOPPING, owner
+from adapters.http.auth import Scopes
+from adapters.http.problems import STARTING_TEXT, STOPPING, Reject, problem
+from adapters.http.served import Served
 from adapters.mcp.tools import Reach
 from bot.errors import InvalidInput
 from bot.models import Core
@@ -32,8 +34,6 @@ from bot.wiring import CoreServices
 
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-
-    from adapters.http.server import OpsServer
 
 log = logging.getLogger("quorum.mcp")
 
@@ -45,11 +45,6 @@ Send = Callable[[Message], Awaitable[None]]
 Asgi = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 # The SDK's transport names these itself or they describe the connection, which aiohttp owns.
 _HOP = {"content-length", "transfer-encoding", "connection", "keep-alive"}
-
-
-def _refuse(status: int, message: str) -> web.Response:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return web.json_response({"error": message}, status=status, headers=headers)
 
 
 async def bridge(app: Asgi, request: web.Request) -> web.StreamResponse:
@@ -103,7 +98,7 @@ async def bridge(app: Asgi, request: web.Request) -> web.StreamResponse:
     await app(scope, receive, send)
     if response is None:
         log.error("MCP transport sent no response to a %s", request.method)
-        return _refuse(500, "The MCP transport sent no response.")
+        return problem(500, "The MCP transport sent no response.")
     return response
 
 
@@ -114,9 +109,9 @@ class McpRoute:
     on the first MCP request, not when ``quorum serve`` (or ``quorum chat``'s pages) start.
     """
 
-    def __init__(self, server: OpsServer, tokens: dict[str, str]) -> None:
+    def __init__(self, server: Served, scopes: Scopes) -> None:
         self.server = server
-        self.tokens = tokens
+        self.scopes = scopes
         self.managers: dict[str, StreamableHTTPSessionManager] = {}
         self._starting = asyncio.Lock()
         self._stop = asyncio.Event()
@@ -125,7 +120,7 @@ class McpRoute:
     async def running(self) -> tuple[Core, CoreServices]:
         """The attached core; a sentence while Quorum starts or stops."""
         if self.server.services is None or self.server.core is None:
-            raise InvalidInput("Quorum is starting; try again shortly.")
+            raise InvalidInput(STARTING_TEXT)
         if self.server.readiness.stopping:
             raise InvalidInput(STOPPING)
         return self.server.core, self.server.services
@@ -136,7 +131,7 @@ class McpRoute:
         from adapters.mcp.server import build_server
 
         managers = {}
-        for kb in sorted(set(self.tokens.values())):
+        for kb in sorted(set(self.scopes.api.values())):
             mcp = build_server(Reach(kb, self.running))
             mcp.streamable_http_app(
                 stateless_http=True,
@@ -180,12 +175,10 @@ class McpRoute:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """One MCP request, from a client holding a knowledge base's token."""
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return _refuse(401, "Send Authorization: Bearer TOKEN (QUORUM_API_TOKENS).")
-        kb = owner(self.tokens, token.strip().encode("utf-8", "backslashreplace"))
-        if kb is None:
-            return _refuse(401, "Unknown API token.")
+        try:
+            kb = self.scopes.api_kb(request)
+        except Reject as refusal:
+            return refusal.response
         if request.method != "POST":
             # Stateless: the server never speaks first, so a GET stream would only hold a
             # connection open; the spec's answer for a server without one is 405.
@@ -196,9 +189,9 @@ class McpRoute:
         return await bridge(managers[kb].handle_request, request)
 
 
-def add_route(app: web.Application, server: OpsServer, tokens: dict[str, str]) -> McpRoute:
+def add_route(app: web.Application, server: Served, scopes: Scopes) -> McpRoute:
     """Mount ``/mcp`` on ``app``; its session managers stop with the app."""
-    route = McpRoute(server, tokens)
+    route = McpRoute(server, scopes)
     app.router.add_route("*", PATH, route.handle)
     app.on_cleanup.append(route.close)
     return route

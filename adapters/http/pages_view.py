@@ -1,8 +1,7 @@
-"""The HTML of Quorum's pages: a recording (player and transcript), a document, and the
-pages that say a link is invalid, expired or points at a removed source.
+"""The HTML of a source's page: a recording (player and transcript) or a document.
 
-Server-rendered, one small stylesheet and one small script, both inline and allowed by
-their hashes in the Content-Security-Policy (``adapters.http.pages``); no build step.
+Server-rendered in the shared shell (``adapters.http.shell``: its stylesheet) with one
+small script, allowed by its hash in the Content-Security-Policy (``CSP``); no build step.
 Where a link opens rides in the URL's fragment (``#t=734``, ``#page=5``, ``#u=12``),
 which the script reads: the transcript line is highlighted and scrolled to, the player
 seeks there, the line being spoken follows playback, and clicking a line seeks to it.
@@ -10,54 +9,12 @@ seeks there, the line being spoken follows playback, and clicking a line seeks t
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
+from adapters.http.shell import csp, header, page
 from retrieval.links.links import format_timestamp
-
-CSS = """
-:root{color-scheme:light dark;font:16px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif}
-body{margin:0 auto;max-width:76rem;padding:0 1rem 2rem;overflow-wrap:anywhere}
-header{padding:1rem 0 .5rem}
-h1{font-size:1.3rem;margin:0 0 .2rem;line-height:1.3}
-.meta,.note{color:GrayText;margin:.2rem 0;font-size:.92rem}
-.note.warn{color:inherit;background:#fff3bf33;border-left:3px solid #e0a800;padding:.4rem .6rem}
-a{color:LinkText}
-a:focus-visible,li:focus-visible{outline:3px solid #3b82f6;outline-offset:2px}
-.rec{display:grid;grid-template-columns:minmax(0,5fr) minmax(0,6fr);gap:1.5rem;align-items:start}
-.player{position:sticky;top:0;padding:.5rem 0;background:Canvas;z-index:1}
-video{width:100%;max-height:60vh;background:#000;border-radius:.4rem}
-audio{width:100%}
-.transcript{list-style:none;margin:0;padding:0;max-height:calc(100vh - 7rem);overflow-y:auto}
-.transcript li{display:grid;grid-template-columns:4rem 1fr;gap:.2rem .5rem;padding:.35rem .5rem;
-border-radius:.4rem;cursor:pointer}
-.transcript li:hover{background:#8881}
-.transcript li.now{background:#3b82f622}
-.cited,.transcript li.cited{background:#ffd84d55;box-shadow:inset 4px 0 #e0a800}
-.time{font-variant-numeric:tabular-nums;text-decoration:none;color:GrayText;padding-top:.05rem}
-.who{font-weight:600;margin-right:.35rem}
-.doc section{padding:.1rem .8rem;margin:.6rem 0;border-radius:.4rem}
-.doc h2{font-size:1.05rem;margin:.6rem 0 .3rem}
-.doc h3{font-size:1rem;margin:.5rem 0 .2rem}
-.doc p{margin:.4rem 0;padding:.2rem .4rem;border-radius:.3rem;white-space:pre-line}
-.speakers{margin:.6rem 0}
-.speakers fieldset{margin:0;padding:.3rem .7rem .7rem;border:1px solid #8886;border-radius:.4rem}
-.speakers legend{font-weight:600;padding:0 .3rem}
-.speakers .row{display:flex;flex-wrap:wrap;gap:.5rem;align-items:flex-end}
-.speakers label{display:flex;flex-direction:column;font-size:.9rem;gap:.15rem;flex:1 1 9rem}
-.speakers input,.speakers select,.speakers button{font:inherit;box-sizing:border-box;
-height:2.5rem;padding:0 .5rem}
-.speakers button{flex:0 0 auto;padding:0 1rem}
-@media (max-width:760px){
-.rec{grid-template-columns:1fr;gap:.5rem}
-.transcript{max-height:none;overflow:visible}
-.transcript li{grid-template-columns:3.4rem 1fr}
-video{max-height:32vh}
-}
-"""
 
 SCRIPT = """
 (function(){
@@ -106,18 +63,10 @@ window.addEventListener('hashchange',open);open();
 """
 
 
-def _hash(text: str) -> str:
-    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
-
-
-# Only this stylesheet and this script may run on a page (no other inline code, no origin).
-CSP = (
-    f"default-src 'none'; style-src {_hash(CSS)}; script-src {_hash(SCRIPT)}; "
-    "media-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
-    "frame-ancestors 'none'"
-)
-# An admin link's page posts its one form back to this server, and nowhere else.
-ADMIN_CSP = CSP.replace("form-action 'none'", "form-action 'self'")
+# Only the stylesheet and this script may run on a page (no other inline code, no origin).
+CSP = csp(SCRIPT)
+# An admin link's page posts its one form (the speakers' names) back here, nowhere else.
+ADMIN_CSP = csp(SCRIPT, form_action="'self'")
 
 
 @dataclass(frozen=True)
@@ -140,25 +89,6 @@ class Passage:
     text: str
 
 
-def _page(title: str, body: str) -> str:
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        '<meta name="referrer" content="no-referrer">'
-        f"<title>{escape(title)} · Quorum</title><style>{CSS}</style></head>"
-        f"<body>{body}<script>{SCRIPT}</script></body></html>"
-    )
-
-
-def _header(title: str, meta: str) -> str:
-    return f"<header><h1>{escape(title)}</h1><p class=meta>{escape(meta)}</p></header>"
-
-
-def message(title: str, text: str) -> str:
-    """A page that only says something (invalid, expired, removed, starting)."""
-    return _page(title, f"<header><h1>{escape(title)}</h1></header><p>{escape(text)}</p>")
-
-
 def recording(
     *,
     title: str,
@@ -171,8 +101,7 @@ def recording(
     external_host: str = "",
     form: str = "",
 ) -> str:
-    """A recording's page: the player (when Quorum has the media) and the transcript;
-    ``form``: the speakers' rename form (an admin link's page only)."""
+    """A recording's page: the player (when Quorum has the media) and the transcript."""
     parts = ['<main class=rec><section class=player aria-label="Player">']
     if media_url:
         tag = "audio" if audio_only else "video"
@@ -202,7 +131,7 @@ def recording(
     if not lines:
         parts.append("<li>No transcript is stored for this recording.</li>")
     parts.append("</ol></main>")
-    return _page(title, _header(title, meta) + "".join(parts))
+    return page(title, header(title, meta) + "".join(parts), script=SCRIPT)
 
 
 def speaker_form(action: str, speakers: Sequence[str], key: str, said: str = "") -> str:
@@ -258,4 +187,4 @@ def document(
     if group is not None:
         parts.append("</section>")
     parts.append("</main>")
-    return _page(title, _header(title, meta) + "".join(parts))
+    return page(title, header(title, meta) + "".join(parts), script=SCRIPT)
