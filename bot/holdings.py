@@ -27,8 +27,8 @@ from retrieval.links.kept_media import MediaStore
 from retrieval.models import Source, SourceInfo
 from retrieval.search.search import SearchService
 from retrieval.service import DATA_PARTS, TRANSCRIPTS
+from retrieval.speakers.voiceprints import Voiceprints
 from retrieval.store import Store
-from retrieval.voiceprints import Voiceprints
 from retrieval.write.transcribe import Transcriber
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ never applied without someone saying so.
 
 A remembered voice holds no vector of its own: it is a name and the (source, label) pairs
 it was named in, kept per knowledge base in ``voiceprints/<kb>/named.json``; its vector is
-the mean of those sources' kept centroids (``retrieval.voiceprints``), read when compared.
+the mean of those sources' kept centroids (``retrieval.speakers.voiceprints``), read when compared.
 So forgetting a source (its voiceprint file goes through ``Holdings``' hook) leaves
 nothing of it in any remembered voice, and a name whose every source is forgotten is
 dropped from the file too (``forget_source``). ``forget`` removes a name and its vectors
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from retrieval.models import Source, check_kb
-from retrieval.voiceprints import Vector, Voiceprints
+from retrieval.speakers.voiceprints import Vector, Voiceprints
 
 NAMED = "named.json"
 MATCH = 0.65  # CAM++ cosine: the same voice is well above, different voices well below

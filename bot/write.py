@@ -30,6 +30,7 @@ from retrieval.encoding.embed import Embedder
 from retrieval.links.kept_media import MediaStore
 from retrieval.models import Source
 from retrieval.search.search import SearchService
+from retrieval.speakers.voiceprints import Voiceprints
 from retrieval.store import Store
 from retrieval.write.chunking import ChunkConfig
 from retrieval.write.indexer import FileResult, IngestReport, Progress, ingest
@@ -40,6 +41,7 @@ from retrieval.write.transcribe import Transcriber
 if TYPE_CHECKING:
     from bot.holdings import Forgotten, Holdings
     from retrieval.service import Retrieval
+    from retrieval.speakers.diarize import Diarizer
 
 log = logging.getLogger("quorum.write")
 
@@ -72,6 +74,8 @@ class Writer:
         media: MediaStore | None = None,
         uploads_dir: Path | None = None,
         announcers: Sequence[Announcer] = (),
+        diarizer: Diarizer | None = None,
+        voiceprints: Voiceprints | None = None,
     ) -> None:
         self.store, self.embedder, self.search = store, embedder, search
         self.chunking, self.transcriber = chunking, transcriber
@@ -79,6 +83,8 @@ class Writer:
         self.media = media  # what pages serve, kept by the indexer as it writes
         self.uploads_dir = uploads_dir  # chat uploads' kept files, removed with their source
         self.announcers = list(announcers)
+        self.diarizer = diarizer  # speakers for recordings Quorum transcribes
+        self.voiceprints = voiceprints  # their voices, kept only with QUORUM_VOICES=on
 
     @classmethod
     def of(
@@ -99,6 +105,8 @@ class Writer:
             summarizer=summarizer,
             media=retrieval.media,
             uploads_dir=retrieval.config.data_dir / "uploads",
+            diarizer=retrieval.diarizer,
+            voiceprints=retrieval.voiceprints,
         )
 
     def add_announcer(self, announcer: Announcer) -> None:
@@ -114,9 +122,11 @@ class Writer:
         progress: Progress | None = None,
         force: bool = False,
         roots: Mapping[Path, Path] | None = None,
+        speakers: Mapping[Path, int] | None = None,
     ) -> Written:
         """Add (or update) the files and folders in ``paths`` to ``kb``; unchanged files
-        are skipped unless ``force``. Each file has its own result; a bad file fails alone."""
+        are skipped unless ``force``. Each file has its own result; a bad file fails alone.
+        ``speakers``: how many people speak in a recording, where the user said."""
         report = await ingest(
             self.store,
             self.embedder,
@@ -129,6 +139,9 @@ class Writer:
             summarizer=self.summarizer,
             media=self.media,
             roots=roots,
+            diarizer=self.diarizer,
+            voiceprints=self.voiceprints,
+            speakers=speakers,
         )
         self.search.forget_sources(kb)
         if self.holdings is not None:
@@ -164,6 +177,8 @@ class Writer:
         passages = await self.store.delete_source(kb, source_id)
         self.search.forget_sources(kb)
         gone = await asyncio.to_thread(self._drop_uploads, kb, [s.path for s in sources])
+        if self.voiceprints is not None and sources:
+            gone += await asyncio.to_thread(self.voiceprints.drop, kb, source_id)
         if self.media is not None and sources:
             # What its page served, unless a live source has the very same content.
             live = {i.source.content_hash for i in await self.store.list_sources(kb)}

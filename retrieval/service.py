@@ -16,13 +16,14 @@ from retrieval.encoding.embed import EmbedBackend, LazyEmbedder
 from retrieval.links.kept_media import MediaStore
 from retrieval.links.share import LinkSigner, load_secret
 from retrieval.search.search import SearchService
+from retrieval.speakers.voiceprints import VOICEPRINTS, Voiceprints
 from retrieval.store import Store
 from retrieval.store.weaviate.open import DATA_DIR_NAMES, open_weaviate
 from retrieval.store.weaviate.open import boot as boot_weaviate
-from retrieval.voiceprints import VOICEPRINTS, Voiceprints
 from retrieval.write.chunking import ChunkConfig
 
 if TYPE_CHECKING:
+    from retrieval.speakers.diarize import Diarizer
     from retrieval.write.transcribe import Transcriber
 
 WeaviateMode = Literal["embedded", "local", "cloud"]
@@ -70,7 +71,7 @@ class RetrievalConfig:
     media_max_bytes: int | None = None
     media_retain_days: float | None = None
     # Speakers (``retrieval.diarize``): found in recordings Quorum transcribes unless off;
-    # their voiceprints kept only with ``voices`` (``retrieval.voiceprints``).
+    # their voiceprints kept only with ``voices`` (``retrieval.speakers.voiceprints``).
     diarize: bool = True
     speaker_onnx_path: Path | None = None
     voices: bool = False
@@ -91,6 +92,15 @@ class RetrievalConfig:
 
         return Transcriber(self.whisper_model, self.data_dir / TRANSCRIPTS)
 
+    def diarizer(self) -> Diarizer | None:
+        """Who spoke in recordings Quorum transcribes (CAM++ loads on first use); None
+        with ``diarize`` off."""
+        if not self.diarize:
+            return None
+        from retrieval.speakers.diarize import Diarizer
+
+        return Diarizer(self.speaker_onnx_path)
+
 
 @dataclass
 class Retrieval:
@@ -101,6 +111,7 @@ class Retrieval:
     embedder: LazyEmbedder
     search: SearchService
     transcriber: Transcriber
+    diarizer: Diarizer | None = None
 
     @property
     def chunking(self) -> ChunkConfig:
@@ -155,4 +166,4 @@ async def open_retrieval(
         search = SearchService(
             store, embedder, alpha=config.hybrid_alpha, reranker=reranker, signer=signer
         )
-        yield Retrieval(config, store, embedder, search, config.transcriber())
+        yield Retrieval(config, store, embedder, search, config.transcriber(), config.diarizer())

@@ -1,4 +1,4 @@
-"""Voiceprints (``retrieval/voiceprints.py``): kept only with ``QUORUM_VOICES=on``, read
+"""Voiceprints (``retrieval/speakers/voiceprints.py``): kept only with ``QUORUM_VOICES=on``, read
 back as they were saved, and gone when their source is forgotten (the ``ForgetHook``
 ``bot.wiring.holdings_of`` registers)."""
 
@@ -16,8 +16,8 @@ from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import InvalidInput
 from retrieval.search.search import SearchService
 from retrieval.service import Retrieval, RetrievalConfig
+from retrieval.speakers.voiceprints import Voiceprints
 from retrieval.store import Store
-from retrieval.voiceprints import Voiceprints
 from retrieval.write.indexer import ingest
 from retrieval.write.transcribe import Transcriber
 

@@ -3,7 +3,7 @@ speakers``: naming a speaker remembers the voice; a later recording's unnamed sp
 sounds like it is suggested, never renamed; ``forget NAME`` and forgetting the recording
 leave no trace of the voice in the data dir; with voices off nothing is remembered.
 
-The per-recording vectors are what diarization keeps (``retrieval.voiceprints``), saved
+The per-recording vectors are what diarization keeps (``retrieval.speakers.voiceprints``), saved
 here as it would save them: one centroid per label."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 import adapters.cli.main  # noqa: F401  (registers every command)
 from adapters.cli.main import app
+from retrieval.speakers.voiceprints import VOICEPRINTS, Voiceprints
 from retrieval.store.weaviate.server import Endpoint
-from retrieval.voiceprints import VOICEPRINTS, Voiceprints
 from tests.speaker_meeting import write_meeting
 
 runner = CliRunner()

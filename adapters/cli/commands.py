@@ -90,6 +90,15 @@ def ingest_cmd(
     no_wait: Annotated[
         bool, typer.Option("--no-wait", help="Queue the files and print the job ids at once.")
     ] = False,
+    speakers: Annotated[
+        int | None,
+        typer.Option(
+            "--speakers",
+            min=1,
+            max=20,
+            help="How many people speak in the recordings (else Quorum counts them).",
+        ),
+    ] = None,
 ) -> None:
     """Ingest recordings (audio and video are transcribed), transcripts, PDFs, Markdown and
     course files: a job per file, run by a worker (`quorum serve`, `quorum worker`), or
@@ -111,7 +120,9 @@ def ingest_cmd(
                 open_session_store(settings) as sessions,
                 open_job_queue(settings, sessions, None) as queue,
             ):
-                jobs, missing = await queue.add(name, paths, cli_actor(), force=force)
+                jobs, missing = await queue.add(
+                    name, paths, cli_actor(), force=force, speakers=speakers
+                )
                 idle = bool(jobs) and not await queue.workers_alive(30)
             # Plain lines (id, a tab, the file), for scripts: `cut -f1` gives the ids.
             sys.stdout.write("".join(f"{job.id}\t{job.name}\n" for job in jobs))
@@ -122,7 +133,9 @@ def ingest_cmd(
             return None
         async with open_jobs(settings, one_shot=True) as (writer, queue, _):
             writer.add_announcer(announcer(settings, writer.search))
-            jobs, missing = await queue.add(name, paths, cli_actor(), force=force)
+            jobs, missing = await queue.add(
+                name, paths, cli_actor(), force=force, speakers=speakers
+            )
             t0 = time.perf_counter()
             with IngestProgress(err) as progress:
                 ended = await queue.settle(jobs, progress)

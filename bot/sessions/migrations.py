@@ -165,6 +165,12 @@ CREATE TABLE workers (
 )
 """
 
+# How many people speak in a queued recording, when the user said (``--speakers N``, the
+# upload command's option): the worker hands it to finding speakers.
+M007_JOB_SPEAKERS = """
+ALTER TABLE jobs ADD COLUMN speakers INTEGER
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("m001_initial", M001_INITIAL),
     ("m002_query_log", M002_QUERY_LOG),
@@ -172,6 +178,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("m004_audit", M004_AUDIT),
     ("m005_exchange_kb", M005_EXCHANGE_KB),
     ("m006_jobs", M006_JOBS),
+    ("m007_job_speakers", M007_JOB_SPEAKERS),
 )
 
 

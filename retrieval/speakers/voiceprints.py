@@ -37,7 +37,7 @@ class Voiceprints:
     def _file(self, kb: str, source_id: str) -> Path:
         return self.root / check_kb(kb) / (check_source_id(source_id) + SUFFIX)
 
-    def save(self, kb: str, source_id: str, centroids: Mapping[str, Vector]) -> Path | None:
+    def save(self, kb: str, source_id: str, centroids: Mapping[str, npt.ArrayLike]) -> Path | None:
         """Keep ``centroids`` (label -> vector) for a source, replacing what it had; None
         (nothing written, and an older file dropped) when voices are off or there are none."""
         if not self.enabled or not centroids:
