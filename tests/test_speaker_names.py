@@ -167,3 +167,14 @@ def test_a_relabelled_window_reads_as_the_chunker_would_have_written_it() -> Non
         got = relabel_unit(window, mapping)
         assert got.text == expected[0].text and got.marks == expected[0].marks
     assert [(c.speaker, c.text) for c in cues(windows)] == LINES
+
+
+def test_an_untimed_transcripts_windows_relabel_as_the_chunker_writes_them() -> None:
+    mapping = {"Speaker 3": "Speaker 1"}
+    for start in range(0, len(LINES) - 4, 4):  # groups of turns that fit one window
+        units = [Unit(t, speaker=s) for s, t in LINES[start : start + 5]]
+        [window] = chunk(units, "m")  # a transcript without times: one text window
+        renamed = [Unit(u.text, speaker=mapping.get(u.speaker or "", u.speaker)) for u in units]
+        [expected] = chunk(renamed, "m")
+        got = relabel_unit(window, mapping)
+        assert (got.text, got.speakers) == (expected.text, expected.speakers)
