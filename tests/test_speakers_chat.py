@@ -1,32 +1,22 @@
-"""``/speakers`` in chat, end to end: Bolt against the Slack emulator and discord.py
-against the Discord emulator, the real ``KbLibrary`` over the session Weaviate server. An
+"""``/speakers`` in chat, end to end: Bolt against the Slack emulator, the real
+``KbLibrary`` over the session Weaviate server (Discord: ``test_speakers_discord``). An
 admin (the rule of ``/forget``) lists a shared meeting's speakers with linked excerpts,
 renames and merges them; anyone else is refused; bad input is one sentence."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest_asyncio
 
 from adapters.chat.prompts import suggestions
 from adapters.chat.speakers import USAGE, parse
 from adapters.chat.uploads import NOT_ADMIN
-from adapters.discord.cli import sync_commands
-from bot.library import KbLibrary
 from retrieval.search.search import SearchService
 from tests.conftest import PAGES
-from tests.emulators.discord import DiscordEmulator
 from tests.emulators.slack import SlackEmulator
 from tests.fakes import FakeCore
 from tests.speaker_meeting import write_meeting
-from tests.test_discord import ALICE as DISCORD_ALICE
-from tests.test_discord import CHANNEL, Harness, settings_for
 from tests.test_slack import Bot
-from tests.test_uploads_discord import BOB as DISCORD_BOB
-from tests.test_uploads_discord import attach, contents, emu, library  # noqa: F401
-from tests.test_uploads_slack import BOB, bot, share, slack  # noqa: F401
+from tests.test_uploads_slack import BOB, bot, library, share, slack  # noqa: F401
 
 SID = "2024-06-04-infra-review"
 
@@ -83,67 +73,6 @@ def test_a_command_is_read_as_a_phone_types_it() -> None:
     assert parse('rename weekly "Speaker 2') == f"A quote is not closed. {USAGE}"
     too_long = parse("x" * 600)
     assert isinstance(too_long, str) and too_long.startswith("That is too long for /speakers")
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def discord_bot(
-    emu: DiscordEmulator,  # noqa: F811
-    library: KbLibrary,  # noqa: F811
-    kb: str,
-) -> AsyncIterator[Harness]:
-    settings = settings_for(emu, discord_kb=kb, discord_admin_role="Archivists", upload_max_mb=5)
-    await sync_commands(settings, globally=False)
-    harness = Harness(emu, FakeCore(library=library), settings)
-    emu.add_role(int(harness.guild_payload["id"]), "Archivists", [DISCORD_ALICE])
-    await harness.start()
-    yield harness
-    await harness.close()
-
-
-async def test_discord_lists_and_renames_for_an_admin_only(
-    discord_bot: Harness,
-    library: KbLibrary,  # noqa: F811
-    kb: str,
-    tmp_path: Path,
-) -> None:
-    d = discord_bot.emu
-    await attach(
-        discord_bot, DISCORD_ALICE, d.attachment(CHANNEL, f"{SID}.vtt", meeting_bytes(tmp_path))
-    )
-
-    await discord_bot.send(
-        "INTERACTION_CREATE", d.slash("speakers", CHANNEL, DISCORD_BOB, source=SID)
-    )
-    refused = d.find("POST", r"/interactions/\d+/[^/]+/callback")[-1].body["data"]
-    assert refused["content"] == NOT_ADMIN and refused["flags"] == 64
-
-    await discord_bot.send(
-        "INTERACTION_CREATE", d.slash("speakers", CHANNEL, DISCORD_ALICE, source=SID)
-    )
-    listed = contents(d, "/webhooks/")[-1]
-    assert "*Speaker 2*: 1:45 of talk" in listed and "#t=" in listed
-    await discord_bot.send(
-        "INTERACTION_CREATE",
-        d.slash(
-            "speakers",
-            CHANNEL,
-            DISCORD_ALICE,
-            source=SID,
-            action="rename",
-            speaker="Speaker 2",
-            to="Amara Osei",
-        ),
-    )
-    assert "Speaker 2 is now Amara Osei" in contents(d, "/webhooks/")[-1]
-    [info] = await library.sources(kb)
-    assert "Amara Osei" in info.source.speakers and "Speaker 2" not in info.source.speakers
-    await discord_bot.send(
-        "INTERACTION_CREATE",
-        d.slash(
-            "speakers", CHANNEL, DISCORD_ALICE, source=SID, action="rename", speaker="Speaker 1"
-        ),
-    )
-    assert "rename needs a source, a speaker and a name" in contents(d, "/webhooks/")[-1]
 
 
 async def test_suggested_prompts_name_a_named_speaker_never_a_label() -> None:
