@@ -146,14 +146,17 @@ class KbLibrary:
         heard: Heard | None = None,
         by: Actor | None = None,
         waiting: Waiting | None = None,
+        speakers: int | None = None,
     ) -> Added:
         """Ingest ``path`` into ``kb``; a file that cannot be read comes back "failed".
-        With jobs, the file is a job a worker runs (``waiting`` hears how many are ahead)."""
+        With jobs, the file is a job a worker runs (``waiting`` hears how many are ahead).
+        ``speakers``: how many people speak in a recording, when the person said."""
         who = by or Actor("chat")
         if self.jobs is None:
-            written = await self.writer.add(kb, [path], who, progress=_Heard(heard))
+            count = {path: speakers} if speakers else None
+            written = await self.writer.add(kb, [path], who, progress=_Heard(heard), speakers=count)
             return await self._added(kb, path, written.report.results[0])
-        queued, _ = await self.jobs.add(kb, [path], who)
+        queued, _ = await self.jobs.add(kb, [path], who, speakers=speakers)
         if not queued:
             return Added("failed", path.name, reason="the file is gone")
         told: list[int] = []

@@ -301,9 +301,10 @@ class MeteredLibrary:
         heard: Heard | None = None,
         by: Actor | None = None,
         waiting: Waiting | None = None,
+        speakers: int | None = None,
     ) -> Added:
         """The inner library's add, counted."""
-        added = await self.inner.add(kb, path, heard, by, waiting)
+        added = await self.inner.add(kb, path, heard, by, waiting, speakers)
         self.metrics.ingest_files.labels(added.status).inc()
         self.metrics.ingest_segments.inc(added.segments)
         return added

@@ -176,9 +176,11 @@ class Library(Protocol):
         heard: Heard | None = None,
         by: Actor | None = None,
         waiting: Waiting | None = None,
+        speakers: int | None = None,
     ) -> Added:
         """Ingest one file (recordings are transcribed); never raises for a bad file.
-        ``by`` goes to the audit trail; ``waiting`` hears how many jobs are ahead of it."""
+        ``by`` goes to the audit trail; ``waiting`` hears how many jobs are ahead of it;
+        ``speakers``: how many people speak in a recording, when the person said."""
         ...
 
     async def sources(self, kb: str) -> list[SourceInfo]:

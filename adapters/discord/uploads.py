@@ -176,8 +176,11 @@ async def on_forget(interaction: discord.Interaction[Any], source: str) -> None:
     await interaction.response.send_message(text, view=view, ephemeral=True)
 
 
-async def on_ingest(interaction: discord.Interaction[Any], file: discord.Attachment) -> None:
-    """``/ingest FILE``: an admin's file added, progress and result in the channel."""
+async def on_ingest(
+    interaction: discord.Interaction[Any], file: discord.Attachment, speakers: int | None = None
+) -> None:
+    """``/ingest FILE [speakers]``: an admin's file added (``speakers``: how many people
+    speak in a recording), progress and result in the channel."""
     client = interaction.client
     if not is_admin(interaction.user, client.own.admin_role):
         await interaction.response.send_message(NOT_ADMIN, ephemeral=True)
@@ -189,14 +192,22 @@ async def on_ingest(interaction: discord.Interaction[Any], file: discord.Attachm
 
     uploads: Uploads = client.uploads
     by = Actor("discord", str(interaction.user.id))
-    await uploads.add(client.kb_for(interaction.guild_id), as_upload(file), MessageReply(send), by)
+    kb = client.kb_for(interaction.guild_id)
+    await uploads.add(kb, as_upload(file), MessageReply(send), by, speakers)
 
 
 @app_commands.command(name="ingest", description="Add a recording or document (admins).")
-@app_commands.describe(file="A recording, transcript, PDF or Markdown file")
-async def ingest_command(interaction: discord.Interaction[Any], file: discord.Attachment) -> None:
+@app_commands.describe(
+    file="A recording, transcript, PDF or Markdown file",
+    speakers="How many people speak in the recording (Quorum counts them if left out)",
+)
+async def ingest_command(
+    interaction: discord.Interaction[Any],
+    file: discord.Attachment,
+    speakers: app_commands.Range[int, 1, 20] | None = None,
+) -> None:
     """/ingest: add the attached file to the knowledge base."""
-    await on_ingest(interaction, file)
+    await on_ingest(interaction, file, speakers)
 
 
 @app_commands.command(name="sources", description="List what Quorum answers from.")
