@@ -33,7 +33,7 @@ from retrieval.search.search import SearchService
 from retrieval.speakers.voiceprints import Voiceprints
 from retrieval.store import Store
 from retrieval.write.chunking import ChunkConfig
-from retrieval.write.indexer import FileResult, IngestReport, Progress, ingest
+from retrieval.write.indexer import FileResult, IngestReport, Progress, holding, ingest
 from retrieval.write.relabel import read_all, relabel
 from retrieval.write.summary import Summarizer
 from retrieval.write.transcribe import Transcriber
@@ -160,8 +160,10 @@ class Writer:
         """Rename (or merge, two labels onto one name) a source's speakers in every unit
         the store holds of it, written whole under a new generation; audited as
         ``detail``. The source as now stored."""
-        stored = await read_all(self.store, kb, source)
-        renamed = await relabel(self.store, self.embedder, kb, stored, mapping)
+        # Held as an ingest holds it: an ingest of the same source meanwhile would be undone.
+        with holding(self.store, kb, source.id, f"a speaker rename ({by})"):
+            stored = await read_all(self.store, kb, source)
+            renamed = await relabel(self.store, self.embedder, kb, stored, mapping)
         self.search.forget_sources(kb)
         if self.holdings is not None:
             await self.holdings.note_speakers(kb, renamed, by, detail)

@@ -15,9 +15,17 @@ from typer.testing import CliRunner
 
 import adapters.cli.main  # noqa: F401  (registers every command)
 from adapters.cli.main import app
+from bot.errors import InvalidInput
+from bot.models import Actor
+from bot.speakers import Speakers
+from bot.write import Writer
+from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.ingest import read_source
+from retrieval.search.search import SearchService
+from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
 from retrieval.write.chunking import Unit, chunk
+from retrieval.write.indexer import holding
 from retrieval.write.relabel import cues, relabel_unit
 from tests.speaker_meeting import LINES, write_meeting
 
@@ -178,3 +186,22 @@ def test_an_untimed_transcripts_windows_relabel_as_the_chunker_writes_them() -> 
         [expected] = chunk(renamed, "m")
         got = relabel_unit(window, mapping)
         assert (got.text, got.speakers) == (expected.text, expected.speakers)
+
+
+async def test_a_rename_never_races_an_ingest_of_the_same_source(
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    search: SearchService,
+    kb: str,
+    tmp_path: Path,
+) -> None:
+    writer = Writer(store=store, embedder=embedder, search=search)
+    assert not (await writer.add(kb, [write_meeting(tmp_path / "m")], Actor("cli"))).report.failed
+    speakers = Speakers(writer=writer, search=search)
+    with holding(store, kb, SID, "/tmp/m/2024-06-04-infra-review.vtt"):  # an ingest under way
+        with pytest.raises(InvalidInput, match="is being written right now"):
+            await speakers.rename(kb, SID, "Speaker 2", "Amara Osei", Actor("cli"))
+    [info] = await store.list_sources(kb)
+    assert "Speaker 2" in info.source.speakers
+    done = await speakers.rename(kb, SID, "Speaker 2", "Amara Osei", Actor("cli"))
+    assert "Amara Osei" in done.speakers
