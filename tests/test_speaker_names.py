@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,24 @@ def meeting(weaviate_env: Endpoint, tmp_path: Path, kb: str) -> str:
     code, out, err = quorum("ingest", str(path), "--kb", kb)
     assert code == 0, out + err
     return kb
+
+
+@pytest.fixture(scope="module")
+def shared(
+    weaviate_endpoint: Endpoint, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, dict[str, str]]:
+    """The meeting ingested once, for the tests that must change nothing."""
+    env = {
+        "QUORUM_WEAVIATE_MODE": "local",
+        "QUORUM_WEAVIATE_URL": weaviate_endpoint.url,
+        "QUORUM_WEAVIATE_GRPC_PORT": str(weaviate_endpoint.grpc_port),
+        "QUORUM_DATA_DIR": str(tmp_path_factory.mktemp("names-data")),
+    }
+    kb = f"t{uuid.uuid4().hex[:12]}"
+    path = write_meeting(tmp_path_factory.mktemp("names-files"))
+    result = runner.invoke(app, ["ingest", str(path), "--kb", kb], env=env)
+    assert result.exit_code == 0, result.output
+    return kb, env
 
 
 def test_rename_and_merge_follow_everywhere(meeting: str) -> None:
@@ -150,12 +169,14 @@ def test_what_a_named_speaker_said_is_answered_from_her_lines(meeting: str) -> N
     ],
 )
 def test_bad_input_is_one_sentence_and_changes_nothing(
-    meeting: str, args: tuple[str, ...], says: str
+    shared: tuple[str, dict[str, str]], args: tuple[str, ...], says: str
 ) -> None:
-    code, out, err = quorum(*args, "--kb", meeting)
-    assert code == 1 and says in flat(err) and "Traceback" not in out + err
-    code, out, _ = quorum("sources", "--kb", meeting, "--json")
-    assert json.loads(out)[0]["speakers"] == ["Speaker 1", "Speaker 3", "Speaker 2"]
+    kb, env = shared
+    result = runner.invoke(app, [*args, "--kb", kb], env=env)
+    assert result.exit_code == 1 and says in flat(result.stderr)
+    assert "Traceback" not in result.output
+    listed = runner.invoke(app, ["sources", "--kb", kb, "--json"], env=env)
+    assert json.loads(listed.stdout)[0]["speakers"] == ["Speaker 1", "Speaker 3", "Speaker 2"]
 
 
 def test_a_relabelled_window_reads_as_the_chunker_would_have_written_it() -> None:
