@@ -59,7 +59,7 @@ WORKDIR /app
 USER quorum
 # Declared after the chown: a new named volume starts owned by quorum.
 VOLUME ["/data"]
-EXPOSE 3000 8088
+EXPOSE 8088
 # /readyz: 200 once Weaviate, the database and the model are ready (503 while starting or
 # stopping). The interpreter is the only client in the image.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \

@@ -15,8 +15,6 @@ import shutil
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Literal
 from urllib.parse import urlsplit
 
 import typer
@@ -26,6 +24,7 @@ from rich.table import Table
 from adapters import platform
 from adapters.cli.app import out
 from adapters.http.auth import parse_tokens
+from adapters.platform import Check
 from bot.config import Settings, load_settings
 from bot.errors import LLMError
 from bot.holdings import data_sizes
@@ -36,21 +35,10 @@ from bot.wiring import open_retrieval, open_session_store
 from retrieval.encoding.embed import packaged_model_path
 from retrieval.errors import QuorumError
 
-Status = Literal["ok", "warn", "FAIL"]
 CHECK_TIMEOUT_S = 30.0  # Weaviate may start from cold
 MIN_FREE_BYTES = 1 << 30
 LOW_FREE_BYTES = 5 << 30
 PING_TOOL = Tool("ping", "Answer a ping.", {"type": "object", "properties": {}})
-
-
-@dataclass(frozen=True)
-class Check:
-    """One row of the report."""
-
-    name: str
-    status: Status
-    detail: str
-    fix: str = ""
 
 
 def _ok(name: str, detail: str) -> Check:
@@ -83,6 +71,8 @@ async def check_llm(settings: Settings) -> Check:
     """The configured model (Claude or an OpenAI-compatible server) with one request of one
     output token that offers a tool, which also tells whether the model accepts tools."""
     which = settings.llm_backend
+    if settings.llm == "none":  # chosen: nothing to fix, and no vendor to name
+        return _ok("llm", "Off by choice (QUORUM_LLM=none): answers quote passages.")
     if which is None:
         return Check(
             "llm",
@@ -134,18 +124,13 @@ async def check_llm(settings: Settings) -> Check:
 
 async def check_store(settings: Settings) -> Check:
     """Connect (starting the embedded server if that is the mode), report the version."""
+    own = settings.store_settings()  # what its fix names is the store's own to say
     try:
         async with open_retrieval(settings) as r:
             info = await r.store.server_info()
-            where = "embedded" if settings.weaviate_mode == "embedded" else info.url
     except QuorumError as exc:
-        fix = (
-            "Run `make install` (it builds weaviate-server) or set QUORUM_WEAVIATE_BINARY."
-            if settings.weaviate_mode == "embedded"
-            else "Check QUORUM_WEAVIATE_URL (and QUORUM_WEAVIATE_API_KEY) and that it runs."
-        )
-        return Check("weaviate", "FAIL", str(exc), fix)
-    return _ok("weaviate", f"{where}, version {info.version}")
+        return Check(settings.store, "FAIL", str(exc), own.fix())
+    return _ok(settings.store, f"{own.where(info)}, version {info.version}")
 
 
 def check_model(settings: Settings) -> Check:
@@ -295,7 +280,7 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks: list[Check | None] = [check_front_ends(settings)]
     slow: list[tuple[str, Callable[[Settings], Awaitable[Check | None]]]] = [
         ("llm", check_llm),
-        ("weaviate", check_store),
+        (settings.store, check_store),
         ("database", check_database),
         ("jobs", check_jobs),
     ]

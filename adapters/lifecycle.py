@@ -22,14 +22,15 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from adapters.http.server import OpsServer
+from adapters.platform import Platform, Runner
 from adapters.workers import Workers
 from bot.config import Settings
 from bot.metrics import MeteredCore, Metrics
-from bot.models import Core
 from bot.retention import daily
 from bot.wiring import CoreServices, open_core, retain
 from retrieval.errors import QuorumError
@@ -41,16 +42,20 @@ WARM_UP_QUERY = "warm up"
 # Routed to windows, topics and turns (an overview and a remark at once): every collection.
 WARM_UP_QUESTION = "Who talked about the main points of the plan?"
 WARM_KBS = 50  # knowledge bases warmed before /readyz; the others' first question pays
-# A platform's runner: answers until cancelled, calling ``on_ready`` once connected.
-Runner = Callable[[Core, Settings, Callable[[], None]], Coroutine[Any, Any, None]]
 
 
-async def serve_until_stopped(settings: Settings, platforms: dict[str, Runner]) -> None:
+async def serve_until_stopped(settings: Settings, platforms: Sequence[Platform[Any]]) -> None:
     """Run the HTTP server and ``platforms`` until SIGTERM/SIGINT; returns after a clean
-    stop. A platform that fails (a rejected token) stops everything and raises."""
+    stop. A platform that fails (a rejected token) stops everything and raises. A
+    platform whose events arrive over HTTP takes them on the server's port."""
     loop = asyncio.get_running_loop()
-    server = OpsServer(settings)
-    main = asyncio.create_task(_serve(settings, server, platforms), name="quorum-serve")
+    hooks = {p.name: path for p in platforms if (path := p.webhook_path(settings))}
+    server = OpsServer(settings, hooks.values())
+    runners: dict[str, Runner] = {
+        p.name: partial(p.run, webhook=server.webhooks.get(hooks.get(p.name, "")))
+        for p in platforms
+    }
+    main = asyncio.create_task(_serve(settings, server, runners), name="quorum-serve")
     signals = (signal.SIGTERM, signal.SIGINT)
 
     def stop(name: str) -> None:

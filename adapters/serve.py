@@ -11,7 +11,7 @@ import typer
 
 from adapters import platform as registry
 from adapters.cli.app import fail, run
-from adapters.lifecycle import Runner, serve_until_stopped
+from adapters.lifecycle import serve_until_stopped
 from bot.config import Settings
 from retrieval.errors import ConfigError
 from retrieval.links.share import load_secret
@@ -37,11 +37,10 @@ def serve(
         if platform != "all" and not by_name[platform].is_configured(settings):
             raise ConfigError(f"Set {by_name[platform].needs} to serve {platform}.")
         wanted = [by_name[platform]] if platform != "all" else list(by_name.values())
-        runners: dict[str, Runner] = {p.name: p.run for p in wanted if p.is_configured(settings)}
         # Read (or made) now, not at the first link: with an unusable secret every page
         # and search would fail while /readyz said ready, so serve refuses to start.
         secret = settings.link_secret
         load_secret(settings.data_dir, secret.get_secret_value() if secret else None)
-        await serve_until_stopped(settings, runners)
+        await serve_until_stopped(settings, [p for p in wanted if p.is_configured(settings)])
 
     run(go)

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 from bot.config import load_settings
-from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate import WeaviateSettings, WeaviateStore
 from retrieval.store.weaviate.server import EmbeddedServer, Endpoint, async_client, find_binary
 
 
@@ -25,7 +25,7 @@ def percentile(values: Sequence[float], p: float) -> float:
 def weaviate_binary() -> Path:
     """The weaviate-server the product would run (``QUORUM_WEAVIATE_BINARY``, PATH, the
     cached build), or exit saying how to get one."""
-    binary = find_binary(load_settings().weaviate_binary)
+    binary = find_binary(load_settings().part(WeaviateSettings).binary)
     if binary is None:
         raise SystemExit("weaviate-server not found: run `make install` first.")
     return binary

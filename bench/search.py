@@ -176,7 +176,7 @@ async def measure(
             if n >= warmup:
                 out.append((kind_of(filters), ROUTES[route(text)], timings, len(hits), cpu))
                 FLOORS.append(floor)
-                SEQUENTIAL.append((ROUTES[route(text)], one_by_one, timings.weaviate_ms))
+                SEQUENTIAL.append((ROUTES[route(text)], one_by_one, timings.store_ms))
             progress.advance(task)
     progress.remove_task(task)
     return out
@@ -346,7 +346,7 @@ def report(
     for size, rows in results.items():
         cells = [
             _cell([getattr(t, part) for _, _, t, _, _ in rows])
-            for part in ("embed_ms", "weaviate_ms", "own_ms", "total_ms")
+            for part in ("embed_ms", "store_ms", "own_ms", "total_ms")
         ]
         busy = others.get(size)
         cpu = f"{spent[size] * 1000:.1f}" if size in spent else "?"
@@ -371,7 +371,7 @@ def report(
                 label(size),
                 name,
                 str(len(picked)),
-                _cell([t.weaviate_ms for _, _, t, _, _ in picked]),
+                _cell([t.store_ms for _, _, t, _, _ in picked]),
                 _cell([t.total_ms for _, _, t, _, _ in picked]),
                 f"{statistics.mean(h for _, _, _, h, _ in picked):.1f}",
                 " / ".join(

@@ -39,10 +39,11 @@ import aiohttp
 from rich.console import Console
 from rich.table import Table
 
-from adapters.slack.app import build_slack_app, start_http
-from adapters.slack.reply import Background
+from adapters.slack.app import build_slack_app
+from adapters.slack.events import start_http
 from bench.common import percentile
 from bot.config import load_settings
+from bot.inflight import InFlight
 from bot.models import Core, Event, PartialAnswer, ProgressEvent
 from tests.emulators.anthropic import API_KEY, AnthropicEmulator, Reply
 from tests.emulators.slack import BOT_TOKEN, BOT_USER, SIGNING_SECRET, Delivery, SlackEmulator
@@ -251,7 +252,7 @@ async def one_run(side: SideLoop, core: Core, tmp: Path, n: int, mode: str, labe
         slack_kb="slackbench",
         slack_stream=mode,
     )
-    background = Background()
+    background = InFlight()
     session = aiohttp.ClientSession()  # as run_slack does: kept-alive connections
     app = build_slack_app(core, settings, background=background, session=session)
     runner = await start_http(app, 0, "127.0.0.1")

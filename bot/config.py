@@ -4,7 +4,9 @@ A bad value fails at start naming its variable.
 
 A chat platform's own settings are a ``PlatformSettings`` model defined in its folder
 (``adapters/<name>/settings.py``); ``Settings.platform`` loads one generically, from the
-same environment and ``.env``, so the core lists no platform here.
+same environment and ``.env``, so the core lists no platform here. A store's are its
+``StoreSettings`` (``retrieval/store/<name>/``), loaded the same way by
+``Settings.store_settings`` for the store ``QUORUM_STORE`` names.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from retrieval.errors import ConfigError
+from retrieval.store import registry as stores
+from retrieval.store.registry import StoreSettings
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_FAST_MODEL = "claude-haiku-5-5"
@@ -52,6 +56,7 @@ class PlatformSettings(BaseSettings):
 
 
 P = TypeVar("P", bound=PlatformSettings)
+Part = TypeVar("Part", bound=BaseSettings)
 
 
 class Settings(BaseSettings):
@@ -97,23 +102,11 @@ class Settings(BaseSettings):
         "quotes or research trace).",
     )
 
-    # --- Weaviate
-    weaviate_mode: Literal["embedded", "local", "cloud"] = Field(
-        "embedded", description="embedded: Quorum runs weaviate-server; local/cloud: by URL."
-    )
-    weaviate_url: str | None = Field(None, description="Weaviate URL for local/cloud mode.")
-    weaviate_grpc_port: int | None = Field(
-        None, description="gRPC port (default 50051, 443 for https)."
-    )
-    weaviate_api_key: SecretStr | None = Field(None, description="API key for Weaviate Cloud.")
-    weaviate_binary: str | None = Field(None, description="Path of weaviate-server to run.")
-    weaviate_timeout_s: float = Field(30.0, gt=0, description="Timeout of one Weaviate query.")
-    weaviate_replicas: int = Field(
-        1,
-        ge=1,
-        le=64,
-        description="Copies of each object in a Weaviate cluster (replication factor): 3 keeps "
-        "answering with one node down. Reads and writes then use QUORUM consistency.",
+    # --- the store (its own settings live in its package: ``store_settings``)
+    store: str = Field(
+        stores.names()[0],
+        description="Where passages are kept: a store named in retrieval/store/registry.py "
+        "(the first one unless set).",
     )
 
     # --- embedding, search, chunking
@@ -197,8 +190,11 @@ class Settings(BaseSettings):
     expand_queries: bool = Field(
         False, description="With a key: the fast model rephrases hard questions (results fused)."
     )
-    claude_rerank: bool = Field(
-        False, description="With a key: the fast model reorders the top 20 hits (costs a call)."
+    model_rerank: bool = Field(
+        False,
+        description="With a model: its fast model reorders the top 20 hits (costs a call). "
+        "QUORUM_CLAUDE_RERANK, its older name, still works.",
+        validation_alias=AliasChoices("QUORUM_MODEL_RERANK", "QUORUM_CLAUDE_RERANK"),
     )
     llm_timeout_s: float = Field(
         60.0, gt=0, description="Deadline of one model request, retries included."
@@ -308,9 +304,9 @@ class Settings(BaseSettings):
         200, ge=1, description="Largest file accepted from a chat upload, in megabytes."
     )
 
-    # load_settings' overrides no field here takes: a platform's, under its prefix
+    # load_settings' overrides no field here takes: a platform's or a store's, under its prefix
     _overrides: dict[str, Any] = PrivateAttr(default_factory=dict)
-    _platforms: dict[type[PlatformSettings], PlatformSettings] = PrivateAttr(default_factory=dict)
+    _parts: dict[type[BaseSettings], BaseSettings] = PrivateAttr(default_factory=dict)
 
     @property
     def llm_backend(self) -> Literal["claude", "openai"] | None:
@@ -328,6 +324,13 @@ class Settings(BaseSettings):
         """The fast model on an OpenAI-compatible server: QUORUM_FAST_MODEL, or the answer
         model when it is unset."""
         return self.fast_model if "fast_model" in self.model_fields_set else self.model
+
+    @field_validator("store")
+    @classmethod
+    def _registered_store(cls, value: str) -> str:
+        if value not in stores.names():
+            raise ValueError(f"must be one of {', '.join(stores.names())}")
+        return value
 
     @field_validator("link_secret")
     @classmethod
@@ -359,18 +362,27 @@ class Settings(BaseSettings):
         return self.data_dir / "sessions.sqlite3"
 
     def platform(self, kind: type[P]) -> P:
-        """A platform's settings, loaded once: the environment and ``.env`` under its
-        prefix, and ``load_settings``' overrides named with it (``<name>_kb=`` is ``kb``
-        of the model whose prefix is ``QUORUM_<NAME>_``). A bad value: a ConfigError."""
-        if kind not in self._platforms:
+        """A platform's settings (``part``)."""
+        return self.part(kind)
+
+    def store_settings(self) -> StoreSettings:
+        """The settings of the store ``QUORUM_STORE`` names (``part``)."""
+        return self.part(stores.kind(self.store).settings)
+
+    def part(self, kind: type[Part]) -> Part:
+        """A platform's or a store's settings, loaded once: the environment and ``.env``
+        under its prefix, and ``load_settings``' overrides named with it (``<name>_kb=`` is
+        ``kb`` of the model whose prefix is ``QUORUM_<NAME>_``). A bad value: a
+        ConfigError."""
+        if kind not in self._parts:
             prefix = _prefix(kind).removeprefix("QUORUM_").lower()
             mine = {
                 k.removeprefix(prefix): v
                 for k, v in self._overrides.items()
                 if k.startswith(prefix)
             }
-            self._platforms[kind] = _validated(kind, mine)
-        return cast(P, self._platforms[kind])
+            self._parts[kind] = _validated(kind, mine)
+        return cast(Part, self._parts[kind])
 
 
 def _prefix(model: type[BaseSettings]) -> str:
@@ -432,10 +444,12 @@ def check_llm(settings: Settings) -> None:
 
 def load_settings(**overrides: object) -> Settings:
     """Load settings, turning validation errors into one ConfigError naming the variable.
-    Overrides that name no field of ``Settings`` are kept for ``Settings.platform``."""
+    Overrides that name no field of ``Settings`` are kept for ``Settings.part`` (a
+    platform's or the store's: ``weaviate_url=`` is the Weaviate store's ``url``)."""
     settings = _validated(
         Settings, {k: v for k, v in overrides.items() if k in Settings.model_fields}
     )
     settings._overrides = {k: v for k, v in overrides.items() if k not in Settings.model_fields}
     check_llm(settings)
+    settings.store_settings()  # the chosen store's settings fail at start too
     return settings

@@ -1,12 +1,13 @@
 """What Quorum holds about each source, and forgetting it whole.
 
-A source's words can live in five places: its passages in every level of the index (the
+A source's words can live in six places: its passages in every level of the index (the
 summary is one), the transcript kept in the data dir's ``transcripts/`` cache (by the
-audio's content hash), the file a chat upload left in ``uploads/``, stored answers that
-quoted it, and whatever a later feature derives from it (a page, a rendition). ``forget``
-removes all of them: the cached transcript only when no other live source was made from
-the same audio, the user's own files never (Quorum did not make them). Features that
-derive something from a source register a ``ForgetHook`` so forgetting reaches them too.
+audio's content hash), the file a chat upload left in ``uploads/``, the media store's copy
+its page serves, stored answers that quoted it, and whatever a feature derives from it.
+``forget`` removes all of them: the cached transcript only when no other live source was
+made from the same audio, the user's own files never (Quorum did not make them), and what
+a feature derived through the ``ForgetHook`` it registers (``add_hook``, in
+``bot.wiring.holdings_of``, where every door builds its ``Holdings``).
 Every add, update and removal is written to the audit trail.
 """
 
@@ -181,7 +182,7 @@ class Holdings:
 
     def _shares(self, other: Source, source: Source, digests: set[str]) -> bool:
         """True when ``other`` was made from the same audio as ``source``."""
-        from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest
+        from retrieval.ingest.media import MEDIA_SUFFIXES, file_digest  # as in _digests
 
         if other.content_hash == source.content_hash:
             return True

@@ -20,7 +20,6 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -44,14 +43,12 @@ from bot.models import (
     EventSink,
     Heard,
     Library,
+    Naming,
     Question,
     ThreadKey,
     Waiting,
 )
 from retrieval.models import SourceInfo
-
-if TYPE_CHECKING:
-    from bot.speakers import Speakers
 
 log = logging.getLogger("quorum.metrics")
 
@@ -318,6 +315,6 @@ class MeteredLibrary:
         return await self.inner.forget(kb, source_id, by)
 
     @property
-    def speakers(self) -> Speakers:
+    def speakers(self) -> Naming:
         """The inner library's speakers."""
         return self.inner.speakers

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import unicodedata
-from dataclasses import dataclass, field
 
 from bot.errors import InvalidInput
-from bot.models import Actor
+from bot.models import Actor, Excerpt, Listing, Speaker
 from bot.sessions import AuditEntry
 from bot.voices import Suggestion, Voices
 from bot.write import Writer
@@ -28,34 +27,6 @@ MAX_NAME = 80
 EXCERPTS = 3
 EXCERPT_CHARS = 160
 _ALLOWED = set(" .'-")
-
-
-@dataclass(frozen=True)
-class Excerpt:
-    """A few words a speaker said, and the link that opens them at their second."""
-
-    text: str
-    start_s: float | None
-    link: str | None
-
-
-@dataclass(frozen=True)
-class Speaker:
-    """One speaker of a source: talk time (seconds; 0 for untimed text), words, excerpts."""
-
-    name: str
-    talk_s: float
-    words: int
-    excerpts: tuple[Excerpt, ...] = ()
-
-
-@dataclass(frozen=True)
-class Listing:
-    """A source's speakers, most talk first, and lines suggested for unnamed ones."""
-
-    source: Source
-    speakers: list[Speaker]
-    suggestions: list[str] = field(default_factory=list)
 
 
 def check_name(name: str) -> str:

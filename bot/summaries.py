@@ -1,6 +1,6 @@
 """Summaries written by the fast model at ingest, and reading a stored summary back.
 
-With a model configured, ``ClaudeSummarizer`` is handed to the write path (``bot.write``): it sends
+With a model configured, ``ModelSummarizer`` is handed to the write path (``bot.write``): it sends
 a source's topics (each line with its second) to the fast model and asks for topics,
 decisions and action items as JSON, each with the second it is about. A second outside
 the source, a broken reply or a failed call leaves the extractive summary in place
@@ -83,7 +83,7 @@ def parse(reply: str, start_s: float | None, end_s: float | None) -> list[Line]:
     return lines
 
 
-class ClaudeSummarizer:
+class ModelSummarizer:
     """Summary lines from the model's fast model, Claude's or a server's
     (``retrieval.write.summary.Summarizer``)."""
 
@@ -114,7 +114,7 @@ class ClaudeSummarizer:
 
 
 @contextlib.asynccontextmanager
-async def claude_summarizer(settings: Settings) -> AsyncIterator[ClaudeSummarizer | None]:
+async def model_summarizer(settings: Settings) -> AsyncIterator[ModelSummarizer | None]:
     """The model's summarizer for an ingest when one is configured (closed after), else
     None."""
     llm: Model | None = from_settings(settings)
@@ -122,6 +122,6 @@ async def claude_summarizer(settings: Settings) -> AsyncIterator[ClaudeSummarize
         yield None
         return
     try:
-        yield ClaudeSummarizer(llm, settings.llm_timeout_s)
+        yield ModelSummarizer(llm, settings.llm_timeout_s)
     finally:
         await llm.aclose()

@@ -1,4 +1,4 @@
-"""The composition root: builds the retrieval layer (``retrieval.service``: Weaviate, the
+"""The composition root: builds the retrieval layer (``retrieval.service``: the store, the
 embedder, the search service), the session store, Claude and the engine from settings,
 inside one AsyncExitStack.
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from bot.llm import Model
     from bot.retention import Retain
     from bot.speakers import Speakers
-    from bot.summaries import ClaudeSummarizer
+    from bot.summaries import ModelSummarizer
     from bot.write import Writer
 
 __all__ = [
@@ -53,13 +53,7 @@ def retrieval_config(settings: Settings, *, one_shot: bool = False) -> Retrieval
     s = settings
     return RetrievalConfig(
         data_dir=s.data_dir,
-        weaviate_mode=s.weaviate_mode,
-        weaviate_url=s.weaviate_url,
-        weaviate_grpc_port=s.weaviate_grpc_port,
-        weaviate_api_key=s.weaviate_api_key.get_secret_value() if s.weaviate_api_key else None,
-        weaviate_binary=s.weaviate_binary,
-        weaviate_timeout_s=s.weaviate_timeout_s,
-        weaviate_replicas=s.weaviate_replicas,
+        store=s.store_settings(),
         embed_model_path=s.embed_model_path,
         embed_batch_size=s.embed_batch_size,
         embed_backend=s.embed_backend,
@@ -94,7 +88,7 @@ def boot_store(settings: Settings) -> None:
 def open_retrieval(
     settings: Settings, *, warm: bool = False, one_shot: bool = False
 ) -> contextlib.AbstractAsyncContextManager[Retrieval]:
-    """Start or reach Weaviate and hand out the retrieval services (``retrieval.service``)."""
+    """Start or reach the store and hand out the retrieval services (``retrieval.service``)."""
     config = retrieval_config(settings, one_shot=one_shot)
     return retrieval_service.open_retrieval(config, warm=warm)
 
@@ -137,11 +131,11 @@ def writer_of(
     settings: Settings,
     retrieval: Retrieval,
     holdings: Holdings | None,
-    summarizer: ClaudeSummarizer | None = None,
+    summarizer: ModelSummarizer | None = None,
 ) -> Writer:
     """The one write path (``bot.write``) over running retrieval: the model's summaries
     when ``summarizer`` is given, the media store's copies, the audit trail."""
-    from bot.write import Writer
+    from bot.write import Writer  # the indexer and its readers: only for a command that writes
 
     return Writer.of(retrieval, holdings=holdings, summarizer=summarizer)
 
@@ -157,7 +151,7 @@ def speakers_of(retrieval: Retrieval, writer: Writer) -> Speakers:
 
 def job_limits(settings: Settings) -> Limits:
     """How jobs are kept alive and retried, from settings."""
-    from bot.jobs import Limits
+    from bot.jobs import Limits  # the jobs package: only for commands that run jobs
 
     return Limits(settings.job_timeout_s, settings.job_attempts)
 
@@ -169,6 +163,7 @@ async def open_job_queue(
     """The job queue in the session database (on PostgreSQL, with PgQueuer delivering to
     workers on any machine). With ``writer`` and ``inline`` a door runs its own jobs when
     no worker is alive."""
+    # jobs and the SQL store: only for commands that run jobs
     from bot.jobs import JobQueue, JobTable
     from bot.sessions.sql import SqlSessions
 
@@ -180,7 +175,7 @@ async def open_job_queue(
     if url is None:
         yield JobQueue(table, writer=writer, limits=limits, inline=inline)
         return
-    from bot.jobs.pgqueue import delivery
+    from bot.jobs.pgqueue import delivery  # PgQueuer: only on PostgreSQL
 
     async with delivery(url) as pg:
         yield JobQueue(table, pg, writer=writer, limits=limits, inline=inline)
@@ -192,12 +187,12 @@ async def open_jobs(
 ) -> AsyncIterator[tuple[Writer, JobQueue, Sessions]]:
     """The write path and the job queue, for a command that adds or removes sources,
     or runs jobs (``quorum worker``)."""
-    from bot.summaries import claude_summarizer
+    from bot.summaries import model_summarizer  # a model's SDK: not before the store has booted
 
     async with (
         open_retrieval(settings, warm=warm, one_shot=one_shot) as retrieval,
         open_session_store(settings) as sessions,
-        claude_summarizer(settings) as summarizer,
+        model_summarizer(settings) as summarizer,
     ):
         holdings = holdings_of(settings, retrieval, sessions)
         writer = writer_of(settings, retrieval, holdings, summarizer)
@@ -207,7 +202,7 @@ async def open_jobs(
 
 def retain(settings: Settings) -> Retain:
     """The retention settings, as plain values."""
-    from bot.retention import Retain
+    from bot.retention import Retain  # retention's SQL and file walks: only when asked
 
     return Retain(
         settings.retain_sources_days,
@@ -252,7 +247,7 @@ async def open_core(
     from bot.library import KbLibrary
     from bot.llm import from_settings as model_from_settings
     from bot.router import ResearchRouter
-    from bot.summaries import ClaudeSummarizer
+    from bot.summaries import ModelSummarizer
 
     async with contextlib.AsyncExitStack() as stack:
         if retrieval is None:
@@ -264,7 +259,7 @@ async def open_core(
             stack.push_async_callback(llm.aclose)
         vectors = SentenceVectors(retrieval.embedder)  # shared: quick answers warm it
         holdings = holdings_of(settings, retrieval, sessions)
-        summarizer = ClaudeSummarizer(llm, settings.llm_timeout_s) if llm is not None else None
+        summarizer = ModelSummarizer(llm, settings.llm_timeout_s) if llm is not None else None
         writer = writer_of(settings, retrieval, holdings, summarizer)
         queue = open_job_queue(settings, sessions, writer, inline=inline_jobs)
         jobs = await stack.enter_async_context(queue)

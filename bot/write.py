@@ -173,7 +173,7 @@ class Writer:
         """Remove a source and every copy of its words (``passages`` 0: there was none)."""
         if self.holdings is not None:
             return await self.holdings.forget(kb, source_id, by)
-        from bot.holdings import Forgotten
+        from bot.holdings import Forgotten  # holdings loads the transcriber: not for adds
 
         sources = [i.source for i in await self.store.list_sources(kb) if i.source.id == source_id]
         passages = await self.store.delete_source(kb, source_id)

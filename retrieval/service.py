@@ -1,6 +1,7 @@
-"""Opening the retrieval layer: open the store (``retrieval.store``; Weaviate, started or
-reached as ``RetrievalConfig`` says), and hand out the store, the embedder and the search
-service. Callers pass a ``RetrievalConfig`` of plain values and get Quorum types back."""
+"""Opening the retrieval layer: open the store ``RetrievalConfig.store`` names (whichever
+registered store its settings belong to, ``retrieval/store/registry.py``), and hand out the
+store, the embedder and the search service. Callers pass a ``RetrievalConfig`` of plain
+values and the chosen store's settings, and get Quorum types back."""
 
 from __future__ import annotations
 
@@ -10,28 +11,27 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from retrieval.encoding.embed import EmbedBackend, LazyEmbedder
+from retrieval.encoding.rerank import CrossEncoderReranker
 from retrieval.links.kept_media import MediaStore
 from retrieval.links.share import LinkSigner, load_secret
 from retrieval.search.search import SearchService
 from retrieval.speakers.voiceprints import VOICEPRINTS, Voiceprints
-from retrieval.store import Store
-from retrieval.store.weaviate.open import DATA_DIR_NAMES, open_weaviate
-from retrieval.store.weaviate.open import boot as boot_weaviate
+from retrieval.store import Store, registry
+from retrieval.store.registry import StoreSettings
 from retrieval.write.chunking import ChunkConfig
 
 if TYPE_CHECKING:
     from retrieval.speakers.diarize import Diarizer
     from retrieval.write.transcribe import Transcriber
 
-WeaviateMode = Literal["embedded", "local", "cloud"]
 TRANSCRIPTS = "transcripts"
 MEDIA = "media"
 
 DATA_PARTS: dict[str, tuple[str, ...]] = {
-    "index": DATA_DIR_NAMES,
+    "index": registry.kept(),
     "transcripts": (TRANSCRIPTS,),
     "voiceprints": (VOICEPRINTS,),
 }
@@ -44,13 +44,7 @@ class RetrievalConfig:
     fill it in; ``bot.wiring.retrieval_config``)."""
 
     data_dir: Path
-    weaviate_mode: WeaviateMode = "embedded"
-    weaviate_url: str | None = None
-    weaviate_grpc_port: int | None = None
-    weaviate_api_key: str | None = None
-    weaviate_binary: str | None = None
-    weaviate_timeout_s: float = 30.0
-    weaviate_replicas: int = 1  # a cluster's replication factor (``store.weaviate.schema``)
+    store: StoreSettings  # the chosen store's own settings (its class says which store)
     embed_model_path: Path | None = None
     embed_batch_size: int = 64
     embed_backend: EmbedBackend = "onnx"
@@ -128,19 +122,24 @@ class Retrieval:
         """Speakers' vectors per source (kept only with ``QUORUM_VOICES=on``)."""
         return self.config.voiceprints()
 
+    @property
+    def signer(self) -> LinkSigner | None:
+        """Signs and checks the links to Quorum's pages (None without a public URL)."""
+        return self.search.signer
+
 
 def boot(config: RetrievalConfig) -> None:
-    """Start the store's embedded server booting now, for a command that opens the
-    retrieval layer soon (``open_retrieval`` with the same config takes it over)."""
-    boot_weaviate(config)
+    """Start the store's server booting now (if it runs one), for a command that opens
+    the retrieval layer soon (``open_retrieval`` with the same config takes it over)."""
+    registry.kind_of(config.store).boot(config.store, config.data_dir)
 
 
 @contextlib.asynccontextmanager
 async def open_retrieval(
     config: RetrievalConfig, *, warm: bool = False
 ) -> AsyncIterator[Retrieval]:
-    """Start or reach Weaviate, connect, and hand out the retrieval services; with
-    ``warm`` the embedding model loads while Weaviate starts."""
+    """Start or reach the store, connect, and hand out the retrieval services; with
+    ``warm`` the embedding model loads while the store starts."""
     async with contextlib.AsyncExitStack() as stack:
         embedder = LazyEmbedder(
             config.embed_model_path,
@@ -151,11 +150,12 @@ async def open_retrieval(
         stack.push_async_callback(asyncio.to_thread, embedder.finish_loading)  # runs last
         if warm:
             embedder.warm()
-        store = await stack.enter_async_context(open_weaviate(config))
+        kind = registry.kind_of(config.store)
+        store = await stack.enter_async_context(
+            kind.open(config.store, config.data_dir, one_shot=config.one_shot)
+        )
         reranker = None
         if config.rerank_model_path:
-            from retrieval.encoding.rerank import CrossEncoderReranker
-
             reranker = await asyncio.to_thread(
                 CrossEncoderReranker.from_path, config.rerank_model_path
             )

@@ -145,8 +145,8 @@ WEAVIATE_STORE = "retrieval/store/weaviate"
 
 
 def test_only_the_weaviate_store_imports_weaviate() -> None:
-    """The client and its classes live in ``retrieval/store/weaviate/``; above it, only
-    ``retrieval/service.py`` opens that package (every other module asks ``Store``)."""
+    """The client and its classes live in ``retrieval/store/weaviate/``; every other module
+    asks ``Store`` (and ``retrieval/service.py`` opens it through the store registry)."""
     wrong = []
     for package in ("adapters", "bot", "retrieval"):
         for path in sorted((REPO / package).rglob("*.py")):
@@ -156,7 +156,7 @@ def test_only_the_weaviate_store_imports_weaviate() -> None:
             for module in imported_modules(path):
                 vendor = module.split(".")[0] == "weaviate"
                 ours = module.startswith("retrieval.store.weaviate")
-                if vendor or (ours and str(where) != "retrieval/service.py"):
+                if vendor or ours:
                     wrong.append(f"{where}: {module}")
     assert wrong == []
 
@@ -222,29 +222,58 @@ def test_the_store_takes_and_returns_quorum_types() -> None:
     assert len(store_methods()) >= 10 and leaks == []
 
 
-STORES = {
-    "WeaviateStore": "retrieval.store.weaviate",
-    "MemoryStore": "retrieval.store.memory",
-}
+SEAM = {"__init__.py", "base.py", "registry.py"}
 
 
-@pytest.mark.parametrize("implementation", sorted(STORES))
-def test_each_store_offers_every_method_of_the_protocol(implementation: str) -> None:
-    """Each implementation has each of ``Store``'s methods with the same parameters (names,
-    kinds and defaults), so a caller written against the protocol runs on any of them."""
-    import importlib
+def stores_found(root: Path) -> list[str]:
+    """Every store under ``root`` (``retrieval/store/``), by module name: each package,
+    and each module that is not the seam's own (``base``, ``registry``)."""
+    return sorted(
+        f"retrieval.store.{p.stem}"
+        for p in root.iterdir()
+        if (p.is_dir() and (p / "__init__.py").exists())
+        or (p.suffix == ".py" and p.name not in SEAM)
+    )
 
-    from retrieval.store.base import Store
 
-    cls = getattr(importlib.import_module(STORES[implementation]), implementation)
-    differ = []
-    for name in store_methods():
-        want = inspect.signature(getattr(Store, name))
-        have = inspect.signature(getattr(cls, name)) if hasattr(cls, name) else None
-        shape = [(p.name, p.kind, p.default) for p in want.parameters.values()]
-        if have is None or shape != [(p.name, p.kind, p.default) for p in have.parameters.values()]:
-            differ.append(f"{name}: {have} is not {want}")
-    assert differ == []
+def test_every_store_is_in_the_registry() -> None:
+    """A store is its package under ``retrieval/store/`` plus its line in
+    ``retrieval/store/registry.py``: one without its line would never be opened (nor run
+    through ``tests/test_store.py``'s contract), and a line without its package fails."""
+    from retrieval.store import registry
+
+    assert stores_found(REPO / "retrieval" / "store") == sorted(registry.REGISTRY)
+    for name in registry.names():
+        kind = registry.kind(name)
+        prefix = kind.settings.model_config.get("env_prefix")
+        assert prefix == f"QUORUM_{name.upper()}_", f"{name}'s settings read {prefix}*"
+
+
+def test_the_store_check_would_catch_an_unregistered_store(tmp_path: Path) -> None:
+    for name in ("__init__.py", "base.py", "registry.py", "memory.py"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "redis").mkdir()
+    (tmp_path / "redis" / "__init__.py").write_text("")
+    (tmp_path / "__pycache__").mkdir()
+    assert stores_found(tmp_path) == ["retrieval.store.memory", "retrieval.store.redis"]
+
+
+def test_a_store_is_opened_only_through_the_registry() -> None:
+    """No module outside a store's own package imports it: ``retrieval/service.py`` opens
+    whichever ``QUORUM_STORE`` names through ``retrieval/store/registry.py``, so choosing
+    another store changes no code above ``retrieval/store/``."""
+    from retrieval.store import registry
+
+    wrong = []
+    for package in ("adapters", "bot", "retrieval"):
+        for path in sorted((REPO / package).rglob("*.py")):
+            where = path.relative_to(REPO)
+            for store in registry.REGISTRY:
+                home = Path(*store.split("."))
+                if where.is_relative_to(home) or where == home.with_suffix(".py"):
+                    continue
+                wrong += [f"{where}: {m}" for m in imported_modules(path) if m.startswith(store)]
+    assert wrong == []
 
 
 def test_platforms_are_named_only_in_their_folders_and_the_registry() -> None:
@@ -314,3 +343,179 @@ def test_the_indexer_check_would_catch_a_second_door(tmp_path: Path) -> None:
     bad = tmp_path / "door.py"
     bad.write_text("def f():\n    from retrieval.write.indexer import FileResult, ingest\n")
     assert indexer_callers(bad) == {"ingest"}
+
+
+# ---------------------------------------------------------------- private names, circles
+
+PACKAGES = ("adapters", "bot", "retrieval")
+
+
+def module_name(path: Path) -> str:
+    """``adapters/http/api.py`` -> ``adapters.http.api`` (a package's ``__init__``: the package)."""
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def our_modules() -> dict[str, Path]:
+    """Every module of the three packages, by dotted name."""
+    return {module_name(p): p for pkg in PACKAGES for p in sorted((REPO / pkg).rglob("*.py"))}
+
+
+def _absolute(node: ast.ImportFrom, name: str, path: Path) -> str:
+    """The module an ``ImportFrom`` reads from, relative imports resolved."""
+    if not node.level:
+        return node.module or ""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join(parts + ([node.module] if node.module else []))
+
+
+def private_imports(path: Path, modules: set[str]) -> list[str]:
+    """Where ``path`` takes another of our modules' private names: ``from x import _y``
+    (``_y`` not a module itself), or ``x._y`` with ``x`` a module it imported. What a
+    module does with a vendor's private names is between it and the vendor."""
+    name = module_name(path) if path.is_relative_to(REPO) else path.stem
+    tree = ast.parse(path.read_text(), str(path))
+    found: list[str] = []
+    aliases: dict[str, str] = {}  # a local name bound to one of our modules -> that module
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source = _absolute(node, name, path)
+            for alias in node.names:
+                full = f"{source}.{alias.name}"
+                if full in modules:
+                    aliases[alias.asname or alias.name] = full
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                ours = source in modules and full not in modules
+                if private and ours and source != name:
+                    found.append(f"{node.lineno}: from {source} import {alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            if node.attr.startswith("__"):
+                continue
+            owner = ast.unparse(node.value)
+            module = aliases.get(owner, owner)
+            if module in modules and module != name:
+                found.append(f"{node.lineno}: {owner}.{node.attr}")
+    return found
+
+
+def test_no_module_takes_another_modules_private_names() -> None:
+    """A name that starts with ``_`` is its module's own: another module that needs it
+    needs a public name (tests may reach in; the three packages may not)."""
+    modules = set(our_modules())
+    found = [
+        f"{module_name(path)}:{where}"
+        for path in our_modules().values()
+        for where in private_imports(path, modules)
+    ]
+    assert found == []
+
+
+def test_the_private_check_would_catch_both_forms(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from adapters.http import pages\n"
+        "from adapters.http.api import _field\n"
+        "def f():\n    return pages._passages([])\n"
+    )
+    found = private_imports(bad, set(our_modules()))
+    assert found == ["2: from adapters.http.api import _field", "4: pages._passages"]
+
+
+def _explained(lines: list[str], lineno: int) -> bool:
+    """A comment on the import's line, or on the line above, says why it is there (a
+    ``noqa`` or ``type:`` pragma says nothing)."""
+
+    def says(line: str) -> bool:
+        comment = line.partition("#")[2].strip()
+        return bool(comment) and not comment.startswith(("noqa", "type:"))
+
+    above = lines[lineno - 2] if lineno >= 2 else ""
+    return says(lines[lineno - 1]) or (above.strip().startswith("#") and says(above))
+
+
+def import_edges(path: Path, modules: set[str]) -> set[str]:
+    """The modules of ours that ``path`` imports: every import at module level (those under
+    ``if TYPE_CHECKING:`` too), and those inside a function unless a comment says why."""
+    name = module_name(path) if path.is_relative_to(REPO) else path.stem
+    lines = path.read_text().splitlines()
+    edges: set[str] = set()
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                if not (in_function and _explained(lines, child.lineno)):
+                    if isinstance(child, ast.Import):
+                        targets = [a.name for a in child.names]
+                    else:
+                        source = _absolute(child, name, path)
+                        targets = [
+                            f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source
+                            for a in child.names
+                        ]
+                    edges.update(t for t in targets if t in modules and t != name)
+            inner = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            visit(child, in_function or inner)
+
+    visit(ast.parse("\n".join(lines), str(path)), False)
+    return edges
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import graph's circles: each set of modules that reach one another (Tarjan's
+    strongly connected components of more than one module), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            component.append(v)
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return sorted(found)
+
+
+def test_no_import_circles() -> None:
+    """No set of modules imports one another round in a circle, at module level (a
+    function-level import counts too unless a comment beside it says why it is there)."""
+    modules = our_modules()
+    graph = {name: import_edges(path, set(modules)) for name, path in modules.items()}
+    assert circles(graph) == []
+
+
+def test_the_circle_check_would_catch_one(tmp_path: Path) -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    said = tmp_path / "said.py"
+    said.write_text("def f():\n    # slow to import\n    import adapters.platform\n")
+    quiet = tmp_path / "quiet.py"
+    quiet.write_text("def f():\n    import adapters.platform  # noqa: PLC0415\n")
+    typed = tmp_path / "typed.py"
+    typed.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from adapters.platform import Check\n"
+    )
+    modules = {"adapters.platform"}
+    assert import_edges(said, modules) == set()
+    assert import_edges(quiet, modules) == import_edges(typed, modules) == {"adapters.platform"}

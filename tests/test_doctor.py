@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from adapters.cli.main import app
 from adapters.discord.cli import sync_commands
-from adapters.doctor import Check, check_data, check_llm, check_pages, run_checks
+from adapters.doctor import check_data, check_llm, check_pages, run_checks
+from adapters.platform import Check
 from adapters.slack.doctor import MANIFEST, bot_scopes, check_slack
 from bot.config import Settings, load_settings
 from retrieval.store.weaviate.server import Endpoint
@@ -223,3 +224,12 @@ async def test_a_server_without_tools_is_told_and_still_passes() -> None:
     check = await check_llm(load_settings(openai_base_url=url, model="x"))
     assert check.status == "FAIL" and "Cannot reach openai" in check.detail
     assert "QUORUM_OPENAI_BASE_URL" in (check.fix or "")
+
+
+async def test_a_model_chosen_off_is_no_warning_and_names_no_vendor() -> None:
+    check = await check_llm(load_settings(llm="none", anthropic_api_key="sk-ant-unused"))
+    said = f"{check.detail} {check.fix or ''}"
+    assert check.status == "ok" and "QUORUM_LLM=none" in said
+    assert not any(vendor in said for vendor in ("Claude", "ANTHROPIC", "OpenAI", "OPENAI"))
+    unset = await check_llm(load_settings())
+    assert unset.status == "warn" and "ANTHROPIC_API_KEY" in unset.fix

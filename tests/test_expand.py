@@ -4,10 +4,12 @@ Weaviate."""
 
 from __future__ import annotations
 
+import pytest
 import pytest_asyncio
 
 from bot.answer.answer import AnswerConfig, QuickAnswerer
 from bot.answer.expand import EXPAND_PROMPT, RERANK_PROMPT, fuse
+from bot.config import load_settings
 from bot.models import Question, ThreadKey
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.models import Hit, Segment, Source
@@ -34,7 +36,7 @@ async def test_hard_question_is_searched_in_other_words_and_reranked(
 ) -> None:
     emu = served.emu
     archive = SearchService(store, embedder).archive(sample_kb)
-    config = AnswerConfig(search_k=3, expand_queries=True, claude_rerank=True)
+    config = AnswerConfig(search_k=3, expand_queries=True, model_rerank=True)
     emu.enqueue(Reply(text="Auth0 renewal quote price jump\nenterprise SSO connection pricing"))
 
     def rerank(body: dict[str, object]) -> Reply:
@@ -73,7 +75,7 @@ async def test_failed_expansion_and_rerank_keep_the_plain_results(
 ) -> None:
     emu = served.emu
     archive = SearchService(store, embedder).archive(sample_kb)
-    config = AnswerConfig(search_k=3, expand_queries=True, claude_rerank=True)
+    config = AnswerConfig(search_k=3, expand_queries=True, model_rerank=True)
     emu.enqueue(Reply.error(400), Reply.error(400), Reply(text="Here is what I found [1]."))
     llm = served.model(timeout_s=5)
     try:
@@ -95,3 +97,13 @@ def test_rrf_puts_what_several_phrasings_find_first() -> None:
 
     fused = fuse([[hit(1), hit(2), hit(3)], [hit(3), hit(4)], [hit(3), hit(2)]], k=3)
     assert [h.id for h in fused] == ["h3", "h2", "h1"]
+
+
+def test_the_rerank_setting_answers_to_its_new_and_its_older_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert not AnswerConfig.from_settings(load_settings()).model_rerank
+    for name in ("QUORUM_MODEL_RERANK", "QUORUM_CLAUDE_RERANK"):
+        with monkeypatch.context() as env:
+            env.setenv(name, "true")
+            assert AnswerConfig.from_settings(load_settings()).model_rerank, name

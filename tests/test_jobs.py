@@ -22,7 +22,8 @@ from typer.testing import CliRunner
 
 from adapters.chat.uploads import Upload, Uploads
 from adapters.cli.main import app
-from adapters.doctor import Check, check_jobs
+from adapters.doctor import check_jobs
+from adapters.platform import Check
 from bot.config import load_settings
 from bot.jobs import JobQueue, JobTable
 from bot.models import Actor

@@ -134,13 +134,10 @@ async def test_sigterm_mid_answer_ends_the_thread_politely_and_stops_weaviate(
 ) -> None:
     slow = Reply(text="This answer never arrives in time.", delay_s=60)
     async with SlackEmulator() as slack, AnthropicEmulator(default=slow) as claude:
-        slack_port = free_port()
-        slack.target = f"http://127.0.0.1:{slack_port}/slack/events"
         env = {
             "SLACK_BOT_TOKEN": BOT_TOKEN,
             "SLACK_SIGNING_SECRET": SIGNING_SECRET,
             "QUORUM_SLACK_API_URL": slack.api_url,
-            "QUORUM_SLACK_PORT": str(slack_port),
             "QUORUM_SLACK_KB": kb,
             "ANTHROPIC_API_KEY": API_KEY,
             "ANTHROPIC_BASE_URL": claude.url,
@@ -148,6 +145,7 @@ async def test_sigterm_mid_answer_ends_the_thread_politely_and_stops_weaviate(
             "QUORUM_SHUTDOWN_S": str(SHUTDOWN_S),
         }
         async with quorum_serve(env, tmp_path) as served:
+            slack.target = f"{served.http}/slack/events"  # Slack's events on serve's own port
             t0 = time.monotonic()
             ready = await served.ready()
             print(f"ready after {time.monotonic() - t0:.1f}s")

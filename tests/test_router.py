@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from bot.answer.answer import Outcome, SearchRecord
+from bot.answer.extractive import NO_MODEL
 from bot.config import load_settings
 from bot.errors import LLMError
 from bot.models import Answer, EventSink, Mode, Question, ThreadKey
@@ -200,11 +201,11 @@ async def test_hook_routes_by_mode_and_setting(
 
 
 async def test_without_a_key_deep_research_answers_quickly_and_says_so() -> None:
-    quick = FakeQuick(note="No Claude API key is set.")
+    quick = FakeQuick(note=NO_MODEL)
     hook = ResearchRouter(None, quick)
     outcome = await hook.research(ask("Compare A and B", "deep"), fake_archive(), [], None)
     assert outcome.answer.mode == "quick"
-    assert outcome.answer.note == f"{NEEDS_API_KEY} No Claude API key is set."
+    assert outcome.answer.note == f"{NEEDS_API_KEY} {NO_MODEL}"
     auto = await ResearchRouter(None, FakeQuick(), default_mode="auto").research(
         ask("Compare A and B"), fake_archive(), [], None
     )

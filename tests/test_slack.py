@@ -22,10 +22,11 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from adapters.chat.conversation import APOLOGY, NOT_ALLOWED
-from adapters.slack.app import build_slack_app, run_slack, start_http
+from adapters.slack.app import build_slack_app
+from adapters.slack.events import run_slack, start_http
 from adapters.slack.render import ACTION_UP, plain_text
-from adapters.slack.reply import Background
 from bot.config import Settings, load_settings
+from bot.inflight import InFlight
 from bot.models import Answer, Citation, PartialAnswer, ProgressEvent, ThreadKey
 from bot.research.loop import STOPPED_EARLY
 from retrieval.errors import ConfigError, InvalidInput
@@ -50,7 +51,7 @@ LINK_IN_MRKDWN = "https://www.youtube.com/watch?v=authdeep&amp;t=734"
 @dataclass
 class Bot:
     app: AsyncApp
-    background: Background
+    background: InFlight
     runner: web.AppRunner
 
     async def settle(self) -> None:
@@ -70,7 +71,7 @@ def make_settings(slack: SlackEmulator, **kw: Any) -> Settings:
 async def running(
     core: Any, settings: Settings, slack: SlackEmulator, interval_s: float = 0.05
 ) -> AsyncIterator[Bot]:
-    background = Background()
+    background = InFlight()
     app = build_slack_app(core, settings, background=background, update_interval_s=interval_s)
     runner = await start_http(app, 0, "127.0.0.1")
     slack.target = f"http://127.0.0.1:{runner.addresses[0][1]}/slack/events"

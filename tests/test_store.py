@@ -1,28 +1,36 @@
-"""The ``Store`` contract, run on each store: Weaviate (the real server) and the in-memory
-one. What a caller of the protocol relies on: a source replaced whole, listings newest
-first, hybrid search by words and by meaning within filters, ordered reads of each
-level, deletes, an unknown knowledge base empty and a bad name refused."""
+"""The ``Store`` contract, run on each store ``retrieval/store/registry.py`` lists (Weaviate,
+the real server, and the in-memory one), opened as ``quorum`` opens it. What a caller of
+the protocol relies on: a source replaced whole, listings newest first, hybrid search by
+words and by meaning within filters, ordered reads of each level, deletes, an unknown
+knowledge base empty and a bad name refused."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from datetime import date
+from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
+from bot.config import load_settings
+from bot.wiring import open_retrieval
 from retrieval.encoding.embed import SentenceTransformerEmbedder
-from retrieval.errors import InvalidInput, SearchUnavailable
+from retrieval.errors import ConfigError, InvalidInput, SearchUnavailable
 from retrieval.models import Document, Hit, Level, SearchFilters, Segment, Source
 from retrieval.search.route import Route, best, fuse
 from retrieval.search.search import SearchService
-from retrieval.store import Embedded, Store, StoredSource, UpsertResult
+from retrieval.store import Embedded, Store, StoredSource, UpsertResult, registry
 from retrieval.store.memory import MemoryStore
-from retrieval.store.weaviate import WeaviateStore
+from retrieval.store.weaviate import WeaviateSettings, WeaviateStore
 from retrieval.store.weaviate.schema import segment_properties, segment_uuid
+from retrieval.store.weaviate.server import Endpoint
 
 STANDUP = Source(
     "standup",
@@ -64,13 +72,49 @@ NOTES_DOC = Document(
 )
 
 
-@pytest.fixture(params=["weaviate", "memory"])
-def any_store(request: pytest.FixtureRequest) -> Store:
-    """Each store in turn (the Weaviate one is the session's)."""
-    if request.param == "memory":
-        return MemoryStore()
-    weaviate: Store = request.getfixturevalue("store")
-    return weaviate
+def reach(weaviate: Endpoint) -> dict[str, object]:
+    """Where the tests' stores are, as ``load_settings`` overrides under each store's prefix:
+    Weaviate is the session's server. A store that runs elsewhere adds its own here."""
+    return {
+        "weaviate_mode": "local",
+        "weaviate_url": weaviate.url,
+        "weaviate_grpc_port": weaviate.grpc_port,
+    }
+
+
+@pytest_asyncio.fixture(scope="module", params=registry.names())
+async def any_store(
+    request: pytest.FixtureRequest,
+    weaviate_endpoint: Endpoint,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[Store]:
+    """Each registered store in turn, chosen by ``QUORUM_STORE`` and opened through the
+    registry as ``quorum`` opens it (each test writes a knowledge base of its own)."""
+    data = tmp_path_factory.mktemp(request.param)
+    with pytest.MonkeyPatch.context() as env:  # the developer's settings stay out
+        env.chdir(data)
+        for name in [n for n in os.environ if n.startswith("QUORUM_")]:
+            env.delenv(name)
+        settings = load_settings(store=request.param, **reach(weaviate_endpoint))
+        own = settings.store_settings()
+    async with registry.kind(request.param).open(own, data) as store:
+        yield store
+
+
+async def test_a_store_offers_every_method_of_the_protocol(any_store: Store) -> None:
+    """Each store has each of ``Store``'s methods with the same parameters (names, kinds
+    and defaults), so a caller written against the protocol runs on any of them."""
+    differ = []
+    for name in sorted(n for n, _ in inspect.getmembers(Store, inspect.isfunction)):
+        if name.startswith("_"):
+            continue
+        want = inspect.signature(getattr(Store, name))
+        have = getattr(type(any_store), name, None)
+        shape = [(p.name, p.kind, p.default) for p in want.parameters.values()]
+        got = inspect.signature(have) if have else None
+        if got is None or shape != [(p.name, p.kind, p.default) for p in got.parameters.values()]:
+            differ.append(f"{name}: {got} is not {want}")
+    assert differ == []
 
 
 async def write(
@@ -344,3 +388,41 @@ async def test_a_fused_search_reads_every_candidate_when_the_best_ones_repeat_ea
         ("notes", "window"),
     ]
     assert store.reads == [6, None]
+
+
+def test_the_store_is_chosen_by_name_and_its_settings_fail_at_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``QUORUM_STORE`` names a registered store (else one sentence naming the variable);
+    the chosen store's own variables keep their names and fail at start, named."""
+    assert isinstance(load_settings().store_settings(), WeaviateSettings)
+    monkeypatch.setenv("QUORUM_STORE", "redis")
+    with pytest.raises(ConfigError, match="QUORUM_STORE"):
+        load_settings()
+    monkeypatch.setenv("QUORUM_STORE", "weaviate")
+    monkeypatch.setenv("QUORUM_WEAVIATE_REPLICAS", "0")
+    with pytest.raises(ConfigError, match="QUORUM_WEAVIATE_REPLICAS"):
+        load_settings()
+    monkeypatch.setenv("QUORUM_WEAVIATE_REPLICAS", "3")
+    monkeypatch.setenv("QUORUM_WEAVIATE_URL", "http://weaviate-0:8080")
+    own = load_settings().store_settings()
+    assert isinstance(own, WeaviateSettings) and (own.replicas, own.url) == (
+        3,
+        "http://weaviate-0:8080",
+    )
+    assert load_settings(weaviate_mode="cloud").store_settings().model_dump()["mode"] == "cloud"
+
+
+async def test_the_retrieval_layer_opens_the_store_settings_name(
+    embedder: SentenceTransformerEmbedder, kb: str, tmp_path: Path
+) -> None:
+    """``retrieval/service.py`` opens whichever store ``QUORUM_STORE`` names: with
+    ``memory`` a search finds what was written, and no Weaviate starts or keeps files."""
+    settings = load_settings(store="memory", data_dir=tmp_path)
+    async with open_retrieval(settings) as r:
+        await write(r.store, embedder, kb, NOTES_DOC)
+        [hit] = await r.search.search(kb, "why did the invoice triple", k=1)
+        info = await r.store.server_info()
+    assert hit.segment.text == "The invoice tripled: pricing per seat." and info.url == "memory:"
+    kept = await asyncio.to_thread(lambda: sorted(p.name for p in tmp_path.iterdir()))
+    assert not [name for name in kept if name.startswith("weaviate")]

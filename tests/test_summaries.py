@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bot.research.schema import TOOLS, parse_args
-from bot.summaries import ClaudeSummarizer
+from bot.summaries import ModelSummarizer
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.ingest import read_source
 from retrieval.models import Segment
@@ -22,7 +22,7 @@ RETRO = EXAMPLES / "recordings" / "2024-02-27-cutover-retro.txt"
 
 
 async def _summary(
-    embedder: SentenceTransformerEmbedder, summarizer: ClaudeSummarizer | None
+    embedder: SentenceTransformerEmbedder, summarizer: ModelSummarizer | None
 ) -> Segment:
     doc = read_source(RETRO)
     vectors = await embedder.embed_documents([s.text for s in doc.segments])
@@ -141,7 +141,7 @@ async def test_the_model_writes_the_lines_and_each_keeps_its_moment(
     emu.enqueue(Reply(text="Here it is:\n" + json.dumps(reply)))
     llm = served.model()
     try:
-        summary = await _summary(embedder, ClaudeSummarizer(llm))
+        summary = await _summary(embedder, ModelSummarizer(llm))
     finally:
         await llm.aclose()
     request = emu.requests[0].body
@@ -165,8 +165,8 @@ async def test_a_broken_reply_keeps_the_extractive_summary(
     served.emu.enqueue(Reply.error(500))
     llm = served.model()
     try:
-        first = await _summary(embedder, ClaudeSummarizer(llm))
-        second = await _summary(embedder, ClaudeSummarizer(llm))
+        first = await _summary(embedder, ModelSummarizer(llm))
+        second = await _summary(embedder, ModelSummarizer(llm))
     finally:
         await llm.aclose()
     extractive = await _summary(embedder, None)

@@ -11,11 +11,11 @@ import pytest
 
 from bot.config import load_settings
 from bot.sessions import Actor, SessionStore
-from bot.wiring import holdings_of
+from bot.wiring import holdings_of, retrieval_config
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import InvalidInput
 from retrieval.search.search import SearchService
-from retrieval.service import Retrieval, RetrievalConfig
+from retrieval.service import Retrieval
 from retrieval.speakers.voiceprints import Voiceprints
 from retrieval.store import Store
 from retrieval.write.indexer import ingest
@@ -81,7 +81,7 @@ async def test_forgetting_a_source_leaves_no_voiceprint_behind(
 ) -> None:
     data = tmp_path / "data"
     settings = load_settings(data_dir=data, voices=True)
-    config = RetrievalConfig(data_dir=data, voices=settings.voices)
+    config = retrieval_config(settings)
     retrieval = Retrieval(config, store, embedder, search, Transcriber())  # type: ignore[arg-type]
     (tmp_path / "drill.vtt").write_text(VTT)
     await ingest(store, embedder, kb, [tmp_path / "drill.vtt"])

@@ -6,10 +6,10 @@ comma-separated), for any registered platform; how to post is each platform's.""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from adapters.platform import platforms
+from adapters.platform import Poster, platforms
 from bot.cite.citations import at_second
 from bot.config import Settings
 from bot.write import Announcer
@@ -23,7 +23,6 @@ from retrieval.write.summary import LABELS, read_lines
 log = logging.getLogger("quorum.announce")
 
 RECORDINGS = ("video", "audio")
-Poster = Callable[[Settings, str, str], Awaitable[None]]  # (settings, channel, markdown)
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 from adapters.chat.uploads import NO_LIBRARY, clock
 from adapters.chat.view import one_line
-from bot.models import Actor, Library
-from bot.speakers import Listing
+from bot.models import Actor, Library, Listing
 from retrieval.errors import QuorumError
 
 log = logging.getLogger("quorum.chat")

@@ -15,8 +15,8 @@ from rich.table import Table
 from adapters.cli.app import JsonOpt, KbOpt, app, fail, kb_name, out, run
 from adapters.cli.terminal import plain
 from bot.config import Settings
-from bot.models import Actor
-from bot.speakers import Listing, Speakers
+from bot.models import Actor, Listing
+from bot.speakers import Speakers
 from bot.voices import Voices
 from bot.wiring import (
     holdings_of,

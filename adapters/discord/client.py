@@ -38,6 +38,7 @@ from adapters.discord.settings import discord_settings
 from adapters.discord.ui import DiscordReply, FeedbackButton, PostedMessage, reply_quietly
 from adapters.discord.uploads import ForgetButton, MessageReply, as_upload, is_admin
 from bot.config import Settings
+from bot.inflight import InFlight
 from bot.models import Actor, Core, Mode, Question, ThreadKey
 from retrieval.errors import ConfigError, QuorumError
 
@@ -116,7 +117,7 @@ class QuorumClient(discord.Client):
         self.tree = QuorumTree(self)
         add_commands(self.tree)
         self._told_no_thread: set[int] = set()
-        self.answering: set[asyncio.Task[Any]] = set()  # answers in flight (drained on stop)
+        self.answering = InFlight(log)  # answers in flight (drained on stop)
 
     async def setup_hook(self) -> None:
         """Make feedback buttons on old answers clickable again (no command sync here)."""
@@ -237,12 +238,7 @@ class QuorumClient(discord.Client):
             addressed_elsewhere=not mentioned and message.content.lstrip().startswith("<@"),
             files=bool(message.attachments),
         )
-        task = asyncio.current_task()
-        try:
-            await self.chat.receive(msg, PostedMessage(self, message))
-        finally:
-            if task is not None:
-                self.answering.discard(task)
+        await self.chat.receive(msg, PostedMessage(self, message))
 
     async def add_attachments(self, message: discord.Message) -> None:
         """Files shared with a mention: an admin's are ingested, each reported in a reply."""
@@ -259,9 +255,8 @@ class QuorumClient(discord.Client):
     ) -> tuple[Question, DiscordReply]:
         """Start a thread on the question where one can be started, and the placeholder in
         it; the answer is known to ``drain`` from here on."""
-        task = asyncio.current_task()
-        if task is not None:
-            self.answering.add(task)
+        if (task := asyncio.current_task()) is not None:
+            self.answering.hold(task)
         channel = message.channel
         note: str | None = None
         target: discord.abc.Messageable = channel
@@ -316,23 +311,13 @@ class QuorumClient(discord.Client):
 
     async def _answer(self, question: Question, reply: DiscordReply) -> None:
         """The conversation's answer, known to ``drain`` while it runs."""
-        task = asyncio.current_task()
-        if task is not None:
-            self.answering.add(task)
-        try:
-            await self.chat.answer(question, reply)
-        finally:
-            if task is not None:
-                self.answering.discard(task)
+        if (task := asyncio.current_task()) is not None:
+            self.answering.hold(task)
+        await self.chat.answer(question, reply)
 
     async def drain(self, grace_s: float) -> None:
         """Give answers in flight ``grace_s`` to finish, then end the rest with a line."""
-        pending = set(self.answering)
-        if pending:
-            await asyncio.wait(pending, timeout=grace_s)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        await self.answering.close(grace_s)
 
 
 def build_discord_client(core: Core, settings: Settings) -> QuorumClient:

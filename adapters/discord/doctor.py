@@ -9,7 +9,7 @@ from discord import app_commands
 from adapters.discord.client import bot_token, configure_api
 from adapters.discord.commands import add_commands
 from adapters.discord.settings import discord_settings
-from adapters.doctor import Check
+from adapters.platform import Check
 from bot.config import Settings
 
 

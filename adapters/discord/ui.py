@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import discord
 
@@ -16,9 +16,6 @@ from adapters.chat.live import LiveEdits
 from adapters.chat.view import wants_feedback
 from adapters.discord.render import SORRY, Part, progress_text, render_answer
 from bot.models import Answer, Event, Question
-
-if TYPE_CHECKING:
-    from adapters.discord.client import QuorumClient
 
 log = logging.getLogger("quorum.discord")
 
@@ -141,11 +138,29 @@ class DiscordReply:
 # --- a message at the conversation's steps
 
 
+class Asked(Protocol):
+    """What a posted message needs of the client it came to (``client.QuorumClient``)."""
+
+    async def allowed(self, guild_id: int | None, channel: object, user_id: int) -> bool:
+        """The guild and channel allow-lists."""
+        ...
+
+    async def add_attachments(self, message: discord.Message) -> None:
+        """Ingest a message's files."""
+        ...
+
+    async def reply_to(
+        self, message: discord.Message, question: Question
+    ) -> tuple[Question, DiscordReply]:
+        """Where the answer to ``message`` goes, and its placeholder."""
+        ...
+
+
 class PostedMessage:
     """One Discord message at the conversation's steps (``Surface``): a message outside
     the allow-lists is only logged; notes and apologies are replies to it."""
 
-    def __init__(self, client: QuorumClient, message: discord.Message) -> None:
+    def __init__(self, client: Asked, message: discord.Message) -> None:
         self.client, self.message = client, message
         self.guild_id = message.guild.id if message.guild else None
 

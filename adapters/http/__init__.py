@@ -1,1 +1,2 @@
-"""Quorum's HTTP server: health, readiness, metrics and the JSON API on one port."""
+"""Quorum's one HTTP port: ``server`` mounts every route (ops, API, pages, insights, /mcp,
+platforms' webhooks); routes share ``served``, ``auth``, ``problems`` and ``shell``."""

@@ -33,6 +33,7 @@ from adapters.http.auth import Scopes, allowed
 from adapters.http.problems import STARTING_TEXT, STOPPING, Reject, guarded, problem
 from adapters.http.served import Served
 from adapters.shapes import answer_json, held_json, hit_json
+from bot.inflight import InFlight
 from bot.models import Answer, Event, PartialAnswer, ProgressEvent, Question, ThreadKey
 from bot.wiring import CoreServices
 from retrieval.models import SearchFilters
@@ -119,7 +120,7 @@ class Api:
     def __init__(self, server: Served, scopes: Scopes) -> None:
         self.server = server
         self.scopes = scopes
-        self.answering: set[asyncio.Future[Answer]] = set()
+        self.answering = InFlight(log)
 
     def kb_for(self, request: web.Request, asked: str | None) -> str:
         """The knowledge base the token may use; 401/403 otherwise."""
@@ -207,8 +208,7 @@ class Api:
         (the handler is cancelled, and with it the task it awaits); a shutdown ends it
         (``drain``) and gets None, so the handler can tell its client to ask again."""
         work = asyncio.ensure_future(asking)
-        self.answering.add(work)
-        work.add_done_callback(self.answering.discard)
+        self.answering.hold(work)
         try:
             return await work
         except asyncio.CancelledError:
@@ -220,10 +220,7 @@ class Api:
     async def drain(self, within_s: float) -> None:
         """Answers in flight get ``within_s`` to finish; the rest are ended, and each
         handler tells its client to ask again (a final SSE event, a JSON 503)."""
-        if self.answering:
-            await asyncio.wait(set(self.answering), timeout=within_s)
-        for work in list(self.answering):
-            work.cancel()
+        await self.answering.close(within_s)
         await asyncio.sleep(0)  # let each handler take its cue before the server closes
 
     async def search(self, request: web.Request) -> web.StreamResponse:

@@ -25,7 +25,7 @@ from adapters.http.problems import STARTING, Reject, guarded, problem, refused
 from adapters.http.served import Served
 from adapters.http.shell import html, message
 from adapters.shapes import report_json
-from bot.insights import Insights, Report, day_range
+from bot.insights import Insights, day_range
 from bot.wiring import CoreServices
 from retrieval.errors import InvalidInput
 from retrieval.links.links import media_link, page_link
@@ -120,7 +120,7 @@ class InsightsRoutes:
         if kb is None:
             return _html(403, view.login("That is not an admin token."))
         services = self.server.services
-        signer = services.retrieval.search.signer if services else None
+        signer = services.retrieval.signer if services else None
         if signer is None:
             raise refused(*STARTING)
         raise web.HTTPSeeOther(f"/insights/{signer.token(kb, INSIGHTS, ttl_s=LINK_TTL_S)}")
@@ -130,7 +130,7 @@ class InsightsRoutes:
         services = self.server.services
         if services is None:
             raise refused(*STARTING)
-        signer = services.retrieval.search.signer
+        signer = services.retrieval.signer
         try:
             if signer is None:
                 raise BadLink()
@@ -161,14 +161,3 @@ class InsightsRoutes:
                 report, days=days, range_href=view.range_query, href=href, users=self.users
             ),
         )
-
-
-def link(services: CoreServices, kb: str) -> str | None:
-    """A signed link to ``kb``'s insights page (None when pages are off)."""
-    signer = services.retrieval.search.signer
-    if signer is None:
-        return None
-    return f"{signer.public_url}/insights/{signer.token(kb, INSIGHTS, ttl_s=LINK_TTL_S)}"
-
-
-__all__ = ["INSIGHTS", "InsightsRoutes", "Report", "link"]

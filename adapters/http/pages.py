@@ -74,7 +74,7 @@ class Pages:
         services = self.server.services
         if services is None:
             raise refused(*STARTING)
-        signer = services.retrieval.search.signer
+        signer = services.retrieval.signer
         if signer is None:
             raise refused(*REMOVED)
         try:
@@ -99,7 +99,8 @@ class Pages:
 
     async def speakers(self, request: web.Request) -> web.StreamResponse:
         """An admin link's rename of a speaker (``speaker_form``)."""
-        return await speaker_form.rename(self, request)
+        services, grant, _, source = await self.open_link(request)
+        return await speaker_form.rename(request, services, grant, source, self.render)
 
     async def render(self, request: web.Request, status: int = 200, said: str = "") -> web.Response:
         """The page of the request's link; an admin link's recording shows the speakers'

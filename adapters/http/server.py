@@ -6,7 +6,9 @@
     /metrics   Prometheus text (``bot.metrics``)
     /api/...   the JSON API (``adapters.http.api``), answered once the core is up
     /v/...     a source's page, opened by a signed link (``adapters.http.pages``)
+    /insights  insights for admins (``adapters.http.insights``)
     /mcp       the MCP server over Streamable HTTP, same tokens (``adapters.mcp.http``)
+    POST ...   a chat platform's HTTP events at its own path (``adapters.http.webhooks``)
 
 The server starts before the core, so an orchestrator sees the process alive (and not
 yet ready) while Weaviate starts and the model loads.
@@ -18,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -29,6 +31,7 @@ from adapters.http.insights import InsightsRoutes
 from adapters.http.openapi import openapi_document
 from adapters.http.pages import Pages
 from adapters.http.served import Readiness
+from adapters.http.webhooks import mount as mount_webhooks
 from adapters.mcp.http import add_route as add_mcp_route
 from bot.config import Settings
 from bot.metrics import Metrics
@@ -63,9 +66,10 @@ protocol_log.addFilter(_MalformedRequests())
 
 
 class OpsServer:
-    """Health, readiness, metrics and the JSON API on one aiohttp server."""
+    """Every route of the port on one aiohttp server: health, readiness, metrics, the
+    API, the pages, insights, ``/mcp``, and the ``webhooks`` paths platforms answer."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, webhooks: Iterable[str] = ()) -> None:
         self.settings = settings
         self.readiness = Readiness()
         self.metrics: Metrics | None = None
@@ -81,6 +85,7 @@ class OpsServer:
         Pages(self).add_routes(self.app)  # /v/...: signed pages of recordings and documents
         InsightsRoutes(self, scopes).add_routes(self.app)  # /insights: admins only
         add_mcp_route(self.app, self, scopes)  # /mcp: the MCP server, the API's tokens
+        self.webhooks = mount_webhooks(self.app, webhooks)  # a platform's events, signed
         self._runner: web.AppRunner | None = None
         self.port = 0
 

@@ -58,6 +58,7 @@ details{margin:.25rem 0}
 summary{cursor:pointer}
 table{border-collapse:collapse;width:100%}
 td,th{text-align:left;padding:.3rem .4rem;border-bottom:1px solid #8883;vertical-align:top}
+th{white-space:nowrap}
 td.n{text-align:right;font-variant-numeric:tabular-nums;width:4rem}
 form{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;margin:1rem 0}
 input{font:inherit;padding:.4rem .5rem;min-width:16rem;max-width:100%}

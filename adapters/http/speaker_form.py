@@ -17,18 +17,20 @@ from __future__ import annotations
 
 import hmac
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qs, urlsplit
 
 from aiohttp import web
 
 from adapters.http.problems import DOWN, refused
 from bot.models import Actor
-from bot.wiring import speakers_of
+from bot.wiring import CoreServices, speakers_of
 from retrieval.errors import InvalidInput, QuorumError
+from retrieval.links.share import Grant
+from retrieval.models import Source
 
-if TYPE_CHECKING:
-    from adapters.http.pages import Pages
+Render = Callable[[web.Request, int, str], Awaitable[web.Response]]
+"""The page again, with a status and what its form's last post was told."""
 
 log = logging.getLogger("quorum.pages")
 
@@ -75,9 +77,11 @@ async def _fields(request: web.Request) -> dict[str, str] | None:
     return {k: v[0] for k, v in parsed.items()}
 
 
-async def rename(pages: Pages, request: web.Request) -> web.StreamResponse:
-    """A speaker renamed from an admin link's page."""
-    services, grant, _, source = await pages.open_link(request)
+async def rename(
+    request: web.Request, services: CoreServices, grant: Grant, source: Source, render: Render
+) -> web.StreamResponse:
+    """A speaker renamed from an admin link's page (its link already checked and opened:
+    ``grant`` and ``source``); ``render``: the page again, saying what went wrong."""
     signer = services.retrieval.search.signer
     if not grant.admin or signer is None:
         raise refused(*NOT_ADMIN)
@@ -96,7 +100,7 @@ async def rename(pages: Pages, request: web.Request) -> web.StreamResponse:
             grant.kb, source.id, fields.get("speaker", ""), fields.get("name", ""), by
         )
     except InvalidInput as exc:
-        return await pages.render(request, status=400, said=str(exc))
+        return await render(request, 400, str(exc))
     except QuorumError:
         log.warning("renaming a speaker of %s failed", source.id, exc_info=True)
         raise refused(*DOWN) from None

@@ -199,7 +199,8 @@ async def sources(
     more = offset + len(page) < len(picked)
 
     def link(info: SourceInfo) -> str | None:
-        return search.signer.page(reach.kb, info.source.id) if search.signer else None
+        signer = services.retrieval.signer
+        return signer.page(reach.kb, info.source.id) if signer else None
 
     data: dict[str, Any] = {
         "kb": reach.kb,

@@ -13,15 +13,11 @@ Message text never goes to the log: only ids do.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
-from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-from aiohttp import web
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
@@ -46,17 +42,17 @@ from adapters.slack.render import (
     notice,
     plain_text,
 )
-from adapters.slack.reply import SHUTDOWN_GRACE_S, Background, SlackReply
+from adapters.slack.reply import SlackReply
 from adapters.slack.settings import slack_settings
 from adapters.slack.uploads import ACTION_FORGET, ACTION_KEEP, SlackSources, uploads_in
 from bot.config import Settings
+from bot.inflight import InFlight
 from bot.models import Actor, Core, Mode, Question, ThreadKey
 from retrieval.errors import ConfigError, InvalidInput
 
 log = logging.getLogger("quorum.slack")
 
 PLATFORM = "slack"
-EVENTS_PATH = "/slack/events"
 UPDATE_INTERVAL_S = 1.0
 USER_SUBTYPES = (None, "thread_broadcast", "file_share")
 
@@ -67,7 +63,7 @@ class SlackAdapter:
     """The listeners' work: events and commands -> a Question -> the core -> messages."""
 
     def __init__(
-        self, core: Core, settings: Settings, client: AsyncWebClient, background: Background
+        self, core: Core, settings: Settings, client: AsyncWebClient, background: InFlight
     ) -> None:
         self.core, self.settings, self.client, self.background = core, settings, client, background
         self.update_interval_s = UPDATE_INTERVAL_S
@@ -268,7 +264,7 @@ def build_slack_app(
     core: Core,
     settings: Settings,
     *,
-    background: Background | None = None,
+    background: InFlight | None = None,
     session: aiohttp.ClientSession | None = None,
     update_interval_s: float = UPDATE_INTERVAL_S,
 ) -> AsyncApp:
@@ -287,7 +283,7 @@ def build_slack_app(
         process_before_response=True,  # our listeners only spawn a task: ack comes at once
     )
     adapter = SlackAdapter(
-        core, settings, client, background if background is not None else Background()
+        core, settings, client, background if background is not None else InFlight(log)
     )
     adapter.update_interval_s = update_interval_s
     app.assistant(assistant(adapter))
@@ -345,52 +341,3 @@ def _listen(app: AsyncApp, adapter: SlackAdapter) -> None:
     app.command("/speakers")(on_speakers)
     app.action(ACTION_FORGET)(on_forget_click)
     app.action(ACTION_KEEP)(on_forget_click)
-
-
-async def start_http(app: AsyncApp, port: int, host: str = "0.0.0.0") -> web.AppRunner:
-    """Serve the app's HTTP events endpoint (``/slack/events``); port 0 picks a free one."""
-    runner = web.AppRunner(
-        app.web_app(path=EVENTS_PATH, port=port), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S
-    )
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    return runner
-
-
-async def _forever() -> None:
-    await asyncio.get_running_loop().create_future()
-
-
-async def run_slack(
-    core: Core, settings: Settings, on_ready: Callable[[], None] | None = None
-) -> None:
-    """Run Quorum on Slack until cancelled: Socket Mode when SLACK_APP_TOKEN is set,
-    else HTTP events on QUORUM_SLACK_PORT at /slack/events. On cancel it stops
-    taking events, then gives answers in flight half of QUORUM_SHUTDOWN_S."""
-    background = Background()
-    session = aiohttp.ClientSession()
-    try:
-        app = build_slack_app(core, settings, background=background, session=session)
-        own = slack_settings(settings)
-        if own.app_token is not None:
-            handler = AsyncSocketModeHandler(app, own.app_token.get_secret_value())
-            await handler.connect_async()  # type: ignore[no-untyped-call]
-            log.warning("Quorum is connected to Slack (Socket Mode)")
-            if on_ready is not None:
-                on_ready()
-            try:
-                await _forever()
-            finally:
-                await handler.close_async()  # type: ignore[no-untyped-call]
-        else:
-            runner = await start_http(app, own.port)
-            log.warning("Quorum is listening for Slack events on port %d", own.port)
-            if on_ready is not None:
-                on_ready()
-            try:
-                await _forever()
-            finally:
-                await runner.cleanup()
-    finally:
-        await background.close(settings.shutdown_s / 2)
-        await session.close()

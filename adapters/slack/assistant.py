@@ -4,7 +4,7 @@ line (``assistant.threads.setStatus``), suggested prompts drawn from the knowled
 (``chat.startStream`` / ``appendStream`` / ``stopStream``) behind the platform-neutral
 ``Stream`` and ``Status`` of ``adapters/chat/stream.py``.
 
-The panel's threads run the same conversation as any DM thread (``SlackAdapter.on_message``);
+The panel's threads run the same conversation as any DM thread (``Panelled.on_message``);
 only their reply streams. Which channel each open panel is beside is kept in memory
 (``PanelContexts``): after a restart a panel's thread is answered as a DM thread is."""
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from slack_bolt.context.assistant.thread_context import AssistantThreadContext
 from slack_bolt.context.assistant.thread_context_store.async_store import (
@@ -27,10 +27,10 @@ from adapters.chat.conversation import Reply
 from adapters.chat.prompts import TITLE, suggestions
 from adapters.chat.stream import Refused, Status, StreamedReply
 from adapters.slack.render import SlackMessage, answer_messages, feedback_block
-from bot.models import Answer, Question, ThreadKey
-
-if TYPE_CHECKING:
-    from adapters.slack.app import SlackAdapter
+from adapters.slack.reply import SlackReply
+from adapters.slack.settings import SlackSettings
+from bot.inflight import InFlight
+from bot.models import Answer, Core, Question, ThreadKey
 
 log = logging.getLogger("quorum.slack")
 
@@ -154,7 +154,32 @@ class AssistantStatus:
             log.warning("could not clear the status: %s", exc)
 
 
-def answer_in(adapter: SlackAdapter, question: Question) -> tuple[Question, Reply]:
+class Panelled(Protocol):
+    """What the panel's listeners need of Slack's adapter (``app.SlackAdapter``)."""
+
+    core: Core
+    client: AsyncWebClient
+    own: SlackSettings
+    panels: PanelContexts
+    background: InFlight
+    update_interval_s: float
+
+    def kb_of(self, key: ThreadKey) -> str:
+        """The knowledge base a thread asks."""
+        ...
+
+    def reply(self, key: ThreadKey) -> SlackReply:
+        """A reply in ``key``'s thread."""
+        ...
+
+    async def on_message(
+        self, event: dict[str, Any], team_id: str, bot_user_id: str | None
+    ) -> None:
+        """A message in a panel, as any other message."""
+        ...
+
+
+def answer_in(adapter: Panelled, question: Question) -> tuple[Question, Reply]:
     """Where a question's answer goes, from the knowledge base its thread asks: streamed
     (QUORUM_SLACK_STREAM) beside an assistant panel's status line, or below a thread's
     placeholder; else, or when Slack refuses the stream, the placeholder that is edited."""
@@ -170,7 +195,7 @@ def answer_in(adapter: SlackAdapter, question: Question) -> tuple[Question, Repl
     return question, StreamedReply(stream, status, reply, interval, key.channel)
 
 
-def assistant(adapter: SlackAdapter) -> AsyncAssistant:
+def assistant(adapter: Panelled) -> AsyncAssistant:
     """Bolt's assistant middleware with Quorum's panel listeners: each acks at once and
     leaves the work to the background."""
     panel = AsyncAssistant(thread_context_store=adapter.panels)
@@ -192,7 +217,7 @@ def assistant(adapter: SlackAdapter) -> AsyncAssistant:
     return panel
 
 
-async def opened(adapter: SlackAdapter, thread: dict[str, Any], team: str) -> None:
+async def opened(adapter: Panelled, thread: dict[str, Any], team: str) -> None:
     """A panel opened, or moved beside another channel: remember where, and suggest
     prompts from its knowledge base (again only when the move changed it)."""
     key = ThreadKey("slack", team, str(thread["channel_id"]), str(thread["thread_ts"]))
@@ -203,7 +228,7 @@ async def opened(adapter: SlackAdapter, thread: dict[str, Any], team: str) -> No
         await suggest(adapter, key)
 
 
-async def suggest(adapter: SlackAdapter, key: ThreadKey) -> None:
+async def suggest(adapter: Panelled, key: ThreadKey) -> None:
     """Set a panel's suggested prompts from what its knowledge base holds now."""
     prompts = await suggestions(adapter.core, adapter.kb_of(key))
     try:

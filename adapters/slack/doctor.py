@@ -9,7 +9,7 @@ import yaml
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.doctor import Check
+from adapters.platform import Check
 from adapters.slack.settings import slack_settings
 from bot.config import Settings
 

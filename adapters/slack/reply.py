@@ -1,11 +1,9 @@
 """Delivering an answer in a Slack thread: the placeholder, its throttled updates, the
-final answer; and the background work a listener leaves behind after its ack."""
+final answer."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Coroutine
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
@@ -23,43 +21,6 @@ from bot.models import Answer, Event, ProgressEvent
 log = logging.getLogger("quorum.slack")
 
 SHUTDOWN_GRACE_S = 5.0
-
-
-class Background:
-    """Work started after an ack: referenced so it is not garbage-collected, awaitable
-    (tests, benchmarks) and cancellable (shutdown)."""
-
-    def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        """Run ``coro`` in the background; an exception it lets out is logged."""
-        task = asyncio.create_task(self._logged(coro))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    @staticmethod
-    async def _logged(coro: Coroutine[Any, Any, None]) -> None:
-        try:
-            await coro
-        except Exception:
-            log.exception("background work failed")
-
-    def __len__(self) -> int:
-        return len(self._tasks)
-
-    async def drain(self) -> None:
-        """Wait until no background work is left (including work it started)."""
-        while self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    async def close(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
-        """Give running answers ``grace_s`` to finish, then cancel the rest."""
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=grace_s)
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
 class SlackReply:

@@ -24,6 +24,7 @@ def _pairs(value: object) -> object:
     return out
 
 
+EVENTS_PATH = "/slack/events"
 ChannelKbs = Annotated[dict[str, str], NoDecode, BeforeValidator(_pairs)]
 
 
@@ -48,7 +49,13 @@ class SlackSettings(PlatformSettings):
         description="Verifies HTTP events.",
     )
     api_url: str = Field("https://slack.com/api/", description="Slack Web API base URL.")
-    port: int = Field(3000, ge=1, le=65535, description="HTTP events port.")
+    port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="HTTP events on a port of their own (default: quorum serve's port, at "
+        "/slack/events).",
+    )
     channels: CsvStrs = Field(
         default_factory=list, description="Allowed channel ids (empty: every channel)."
     )
@@ -68,6 +75,12 @@ class SlackSettings(PlatformSettings):
         default_factory=list,
         description="User ids who may add files in chat and /forget sources (empty: nobody).",
     )
+
+
+def events_path(own: SlackSettings) -> str | None:
+    """Where Slack's HTTP events arrive on ``quorum serve``'s port: ``/slack/events``, unless
+    Socket Mode (SLACK_APP_TOKEN) or a port of their own (QUORUM_SLACK_PORT) takes them."""
+    return EVENTS_PATH if own.app_token is None and own.port is None else None
 
 
 def slack_settings(settings: Settings) -> SlackSettings:

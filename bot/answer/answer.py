@@ -18,7 +18,7 @@ from datetime import date
 from typing import Any
 
 from bot.answer import prompts
-from bot.answer.expand import RERANK_TOP, alternative_queries, claude_rerank, fuse, is_hard
+from bot.answer.expand import RERANK_TOP, alternative_queries, fuse, is_hard, model_rerank
 from bot.answer.extractive import nothing_found
 from bot.answer.followup import error_answer, heuristic_rewrite, looks_like_follow_up
 from bot.answer.passages import Passage, assemble, merge, widen
@@ -70,8 +70,8 @@ class AnswerConfig:
     rewrite_timeout_s: float = 10.0
     rewrite_max_tokens: int = 120
     neighbours: int = 1
-    expand_queries: bool = False  # with Claude: other phrasings of a hard question
-    claude_rerank: bool = False  # with Claude: the fast model orders the top 20
+    expand_queries: bool = False  # with a model: other phrasings of a hard question
+    model_rerank: bool = False  # with a model: its fast model orders the top 20
     model_off: bool = False  # QUORUM_LLM=none: answers are extractive by choice
 
     @classmethod
@@ -85,7 +85,7 @@ class AnswerConfig:
             llm_timeout_s=s.llm_timeout_s,
             rewrite_timeout_s=min(10.0, s.llm_timeout_s),
             expand_queries=s.expand_queries,
-            claude_rerank=s.claude_rerank,
+            model_rerank=s.model_rerank,
             model_off=s.llm == "none",
         )
 
@@ -259,11 +259,11 @@ class QuickAnswerer:
         """Hybrid search, and a note saying what it understood. When the question names a
         recording, a speaker or a date (and no typed option says otherwise), what that
         narrower search finds comes first and the plain search tops it up: a filter when
-        it finds enough, a boost when it finds little (``bot.answer.understand``). With Claude,
+        it finds enough, a boost when it finds little (``bot.answer.understand``). With a model,
         a hard question is also searched in other words and an optional rerank orders
         the top (``bot.answer.expand``). Also returns the speaker the question asks about."""
         k = self.config.search_k
-        rerank = self.llm is not None and self.config.claude_rerank
+        rerank = self.llm is not None and self.config.model_rerank
         pool = max(k, RERANK_TOP) if rerank else k
         hits = await archive.search(query, filters, pool)
         known = [i.source for i in await archive.sources()]
@@ -310,9 +310,9 @@ class QuickAnswerer:
             hits = fuse(lists, pool) if alternatives else hits
             clock.llm_left_s -= time.perf_counter() - t
             clock.lap("expand", t)
-        if self.config.claude_rerank and len(hits) > 1:
+        if self.config.model_rerank and len(hits) > 1:
             t = time.perf_counter()
-            hits = await claude_rerank(
+            hits = await model_rerank(
                 self.llm, query, hits, min(self.config.rewrite_timeout_s, clock.llm_left_s), usage
             )
             clock.llm_left_s -= time.perf_counter() - t

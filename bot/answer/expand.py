@@ -1,12 +1,12 @@
-"""With a Claude key: more ways to ask a hard question, and an optional Claude rerank.
+"""With a model: more ways to ask a hard question, and an optional rerank by the model.
 
 A question is *hard* when search found nothing close to it in meaning (the best hit's
 cosine under ``HARD_BELOW``). Then the fast model writes 2-3 alternative search queries
 (other words for the same need), each is searched with the same filters, and the lists
 are fused by reciprocal rank (RRF, k=60): a passage several phrasings find rises.
-Optionally (off by default) Claude's fast model orders the top 20 by how well they
-answer; its time and tokens are counted in the answer's timings and usage. Any Claude
-failure leaves the plain results: expansion and rerank only ever add.
+Optionally (off by default) the fast model (Claude's or a server's) orders the top 20 by
+how well they answer; its time and tokens are counted in the answer's timings and usage.
+Any failure of the model leaves the plain results: expansion and rerank only ever add.
 """
 
 from __future__ import annotations
@@ -80,11 +80,11 @@ def fuse(lists: Sequence[Sequence[Hit]], k: int) -> list[Hit]:
     return [replace(first[i], score=scores[i]) for i in best]
 
 
-async def claude_rerank(
+async def model_rerank(
     llm: LLM, question: str, hits: Sequence[Hit], timeout_s: float, usage: Usage
 ) -> list[Hit]:
-    """The top ``RERANK_TOP`` hits in the order Claude's fast model puts them, the rest
-    after; the hits unchanged when Claude fails or answers nothing usable."""
+    """The top ``RERANK_TOP`` hits in the order the fast model puts them, the rest after;
+    the hits unchanged when the model fails or answers nothing usable."""
     top = list(hits[:RERANK_TOP])
     if len(top) < 2:
         return list(hits)
@@ -101,7 +101,7 @@ async def claude_rerank(
             timeout_s=timeout_s,
         )
     except LLMError as exc:
-        log.warning("Claude rerank failed (%s); keeping search order", exc)
+        log.warning("the model's rerank failed (%s); keeping search order", exc)
         return list(hits)
     usage.add(done.usage)
     order = [int(n) - 1 for n in re.findall(r"\d+", done.text) if 1 <= int(n) <= len(top)]

@@ -12,6 +12,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from bot.inflight import InFlight
 from retrieval.encoding.embed import Embedder
 
 log = logging.getLogger("quorum.align")
@@ -29,7 +30,7 @@ class SentenceVectors:
         self.size = size
         self._rows: OrderedDict[str, list[float]] = OrderedDict()
         self._pending: dict[str, asyncio.Future[list[float]]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._prefetching = InFlight(log)
 
     @property
     def dim(self) -> int:
@@ -87,9 +88,7 @@ class SentenceVectors:
             except Exception:
                 log.debug("prefetching sentence vectors failed", exc_info=True)
 
-        task = asyncio.get_running_loop().create_task(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._prefetching.spawn(run())
 
 
 def sentence_vectors(embedder: Embedder | None) -> SentenceVectors | None:

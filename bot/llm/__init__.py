@@ -63,7 +63,7 @@ def claude_model(
     backoff_s: float = 0.5,
 ) -> Model:
     """Claude through the Anthropic SDK under Quorum's retry policy."""
-    from bot.llm.claude import ClaudeBackend
+    from bot.llm.claude import ClaudeBackend  # the Anthropic SDK: only when Claude is chosen
 
     backend = ClaudeBackend(api_key=api_key, base_url=base_url, timeout_s=timeout_s)
     return Model(backend, model, fast_model, timeout_s, max_retries, backoff_s)
@@ -80,7 +80,7 @@ def openai_model(
     backoff_s: float = 0.5,
 ) -> Model:
     """An OpenAI-compatible server through the ``openai`` SDK under the same policy."""
-    from bot.llm.openai_compat import OpenAIBackend
+    from bot.llm.openai_compat import OpenAIBackend  # the openai SDK: only when chosen
 
     backend = OpenAIBackend(base_url=base_url, api_key=api_key, timeout_s=timeout_s)
     return Model(backend, model, fast_model, timeout_s, max_retries, backoff_s)

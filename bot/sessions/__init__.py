@@ -9,9 +9,10 @@ do to stored questions."""
 from typing import TYPE_CHECKING
 
 from bot.models import Actor
-from bot.sessions.base import EVENT_TTL_S, Sessions, open_sessions
+from bot.sessions.base import Sessions, open_sessions
 from bot.sessions.migrations import MIGRATIONS
 from bot.sessions.records import (
+    EVENT_TTL_S,
     AuditEntry,
     Exchange,
     ExchangeRecord,
@@ -41,7 +42,7 @@ def __getattr__(name: str) -> object:
     # The SQLite store loads on first use: the quick path imports this package for its
     # records, and should not pull in a database driver (and its SQL) to do so.
     if name == "SessionStore":
-        from bot.sessions.sqlite import SessionStore
+        from bot.sessions.sqlite import SessionStore  # the SQLite driver: on first use (see above)
 
         return SessionStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

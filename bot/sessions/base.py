@@ -11,10 +11,14 @@ from typing import Any, Protocol
 
 from bot.errors import ConfigError
 from bot.models import ThreadKey
-from bot.sessions.records import AuditEntry, Exchange, ExchangeRecord, LoggedAnswer, QueryRecord
-
-EVENT_TTL_S = 24 * 3600.0
-"""How long a processed event id is remembered."""
+from bot.sessions.records import (
+    EVENT_TTL_S,
+    AuditEntry,
+    Exchange,
+    ExchangeRecord,
+    LoggedAnswer,
+    QueryRecord,
+)
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -144,14 +148,14 @@ async def open_sessions(
     """The PostgreSQL store at ``url``, or without one the SQLite store at ``sqlite_path``;
     opened, migrated, and closed on exit. Without ``keep_answers`` exchanges are stored
     without their answers' words."""
-    # Imported here so a SQLite install never loads asyncpg and vice versa.
     if url:
+        # Imported here so a SQLite install never loads asyncpg and vice versa.
         from bot.sessions.postgres import PostgresSessionStore
 
         async with PostgresSessionStore.open(check_url(url), keep_answers) as pg:
             yield pg
     else:
-        from bot.sessions.sqlite import SessionStore
+        from bot.sessions.sqlite import SessionStore  # aiosqlite: not for PostgreSQL
 
         async with SessionStore.open(sqlite_path, keep_answers) as lite:
             yield lite

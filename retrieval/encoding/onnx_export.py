@@ -16,6 +16,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from retrieval.encoding.embed import load_model, packaged_model_path
 from retrieval.encoding.onnx_encoder import OnnxEncoder
 
 CHECK_SENTENCES = (
@@ -31,6 +32,7 @@ def export(model_dir: Path, out: Path) -> None:
     """Write ``out`` (atomically) from the weights in ``model_dir``, checked against torch."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    # torch (the torch extra): the export runs at install time only.
     import torch
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
@@ -90,8 +92,6 @@ def export(model_dir: Path, out: Path) -> None:
 
 def _check_against_torch(model_dir: Path, exported: Path) -> None:
     """Refuse an export whose vectors differ from torch's on the check sentences."""
-    from retrieval.encoding.embed import load_model
-
     onnx_vectors = OnnxEncoder(model_dir, exported).encode(CHECK_SENTENCES)
     torch_vectors = load_model(model_dir).encode(
         list(CHECK_SENTENCES), normalize_embeddings=True, convert_to_numpy=True
@@ -108,8 +108,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--model-dir", type=Path, default=None)
     args = parser.parse_args(argv)
-    from retrieval.encoding.embed import packaged_model_path
-
     export(args.model_dir or packaged_model_path(), args.out)
     return 0
 

@@ -33,7 +33,7 @@ def load_cross_encoder(path: Path) -> CrossEncoder:
     if not torch_installed():
         raise ConfigError(f"QUORUM_RERANK_MODEL_PATH runs a cross-encoder on torch: {NO_TORCH}.")
     os.environ["HF_HUB_OFFLINE"] = "1"
-    from sentence_transformers import CrossEncoder
+    from sentence_transformers import CrossEncoder  # torch: only when a reranker is set
 
     return CrossEncoder(str(path), device="cpu", local_files_only=True)
 

