@@ -8,6 +8,8 @@ its page serves, stored answers that quoted it, and whatever a feature derives f
 made from the same audio, the user's own files never (Quorum did not make them), and what
 a feature derived through the ``ForgetHook`` it registers (``add_hook``, in
 ``bot.wiring.holdings_of``, where every door builds its ``Holdings``).
+Last, the store purges its files of the removed words (Weaviate's: the knowledge base's
+tenant rebuilt without the source), so no file under the data dir keeps them.
 Every add, update and removal is written to the audit trail.
 """
 
@@ -213,10 +215,17 @@ class Holdings:
         return False
 
     async def forget(
-        self, kb: str, source_id: str, actor: Actor, action: AuditAction = "removed"
+        self,
+        kb: str,
+        source_id: str,
+        actor: Actor,
+        action: AuditAction = "removed",
+        purge: bool = True,
     ) -> Forgotten:
         """Remove a source and every copy of its words Quorum made; ``passages`` is 0 when
-        there was no such source. ``action`` is how the audit trail names it."""
+        there was no such source. ``action`` is how the audit trail names it. Unless
+        ``purge`` is False (the caller purges once after many), the index's files are
+        rid of its words before this returns (``purge``)."""
         found = [i.source for i in await self.store.list_sources(kb) if i.source.id == source_id]
         passages = await self.store.delete_source(kb, source_id)
         self.search.forget_sources(kb)
@@ -247,7 +256,19 @@ class Holdings:
             await self.sessions.purge()
         except Exception:  # the removal is done; only the database's own files may lag
             log.warning("could not purge the session database's files after a removal")
+        if purge:
+            await self.purge([kb])
         return Forgotten(source_id, passages, tuple(files), answers, shared)
+
+    async def purge(self, kbs: Sequence[str]) -> None:
+        """Rid the index's files of what was removed from ``kbs`` (the store rebuilds
+        each one's passages without it). A failure is logged, never raised: the removal
+        is done and invisible; only the files lag, until the next removal's purge."""
+        for kb in sorted(set(kbs)):
+            try:
+                await self.store.purge(kb)
+            except Exception:
+                log.exception("could not rid the index's files of what was removed from %s", kb)
 
     async def _media_copies(self, kb: str, source: Source) -> list[Path]:
         """The media store's copies of a removed ``source`` no live source still uses."""

@@ -131,7 +131,8 @@ async def plan(holdings: Holdings, retain: Retain, apply: bool = False) -> Plan:
         out.sources, out.undated = await _expired_sources(holdings, retain.sources_days, now)
         if apply:
             for s in out.sources:
-                await holdings.forget(s.kb, s.source_id, RETENTION, action="expired")
+                await holdings.forget(s.kb, s.source_id, RETENTION, action="expired", purge=False)
+            await holdings.purge([s.kb for s in out.sources])  # one rebuild per knowledge base
     if retain.transcripts_days is not None:
         out.transcripts = await asyncio.to_thread(
             _old_transcripts, holdings, retain.transcripts_days, now

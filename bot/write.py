@@ -18,7 +18,6 @@ Announcing is the adapters' business (each platform posts its own way): they reg
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,7 +80,7 @@ class Writer:
         self.chunking, self.transcriber = chunking, transcriber
         self.holdings, self.summarizer = holdings, summarizer
         self.media = media  # what pages serve, kept by the indexer as it writes
-        self.uploads_dir = uploads_dir  # chat uploads' kept files, removed with their source
+        self.uploads_dir = uploads_dir  # chat uploads' kept files (a cancelled job's go)
         self.announcers = list(announcers)
         self.diarizer = diarizer  # speakers for recordings Quorum transcribes
         self.voiceprints = voiceprints  # their voices, kept only with QUORUM_VOICES=on
@@ -170,34 +169,8 @@ class Writer:
         return renamed
 
     async def remove(self, kb: str, source_id: str, by: Actor) -> Forgotten:
-        """Remove a source and every copy of its words (``passages`` 0: there was none)."""
-        if self.holdings is not None:
-            return await self.holdings.forget(kb, source_id, by)
-        from bot.holdings import Forgotten  # holdings loads the transcriber: not for adds
-
-        sources = [i.source for i in await self.store.list_sources(kb) if i.source.id == source_id]
-        passages = await self.store.delete_source(kb, source_id)
-        self.search.forget_sources(kb)
-        gone = await asyncio.to_thread(self._drop_uploads, kb, [s.path for s in sources])
-        if self.voiceprints is not None and sources:
-            gone += await asyncio.to_thread(self.voiceprints.drop, kb, source_id)
-        if self.media is not None and sources:
-            # What its page served, unless a live source has the very same content.
-            live = {i.source.content_hash for i in await self.store.list_sources(kb)}
-            for source in sources:
-                for path in await asyncio.to_thread(self.media.unused, kb, source, live):
-                    path.unlink(missing_ok=True)
-                    gone.append(str(path))
-        return Forgotten(source_id, passages, tuple(gone))
-
-    def _drop_uploads(self, kb: str, paths: list[str]) -> list[str]:
-        """The kept upload files among ``paths`` deleted (never a file of the user's own)."""
-        if self.uploads_dir is None:
-            return []
-        inbox = (self.uploads_dir / kb).resolve()
-        gone: list[str] = []
-        for p in paths:
-            if p and Path(p).resolve().is_relative_to(inbox):
-                Path(p).unlink(missing_ok=True)
-                gone.append(p)
-        return gone
+        """Remove a source and every copy of its words: ``Holdings.forget``, the one
+        removal path (``passages`` 0: there was none)."""
+        if self.holdings is None:
+            raise TypeError("a Writer that removes needs Holdings (Holdings.forget removes)")
+        return await self.holdings.forget(kb, source_id, by)

@@ -345,6 +345,36 @@ def test_the_indexer_check_would_catch_a_second_door(tmp_path: Path) -> None:
     assert indexer_callers(bad) == {"ingest"}
 
 
+def source_deleters(path: Path) -> int:
+    """How many calls in ``path`` delete a source from the store (``.delete_source(...)``)."""
+    return sum(
+        1
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "delete_source"
+    )
+
+
+def test_only_holdings_removes_a_source() -> None:
+    """Every removal goes through ``Holdings.forget`` (kept transcript, uploads, media,
+    answers scrubbed, the index's files purged, the audit trail), so no other module may
+    delete a source from the store and skip them (``Writer.remove`` is ``forget``)."""
+    callers = sorted(
+        str(path.relative_to(REPO))
+        for package in ("adapters", "bot", "retrieval")
+        for path in (REPO / package).rglob("*.py")
+        if source_deleters(path) and not path.is_relative_to(REPO / "retrieval" / "store")
+    )
+    assert callers == ["bot/holdings.py"]
+
+
+def test_the_removal_check_would_catch_a_twin(tmp_path: Path) -> None:
+    twin = tmp_path / "twin.py"
+    twin.write_text("async def remove(store, kb, sid):\n    await store.delete_source(kb, sid)\n")
+    assert source_deleters(twin) == 1
+
+
 # ---------------------------------------------------------------- private names, circles
 
 PACKAGES = ("adapters", "bot", "retrieval")

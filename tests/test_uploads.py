@@ -7,17 +7,23 @@ these rules do not depend on the store."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from adapters.chat.uploads import MB, Upload, Uploads, may_manage, refusal, safe_name
+from bot.holdings import Holdings
 from bot.library import KbLibrary
 from bot.metrics import MeteredLibrary, Metrics
 from bot.models import Event
-from retrieval.encoding.embed import SentenceTransformerEmbedder
+from bot.sessions import SessionStore
+from retrieval.encoding.embed import Embedder, SentenceTransformerEmbedder
 from retrieval.ingest import SUPPORTED_SUFFIXES
 from retrieval.search.search import SearchService
+from retrieval.store import Store
 from retrieval.store.memory import MemoryStore
 
 
@@ -27,6 +33,25 @@ def library(embedder: SentenceTransformerEmbedder, tmp_path: Path) -> KbLibrary:
     store = MemoryStore()
     search = SearchService(store, embedder)
     return KbLibrary(store=store, embedder=embedder, search=search, uploads_dir=tmp_path)
+
+
+@contextlib.asynccontextmanager
+async def held_library(
+    store: Store, embedder: Embedder, search: SearchService, data: Path, **kw: Any
+) -> AsyncIterator[KbLibrary]:
+    """A library whose removals are ``Holdings.forget`` (the one removal path), with its
+    session database and uploads under ``data``; ``kw`` goes to both (``transcriber``,
+    ``media``)."""
+    async with SessionStore.open(data / "sessions.sqlite3") as sessions:
+        holdings = Holdings(store=store, search=search, sessions=sessions, data_dir=data, **kw)
+        yield KbLibrary(
+            store=store,
+            embedder=embedder,
+            search=search,
+            uploads_dir=data / "uploads",
+            holdings=holdings,
+            **kw,
+        )
 
 
 class Said:

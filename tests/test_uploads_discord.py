@@ -21,6 +21,7 @@ from retrieval.store.weaviate import WeaviateStore
 from tests.emulators.discord import DiscordEmulator, Json
 from tests.fakes import FakeCore
 from tests.test_discord import ALICE, CHANNEL, Harness, settings_for
+from tests.test_uploads import held_library
 from tests.test_uploads_slack import VTT
 
 BOB = DiscordEmulator.user(700000000000000009, "bob")
@@ -42,10 +43,9 @@ async def library(
     embedder: SentenceTransformerEmbedder,
     search: SearchService,
     tmp_path: Path,
-) -> KbLibrary:
-    return KbLibrary(
-        store=store, embedder=embedder, search=search, uploads_dir=tmp_path / "uploads"
-    )
+) -> AsyncIterator[KbLibrary]:
+    async with held_library(store, embedder, search, tmp_path) as lib:
+        yield lib
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -21,6 +21,7 @@ from tests.emulators.slack import ALICE, BOT_USER, Message, SlackEmulator
 from tests.fakes import FakeCore
 from tests.media_fixtures import speak
 from tests.test_slack import GENERAL, Bot, bot_replies, make_settings, running
+from tests.test_uploads import held_library
 
 BOB = "U0BOB"
 VTT = b"""WEBVTT
@@ -39,14 +40,10 @@ async def library(
     embedder: SentenceTransformerEmbedder,
     search: SearchService,
     tmp_path: Path,
-) -> KbLibrary:
-    return KbLibrary(
-        store=store,
-        embedder=embedder,
-        search=search,
-        uploads_dir=tmp_path / "uploads",
-        transcriber=Transcriber(cache_dir=tmp_path / "transcripts"),
-    )
+) -> AsyncIterator[KbLibrary]:
+    transcriber = Transcriber(cache_dir=tmp_path / "transcripts")
+    async with held_library(store, embedder, search, tmp_path, transcriber=transcriber) as lib:
+        yield lib
 
 
 @pytest.fixture

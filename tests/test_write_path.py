@@ -9,9 +9,13 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from adapters.chat.uploads import Upload, Uploads
 from bot.config import load_settings
+from bot.holdings import Holdings
 from bot.models import Actor
+from bot.sessions import SessionStore
 from bot.wiring import open_core
 from bot.write import Writer
 from retrieval.encoding.embed import SentenceTransformerEmbedder
@@ -103,33 +107,31 @@ async def test_a_chat_upload_is_kept_for_its_page_and_forget_takes_the_copy(
     assert [p for p in media.rglob("*") if p.is_file() and not p.name.startswith(".")] == []
 
 
-async def test_the_writer_without_holdings_keeps_media_and_a_removal_drops_it(
+async def test_the_writers_removal_is_holdings_forget_and_drops_the_media_copy(
     embedder: SentenceTransformerEmbedder, kb: str, tmp_path: Path
 ) -> None:
     store = MemoryStore()
-    writer = Writer(
-        store=store,
-        embedder=embedder,
-        search=SearchService(store, embedder),
-        media=MediaStore(tmp_path / "media"),
-    )
+    search = SearchService(store, embedder)
+    media = MediaStore(tmp_path / "media")
+
+    def kept() -> list[Path]:
+        return [p for p in media.root.rglob("*") if p.is_file() and not p.name.startswith(".")]
+
     (tmp_path / "a.md").write_text(NOTES)
     (tmp_path / "b.md").write_text(NOTES + "\nAnother line.\n")
-    written = await writer.add(kb, [tmp_path / "a.md", tmp_path / "b.md"], Actor("cli"))
-    assert not written.report.failed
-    assert (
-        len(
-            [
-                p
-                for p in (tmp_path / "media").rglob("*")
-                if p.is_file() and not p.name.startswith(".")
-            ]
+    bare = Writer(store=store, embedder=embedder, search=search, media=media)
+    written = await bare.add(kb, [tmp_path / "a.md", tmp_path / "b.md"], Actor("cli"))
+    assert not written.report.failed and len(kept()) == 2
+    with pytest.raises(TypeError, match="needs Holdings"):  # no lesser twin of forget
+        await bare.remove(kb, "a", Actor("cli"))
+    async with SessionStore.open(tmp_path / "sessions.sqlite3") as sessions:
+        holdings = Holdings(
+            store=store, search=search, sessions=sessions, data_dir=tmp_path, media=media
         )
-        == 2
-    )
-    forgotten = await writer.remove(kb, "a", Actor("cli"))
-    assert forgotten.passages > 0 and len(forgotten.files) == 1
-    (left,) = [
-        p for p in (tmp_path / "media").rglob("*") if p.is_file() and not p.name.startswith(".")
-    ]
+        writer = Writer(store=store, embedder=embedder, search=search, holdings=holdings)
+        forgotten = await writer.remove(kb, "a", Actor("cli"))
+        assert forgotten.passages > 0 and len(forgotten.files) == 1
+        trail = await sessions.audit(kb, "a")
+    assert [e.action for e in trail] == ["removed"]  # the audit trail: Holdings' doing
+    (left,) = kept()
     assert left.read_text().endswith("Another line.\n")  # b's copy stays

@@ -34,6 +34,7 @@ from bot.config import Settings
 from bot.evaluate import KS, Result, Summary, load_cases, run_eval
 from bot.models import Answer, Event, Mode, ProgressEvent, Question, ThreadKey
 from bot.wiring import open_core
+from retrieval.links.share import load_secret
 
 
 @app.command("ask")
@@ -51,6 +52,9 @@ def ask_cmd(
 
     async def go(settings: Settings) -> Answer:
         filters = build_filters(speaker, source, after, before)
+        if settings.public_url:  # the answer's links are signed: an unusable secret is
+            secret = settings.link_secret  # one sentence now, not a failed answer
+            load_secret(settings.data_dir, secret.get_secret_value() if secret else None)
         question_ = Question(
             text=question,
             thread=ThreadKey("cli", "local", "ask", uuid.uuid4().hex),

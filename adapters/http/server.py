@@ -23,7 +23,8 @@ import os
 from collections.abc import AsyncIterator, Iterable
 
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+from aiohttp.web_protocol import RequestHandler
 
 from adapters.http import api
 from adapters.http.auth import Scopes
@@ -44,17 +45,54 @@ log = logging.getLogger("quorum.http")
 READY_CHECK_S = 2.0  # how long /readyz waits for Weaviate before calling it down
 
 
+# aiohttp's limits (its defaults, 8190 for both, one apart): which one an over-long line
+# broke says whether it was the request line (414) or a header (431).
+MAX_LINE = 8190
+MAX_FIELD = 8191
+
+
+def malformed_status(exc: BaseException | None, status: int) -> int:
+    """The status a request aiohttp could not parse gets: 414 for an over-long request
+    line, 431 for an over-long header or too many headers, else aiohttp's own."""
+    if isinstance(exc, LineTooLong):
+        return 414 if str(exc.args[1]) == str(MAX_LINE) else 431
+    if isinstance(exc, HttpProcessingError) and "too many headers" in str(exc.message).lower():
+        return 431
+    return status
+
+
+class _Handler(RequestHandler):
+    """aiohttp's connection handler, answering a malformed request its own status."""
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        return super().handle_error(request, malformed_status(exc, status), exc, message)
+
+
+class _Server(web.Server):
+    """aiohttp's server, with ``_Handler`` for each connection."""
+
+    def __call__(self) -> RequestHandler:
+        return _Handler(self, loop=self._loop, **self._kwargs)
+
+
 class _MalformedRequests(logging.Filter):
     """A request aiohttp could not parse (a bad request line, an over-long line or
-    header, too many headers) is answered 400 by aiohttp and logged here as one line
-    without a traceback: anyone can send one, and a log of tracebacks for each hides
-    the errors that matter. Quorum's own failures keep theirs."""
+    header, too many headers) is answered 400, 414 or 431 (``malformed_status``) and
+    logged here as one line without a traceback: anyone can send one, and a log of
+    tracebacks for each hides the errors that matter. Quorum's own failures keep theirs."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, HttpProcessingError):
             record.msg = "refused a malformed request (HTTP %d): %s"
-            record.args = (exc.code, str(exc.message)[:200])  # what a client sent, cut
+            # what a client sent, cut
+            record.args = (malformed_status(exc, exc.code), str(exc.message)[:200])
             record.exc_info = record.exc_text = None
             if record.levelno > logging.WARNING:  # aiohttp's debug lines stay debug
                 record.levelno, record.levelname = logging.WARNING, "WARNING"
@@ -104,8 +142,13 @@ class OpsServer:
             shutdown_timeout=self.settings.shutdown_s / 2,
             handler_cancellation=True,
             logger=protocol_log,
+            max_line_size=MAX_LINE,
+            max_field_size=MAX_FIELD,
         )
         await self._runner.setup()
+        server = self._runner.server
+        if server is not None:
+            server.__class__ = _Server  # its connections answer 414/431 (``_Handler``)
         port = self.settings.http_port if port is None else port
         host = host or self.settings.http_host
         site = web.TCPSite(self._runner, host, port)

@@ -77,6 +77,12 @@ class Store(Protocol):
         """Delete a source and all its units; how many windows went."""
         ...
 
+    async def purge(self, kb: str) -> None:
+        """Make what was deleted from ``kb`` leave the store's files (Weaviate keeps a
+        deleted object's words in its files until a compaction: ``weaviate/rebuild.py``).
+        Removals in quick succession may share one purge."""
+        ...
+
     async def clean_orphans(self, kb: str, min_age_s: float = 3600.0) -> int:
         """Delete units no source record makes live (left by a crashed write) once older
         than ``min_age_s``; how many went."""

@@ -141,6 +141,10 @@ class MemoryStore:
         self._drop(units, lambda u: u.source.id == source_id)
         return windows
 
+    async def purge(self, kb: str) -> None:
+        """Nothing to do: a deleted unit is gone from memory at once."""
+        check_kb(kb)
+
     async def clean_orphans(self, kb: str, min_age_s: float = 3600.0) -> int:
         """Drop units no record makes live: older than their source's live generation, or
         not live and older than ``min_age_s`` (a younger one may be a write under way)."""

@@ -7,6 +7,7 @@ the same full secret."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,33 @@ async def test_serve_refuses_to_start_on_an_empty_or_short_secret(
     assert code == 1, log
     assert f"The link secret {data / SECRET_FILE} is" in log and "delete it" in log, log
     assert "Traceback" not in log and len(log.strip().splitlines()) == 1, log
+
+
+@pytest.mark.parametrize("kept", [b"", b"\n"])
+def test_ask_says_one_sentence_on_an_empty_secret(
+    weaviate_env: Endpoint, tmp_path: Path, kept: bytes
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / SECRET_FILE).write_bytes(kept)
+    env = {
+        **os.environ,
+        "QUORUM_DATA_DIR": str(data),
+        "QUORUM_PUBLIC_URL": "http://127.0.0.1:9",
+        "COLUMNS": "1000",
+    }
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "quorum"), "ask", "What was decided?"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    assert f"The link secret {data / SECRET_FILE} is empty; delete it" in said, said
+    assert "went wrong" not in said and "Traceback" not in said, said
+    assert len(said.strip().splitlines()) == 1, said
 
 
 def test_a_kept_secret_that_is_too_short_is_never_used(tmp_path: Path) -> None:

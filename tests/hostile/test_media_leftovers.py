@@ -16,7 +16,6 @@ import pytest
 from typer.testing import CliRunner
 
 from adapters.cli.main import app
-from bot.library import KbLibrary
 from retrieval.encoding.embed import Embedder
 from retrieval.errors import SearchUnavailable
 from retrieval.links import kept_media
@@ -27,6 +26,7 @@ from retrieval.store.base import Embedded
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
 from tests.media_fixtures import hiss, to_video
+from tests.test_uploads import held_library
 
 VTT = """WEBVTT
 
@@ -115,18 +115,16 @@ def test_a_copy_whose_source_was_not_written_is_not_kept(
     assert [p.suffix for p in everything(media)] == [".md"]
 
 
-async def test_a_source_forgotten_without_holdings_takes_its_copy(
+async def test_a_source_forgotten_from_a_library_takes_its_copy(
     tmp_path: Path, store: WeaviateStore, embedder: Embedder, search: SearchService, kb: str
 ) -> None:
     media = MediaStore(tmp_path / "media")
-    library = KbLibrary(
-        store=store, embedder=embedder, search=search, uploads_dir=tmp_path / "up", media=media
-    )
-    doc = tmp_path / "notes.md"
-    doc.write_text("# Notes\n\nThe gamma launch slips to June.\n")
-    added = await library.add(kb, doc)
-    assert added.status == "added" and everything(media.root)
-    assert await library.forget(kb, "notes") > 0
+    async with held_library(store, embedder, search, tmp_path, media=media) as library:
+        doc = tmp_path / "notes.md"
+        doc.write_text("# Notes\n\nThe gamma launch slips to June.\n")
+        added = await library.add(kb, doc)
+        assert added.status == "added" and everything(media.root)
+        assert await library.forget(kb, "notes") > 0
     assert everything(media.root) == []
 
 

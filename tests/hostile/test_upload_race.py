@@ -15,14 +15,13 @@ import pytest
 import pytest_asyncio
 
 from adapters.chat.uploads import Upload, Uploads
-from bot.holdings import Holdings
 from bot.library import KbLibrary
 from bot.models import Actor, Event
-from bot.sessions import SessionStore
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.search.search import SearchService
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.write.indexer import ingest
+from tests.test_uploads import held_library
 
 VTT = "WEBVTT\n\n00:00:03.000 --> 00:00:09.000\n{}\n"
 ANA = VTT.format("Ana: the kiln budget was approved for March.")
@@ -49,17 +48,9 @@ class Said:
 async def library(
     store: WeaviateStore, embedder: SentenceTransformerEmbedder, tmp_path: Path
 ) -> AsyncIterator[KbLibrary]:
-    data = tmp_path / "data"
     search = SearchService(store, embedder)
-    async with SessionStore.open(data / "sessions.sqlite3") as sessions:
-        holdings = Holdings(store=store, search=search, sessions=sessions, data_dir=data)
-        yield KbLibrary(
-            store=store,
-            embedder=embedder,
-            search=search,
-            uploads_dir=data / "uploads",
-            holdings=holdings,
-        )
+    async with held_library(store, embedder, search, tmp_path / "data") as library:
+        yield library
 
 
 class Gate:

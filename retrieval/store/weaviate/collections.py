@@ -7,11 +7,12 @@ generations)."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import weaviate
-from weaviate.classes.config import Configure, Property
+from weaviate.classes.config import Configure, Property, Reconfigure
 from weaviate.classes.query import Filter
 from weaviate.classes.tenants import Tenant
 from weaviate.collections.classes.filters import _Filters
@@ -36,6 +37,14 @@ from retrieval.store.weaviate.schema import (
     replication,
     source_uuid,
 )
+from retrieval.store.weaviate.tenants import (
+    GRACE_S,
+    REGISTRY,
+    STALE_BUILD_S,
+    TenantNames,
+    follows_switch,
+    registry_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +57,8 @@ class Collections:
         self.url = url
         self.replicas = replicas  # copies of every object, one per node (a cluster's factor)
         self._consistency = consistency(replicas)
-        self._tenants: set[str] = set()
+        self._tenants: set[str] = set()  # tenants known to exist
+        self.names = TenantNames(client, self._use)  # each knowledge base's live tenant
         self._stems: dict[str, tuple[bool, float]] = {}  # kb -> (stores stems?, asked at)
 
     async def ensure_schema(self) -> None:
@@ -56,8 +66,10 @@ class Collections:
         when two create them at once, the loser's 422 "already exists" is success."""
         with translate_errors(self.url):
             existing = await self.client.collections.list_all(simple=True)
+            # No tenant made by a write: a late write to a tenant a rebuild deleted fails
+            # (and is written again to the live one) instead of bringing it back.
             mt = Configure.multi_tenancy(
-                enabled=True, auto_tenant_creation=True, auto_tenant_activation=True
+                enabled=True, auto_tenant_creation=False, auto_tenant_activation=True
             )
             if self.replicas > 1 and not {SEGMENTS, UNITS, SOURCES} <= set(existing):
                 await self._check_nodes()
@@ -82,8 +94,61 @@ class Collections:
                     multi_tenancy_config=mt,
                     vector_config=Configure.Vectors.self_provided(name=VECTOR),
                 )
+            if REGISTRY not in existing:
+                await self._create(REGISTRY, **registry_config())
             if any(unranged.values()):
                 await add_range_indexes(self.client, unranged)
+            await self.sweep()
+
+    async def sweep(self, now: float | None = None) -> list[str]:
+        """Delete the tenants a crash left: a rebuild's half-built tenant (no heartbeat for
+        ``STALE_BUILD_S``) and a tenant switched away from (``GRACE_S`` after). Returns
+        the tenants deleted."""
+        now = time.time() if now is None else now
+        live, spares = await self.names.everything()
+        gone: list[str] = []
+        for spare in spares:
+            if live.get(spare.kb, spare.kb) == spare.tenant:  # live: a crash mid-switch
+                await self.names.unspare(spare.tenant)
+                continue
+            age = now - spare.at
+            if age > (STALE_BUILD_S if spare.state == "built" else GRACE_S):
+                log.warning(
+                    "Deleting Weaviate tenant %s of %s (%s, %.0f s ago).",
+                    spare.tenant,
+                    spare.kb,
+                    "a rebuild that stopped" if spare.state == "built" else "switched away",
+                    age,
+                )
+                await self.drop_tenant(spare.tenant)
+                await self.names.unspare(spare.tenant)
+                gone.append(spare.tenant)
+        return gone
+
+    async def create_tenant(self, tenant: str) -> None:
+        """Make ``tenant`` in every collection (idempotent across processes)."""
+        for name in (SEGMENTS, UNITS, SOURCES):
+            col = self.client.collections.use(name)
+            if await col.tenants.get_by_name(tenant) is None:
+                try:
+                    await col.tenants.create([Tenant(name=tenant)])
+                except UnexpectedStatusCodeError as exc:
+                    if not already_exists(exc):  # another ingest created it first
+                        raise
+        self._tenants.add(tenant)
+
+    async def drop_tenant(self, tenant: str) -> None:
+        """Delete ``tenant`` from every collection: Weaviate deletes its files."""
+        self._tenants.discard(tenant)
+        for name in (SOURCES, SEGMENTS, UNITS):  # the records first: nothing half-visible
+            col = self.client.collections.use(name)
+            if await col.tenants.get_by_name(tenant) is None:
+                continue
+            try:
+                await col.tenants.remove([tenant])
+            except UnexpectedStatusCodeError:
+                if await col.tenants.get_by_name(tenant) is not None:
+                    raise  # not another process deleting it first
 
     async def _check_nodes(self) -> None:
         """More copies than nodes cannot be kept: say so before Weaviate refuses."""
@@ -136,50 +201,58 @@ class Collections:
                 except UnexpectedStatusCodeError as exc:
                     if not already_exists(exc):  # another process added it first
                         raise
+        mt = config.multi_tenancy_config
+        if mt is not None and mt.enabled and mt.auto_tenant_creation:
+            # An older Quorum let writes make tenants: see ``ensure_schema``.
+            await col.config.update(
+                multi_tenancy_config=Reconfigure.multi_tenancy(auto_tenant_creation=False)
+            )
         for p in config.properties:
             if p.name in UNFILTERED and p.index_filterable:
                 await _drop_filterable(col, name, p.name)
         return unranged
 
-    async def _ensure_tenant(self, kb: str) -> None:
-        if kb in self._tenants:
-            return
+    async def _ensure_tenant(self, kb: str) -> str:
+        """``kb``'s live tenant (asked afresh), made when missing; its name."""
         with translate_errors(self.url):
-            for name in (SEGMENTS, UNITS, SOURCES):
-                col = self.client.collections.use(name)
-                if await col.tenants.get_by_name(kb) is None:
-                    try:
-                        await col.tenants.create([Tenant(name=kb)])
-                    except UnexpectedStatusCodeError as exc:
-                        if not already_exists(exc):  # another ingest created it first
-                            raise
-        self._tenants.add(kb)
+            tenant = await self.names.live(kb, fresh=True)
+            if tenant not in self._tenants:
+                await self.create_tenant(tenant)
+        return tenant
 
     async def has_kb(self, kb: str) -> bool:
         """True when the knowledge base has been created (something was ingested)."""
         check_kb(kb)
-        if kb in self._tenants:
-            return True
-        # SOURCES gets its tenant last in _ensure_tenant, so seeing it there means both exist.
         with translate_errors(self.url):
-            found = await self.client.collections.use(SOURCES).tenants.get_by_name(kb) is not None
+            tenant = await self.names.live(kb)
+            if tenant in self._tenants:
+                return True
+            # SOURCES gets its tenant last in create_tenant: seen there, all exist.
+            col = self.client.collections.use(SOURCES)
+            found = await col.tenants.get_by_name(tenant) is not None
+            if not found and tenant != (now := await self.names.live(kb, fresh=True)):
+                tenant = now  # the cached one was switched away from and deleted
+                found = await col.tenants.get_by_name(tenant) is not None
         if found:
-            self._tenants.add(kb)
+            self._tenants.add(tenant)
         return found
 
     async def knowledge_bases(self) -> list[str]:
-        """Every knowledge base (tenant) name."""
+        """Every knowledge base's name (its tenant's, or the one ``QuorumTenants`` maps
+        its rebuilt tenant to; spares are none)."""
         with translate_errors(self.url):
-            tenants = await self.client.collections.use(SEGMENTS).tenants.get()
-        return sorted(tenants)
+            tenants = set(await self.client.collections.use(SEGMENTS).tenants.get())
+            live, spares = await self.names.everything()
+        named = set(live.values()) | {s.tenant for s in spares if live.get(s.kb, s.kb) != s.tenant}
+        return sorted({kb for kb, t in live.items() if t in tenants} | (tenants - named))
 
     def segments(self, kb: str) -> Any:
-        """The segment collection bound to one tenant."""
-        return self._use(SEGMENTS).with_tenant(check_kb(kb))
+        """The segment collection bound to one knowledge base's tenant."""
+        return self._use(SEGMENTS).with_tenant(self.names.cached(check_kb(kb)))
 
     def units(self, kb: str) -> Any:
         """The collection of the other levels (turns, topics, summaries), in one tenant."""
-        return self._use(UNITS).with_tenant(check_kb(kb))
+        return self._use(UNITS).with_tenant(self.names.cached(check_kb(kb)))
 
     def _of_level(self, kb: str, level: Level) -> tuple[Any, _Filters | None]:
         """The collection holding ``level`` and the filter that keeps only it."""
@@ -189,13 +262,14 @@ class Collections:
 
     def sources_collection(self, kb: str) -> Any:
         """The source collection bound to one tenant."""
-        return self._use(SOURCES).with_tenant(check_kb(kb))
+        return self._use(SOURCES).with_tenant(self.names.cached(check_kb(kb)))
 
     async def source_hash(self, kb: str, source_id: str) -> str | None:
         """The content hash stored for a source, or None when it is not indexed."""
         stored = await self.stored_source(kb, source_id)
         return None if stored is None else stored.content_hash
 
+    @follows_switch
     async def stored_source(self, kb: str, source_id: str) -> StoredSource | None:
         """The content hash and file path stored for a source; None when it is not indexed."""
         if not await self.has_kb(kb):
@@ -207,6 +281,7 @@ class Collections:
         props = obj.properties
         return StoredSource(str(props.get("content_hash") or ""), str(props.get("path") or ""))
 
+    @follows_switch
     async def stored_sources(self, kb: str, source_ids: Sequence[str]) -> dict[str, StoredSource]:
         """``stored_source`` for many ids in one query: those indexed, by id."""
         ids = sorted(set(source_ids))

@@ -161,7 +161,8 @@ HYBRID_CANDIDATES = 100
 # flushed): a removed source's words could stay on disk indefinitely. Flushed after
 # FLUSH_DIRTY_S, small WALs included, a removal usually leaves every file within a
 # minute, as soon as a compaction pairs its tombstones with the segment holding the
-# words (bench/forget_bound.py measures it, what it costs, and when no pair comes).
+# words. When no pair comes they would stay: what bounds it is the tenant's rebuild after
+# each removal (``rebuild``), which these settings no longer need to.
 FLUSH_DIRTY_S = 10
 FORGETTING = {
     "PERSISTENCE_MEMTABLES_FLUSH_DIRTY_AFTER_SECONDS": str(FLUSH_DIRTY_S),

@@ -28,13 +28,14 @@ from retrieval.store.base import StoreInfo
 from retrieval.store.weaviate.errors import translate_errors
 from retrieval.store.weaviate.filters import both, of_source
 from retrieval.store.weaviate.filters import where as to_where
+from retrieval.store.weaviate.rebuild import Rebuilds
 from retrieval.store.weaviate.schema import (
     VECTOR,
     hit_from_object,
     hybrid_similarity,
     source_from_object,
 )
-from retrieval.store.weaviate.writes import Writes
+from retrieval.store.weaviate.tenants import follows_switch
 
 # What keyword search reads: the text, where it sits, and what it is part of (title and
 # speakers: "what did the retro say about rollback" finds a window that never says "retro").
@@ -53,8 +54,9 @@ sentence after this, not the query timeout (QUORUM_WEAVIATE_TIMEOUT_S) and more.
 STEMS_RECHECK_S = 60.0
 
 
-class WeaviateStore(Writes):
-    """Quorum's Weaviate store: connect, write (``Writes``), search and list."""
+class WeaviateStore(Rebuilds):
+    """Quorum's Weaviate store: connect, write (``Writes``), purge (``Rebuilds``), search
+    and list."""
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -124,6 +126,7 @@ class WeaviateStore(Writes):
         self._stems[kb] = (found, now)
         return found
 
+    @follows_switch
     async def list_sources(self, kb: str) -> list[SourceInfo]:
         """Every source in the knowledge base, newest recording first, then by title."""
         if not await self.has_kb(kb):
@@ -135,6 +138,7 @@ class WeaviateStore(Writes):
         infos.sort(key=lambda i: (-(i.source.recorded_at or date.min).toordinal(), i.source.title))
         return infos
 
+    @follows_switch
     async def count(self, kb: str) -> int:
         """How many segments the knowledge base holds."""
         if not await self.has_kb(kb):
@@ -143,6 +147,7 @@ class WeaviateStore(Writes):
             agg = await self.segments(kb).aggregate.over_all(total_count=True)
         return int(agg.total_count or 0)
 
+    @follows_switch
     async def hybrid(
         self,
         kb: str,
@@ -176,6 +181,7 @@ class WeaviateStore(Writes):
                 limit = min(k + 2 * (len(ranked) - len(live)) + 10, 1000)
         return await self._hits(col, ranked, live, vector, k)
 
+    @follows_switch
     async def hybrid_levels(
         self,
         kb: str,
@@ -299,6 +305,7 @@ class WeaviateStore(Writes):
         cosines = {str(o.uuid): cosine(query, o.vector[VECTOR]) for o in res.objects if o.vector}
         return [replace(h, similarity=cosines.get(h.id)) for h in hits]
 
+    @follows_switch
     async def bm25(self, kb: str, query: str, filters: SearchFilters | None, k: int) -> list[Hit]:
         """Keyword search alone, ranked as hybrid search's keyword half ranks (for
         benchmarks and diagnostics): the same properties, weights and query, so a unit's
@@ -315,6 +322,7 @@ class WeaviateStore(Writes):
             live = await self._live(kb, res.objects)
         return [hit_from_object(o, float(o.metadata.score or 0.0)) for o in live]
 
+    @follows_switch
     async def near_vector(
         self, kb: str, vector: Sequence[float], filters: SearchFilters | None, k: int
     ) -> list[Hit]:
@@ -333,6 +341,7 @@ class WeaviateStore(Writes):
             hit_from_object(o, s, similarity=s) for o, s in zip(live, similarities, strict=True)
         ]
 
+    @follows_switch
     async def get(self, kb: str, hit_id: str) -> Hit | None:
         """One segment by id."""
         if not await self.has_kb(kb):
@@ -342,6 +351,7 @@ class WeaviateStore(Writes):
             live = [] if obj is None else await self._live(kb, [obj])
         return hit_from_object(live[0]) if live else None
 
+    @follows_switch
     async def fetch_ordered(
         self,
         kb: str,

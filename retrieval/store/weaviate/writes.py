@@ -40,6 +40,8 @@ from retrieval.store.weaviate.schema import (
 
 log = logging.getLogger("quorum.store")
 
+MOVES = 3  # a write tries this many tenants when rebuilds keep switching under it
+
 
 def _source_object(item: Embedded, generation: int) -> DataObject[Any, Any]:
     """A document's source record, naming ``generation`` as its live one."""
@@ -104,7 +106,49 @@ class Writes(Collections):
                 raise ValueError("one vector per segment")
         if not items:
             return []
-        await self._ensure_tenant(kb)
+        # Into the live tenant, whole; written again when a rebuild switched tenants
+        # meanwhile (``rebuild``: its catch-up copies only what was written before).
+        for attempt in range(1, MOVES + 1):
+            tenant = await self._ensure_tenant(kb)
+            with self.names.pinned(kb, tenant):
+                try:
+                    out = await self._upsert_in(kb, items, batch_size, known)
+                except SearchUnavailable:
+                    if attempt < MOVES and await self._moved(kb, tenant):
+                        known = None
+                        continue
+                    raise
+            if attempt == MOVES or not await self._moved(kb, tenant):
+                return out
+            known = None
+            await self.drop_stray(kb, tenant)
+        raise AssertionError("unreachable")
+
+    async def drop_stray(self, kb: str, tenant: str) -> bool:
+        """Delete ``tenant``, a tenant of ``kb`` this write chose before a switch, when it
+        is neither live nor a rebuild's spare: the rebuild had deleted it and this write
+        made it again (a process that had not seen it yet). True when it went."""
+        with translate_errors(self.url):
+            live, spares = await self.names.everything()
+            if tenant == live.get(kb, kb) or tenant in {s.tenant for s in spares}:
+                return False
+            log.warning("Deleting Weaviate tenant %s, made again by a late write.", tenant)
+            await self.drop_tenant(tenant)
+        return True
+
+    async def _moved(self, kb: str, tenant: str) -> bool:
+        """True when ``kb``'s live tenant is no longer ``tenant`` (a rebuild switched)."""
+        with translate_errors(self.url):
+            return await self.names.live(kb, fresh=True) != tenant
+
+    async def _upsert_in(
+        self,
+        kb: str,
+        items: Sequence[Embedded],
+        batch_size: int,
+        known: dict[str, StoredSource] | None,
+    ) -> list[UpsertResult | SearchUnavailable]:
+        """``upsert_many`` into the tenant pinned for ``kb``."""
         ids = [item.doc.source.id for item in items]
         previous = known if known is not None else await self.stored_sources(kb, ids)
         generation = time.time_ns() // 1000
@@ -221,9 +265,26 @@ class Writes(Collections):
         return removed
 
     async def delete_source(self, kb: str, source_id: str) -> int:
-        """Delete a source and its segments; returns how many segments went."""
+        """Delete a source and its segments; returns how many segments went. (Its words
+        leave Weaviate's files when ``purge`` rebuilds the tenant without it.)"""
         if not await self.has_kb(kb):
             return 0
+        gone = 0
+        for attempt in range(1, MOVES + 1):  # again in the new tenant after a switch
+            with translate_errors(self.url):
+                tenant = await self.names.live(kb, fresh=True)
+            with self.names.pinned(kb, tenant):
+                try:
+                    gone = max(gone, await self._delete_in(kb, source_id))
+                except SearchUnavailable:
+                    if attempt == MOVES or not await self._moved(kb, tenant):
+                        raise
+                    continue
+            if not await self._moved(kb, tenant):
+                break
+        return gone
+
+    async def _delete_in(self, kb: str, source_id: str) -> int:
         with translate_errors(self.url):
             # The record first: its segments are invisible from then on, whatever happens.
             await self.sources_collection(kb).data.delete_many(
@@ -243,6 +304,12 @@ class Writes(Collections):
         an ingest still writing). Returns how many went."""
         if not await self.has_kb(kb):
             return 0
+        with translate_errors(self.url):
+            tenant = await self.names.live(kb, fresh=True)
+        with self.names.pinned(kb, tenant):
+            return await self._clean_orphans_in(kb, min_age_s)
+
+    async def _clean_orphans_in(self, kb: str, min_age_s: float) -> int:
         cutoff = (time.time_ns() // 1000) - int(min_age_s * 1_000_000)
         with translate_errors(self.url):
             live = {
