@@ -304,3 +304,18 @@ def test_a_kept_transcript_without_words_still_gets_speakers(
     found = diarizer.label(old, lambda: decode_audio(talk.conversation.path), 3)
     assert found is not None and len(found.lines) == len(old.cues)
     assert {x.speaker for x in found.lines} == {"Speaker 1", "Speaker 2", "Speaker 3"}
+
+
+async def test_a_queued_recording_keeps_the_count_it_was_given(talk: Talk, tmp_path: Path) -> None:
+    """The count travels with the job (``--speakers``, the upload option) to the worker."""
+    from bot.jobs import JobQueue, JobTable
+    from bot.models import Actor
+    from bot.sessions import SessionStore
+
+    async with SessionStore.open(tmp_path / "s.sqlite3") as sessions:
+        queue = JobQueue(JobTable(sessions.driver))
+        [job], _ = await queue.add("team", [talk.conversation.path], Actor("cli"), speakers=3)
+        [plain], _ = await queue.add("team", [talk.conversation.path], Actor("cli"))
+        again = await JobTable(sessions.driver).get(job.id)
+    assert again is not None and again.speakers == 3
+    assert plain.id != job.id and plain.speakers is None  # another count: another job
