@@ -148,6 +148,11 @@ class Holdings:
             sid = str(r.source_id)
             await self.note(kb, sid, titles.get(sid, ""), actor, r.status == "updated")
 
+    async def note_speakers(self, kb: str, source: Source, actor: Actor, detail: str) -> None:
+        """Write a rename or merge of a source's speakers to the audit trail."""
+        entry = AuditEntry("speakers", kb, source.id, actor, source.title, detail)
+        await self.sessions.record_audit(entry)
+
     def is_upload(self, path: str) -> bool:
         """True when ``path`` is a file Quorum keeps (a chat upload), not the user's own."""
         if not path:

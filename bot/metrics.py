@@ -44,6 +44,7 @@ from bot.models import (
     EventSink,
     Heard,
     Library,
+    Naming,
     Question,
     ThreadKey,
     Waiting,
@@ -359,3 +360,8 @@ class MeteredLibrary:
     async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> int:
         """The inner library's forget."""
         return await self.inner.forget(kb, source_id, by)
+
+    @property
+    def speakers(self) -> Naming:
+        """The inner library's speakers."""
+        return self.inner.speakers

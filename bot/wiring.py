@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from bot.jobs import JobQueue, Limits
     from bot.llm import Model
     from bot.retention import Retain
+    from bot.speakers import Speakers
     from bot.summaries import ModelSummarizer
     from bot.write import Writer
 
@@ -41,6 +42,7 @@ __all__ = [
     "retain",
     "open_session_store",
     "retrieval_config",
+    "speakers_of",
     "writer_of",
 ]
 
@@ -100,6 +102,7 @@ def open_session_store(settings: Settings) -> contextlib.AbstractAsyncContextMan
 def holdings_of(settings: Settings, retrieval: Retrieval, sessions: Sessions) -> Holdings:
     """What Quorum holds per source, over running retrieval and sessions."""
     from bot.holdings import Holdings, forget_voices  # the transcriber's NumPy: not before a boot
+    from bot.voices import Voices, forget_named
 
     holdings = Holdings(
         store=retrieval.store,
@@ -110,6 +113,7 @@ def holdings_of(settings: Settings, retrieval: Retrieval, sessions: Sessions) ->
         media=retrieval.media,
     )
     holdings.add_hook(forget_voices(retrieval.voiceprints))
+    holdings.add_hook(forget_named(Voices(retrieval.voiceprints)))
     return holdings
 
 
@@ -147,6 +151,15 @@ def writer_of(
         writer.add_fetcher(SCHEME, zoom)
         holdings.add_hook(zoom.recordings.forget)  # a kept event names its meeting
     return writer
+
+
+def speakers_of(retrieval: Retrieval, writer: Writer) -> Speakers:
+    """Speakers listed, named and merged through ``writer``; voices remembered with
+    ``QUORUM_VOICES=on``."""
+    from bot.speakers import Speakers
+    from bot.voices import Voices
+
+    return Speakers(writer=writer, search=retrieval.search, voices=Voices(retrieval.voiceprints))
 
 
 def job_limits(settings: Settings) -> Limits:

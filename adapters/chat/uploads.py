@@ -160,6 +160,8 @@ def result_text(name: str, added: Added) -> str:
     if added.summary:
         first = [one_line(x, 300) for x in added.summary.strip().splitlines() if x.strip()]
         line += "\n" + "\n".join(f"> {x}" for x in first[:3])
+    for heard in added.suggestions:  # remembered voices: suggested, never applied
+        line += f"\n{heard}: name them with `/speakers rename {added.source_id} …`?"
     return line
 
 

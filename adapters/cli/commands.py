@@ -109,6 +109,7 @@ def ingest_cmd(
         # one-shot `quorum search` over a second on two cores.
         from adapters.chat.announce import announcer, targets
         from adapters.cli.ingest_progress import IngestProgress
+        from adapters.cli.speakers import suggested
         from bot.jobs.queue import file_result
         from retrieval.write.indexer import FileResult, IngestReport
 
@@ -139,6 +140,10 @@ def ingest_cmd(
             with IngestProgress(err) as progress:
                 ended = await queue.settle(jobs, progress)
             elapsed = time.perf_counter() - t0
+            written = {
+                j.source_id for j in ended if j.result in ("added", "updated") and j.source_id
+            }
+            heard_like = await suggested(settings, writer, name, written)
         report = IngestReport([file_result(j) for j in ended])
         report.results += [
             FileResult(str(p), "failed", reason="no such file or folder") for p in missing
@@ -146,6 +151,8 @@ def ingest_cmd(
         out.print(_report_table(report, elapsed))
         for f in report.failed:
             err.print(failure_line(f.path, f.reason), highlight=False)
+        for line in heard_like:  # remembered voices: suggested, never applied
+            out.print(plain(line))
         return report
 
     report = run(go)

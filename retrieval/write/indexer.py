@@ -19,16 +19,17 @@ recording or document is kept there before the source is written
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from retrieval.encoding.embed import Embedder
-from retrieval.errors import ConfigError, IngestError, QuorumError
+from retrieval.errors import ConfigError, IngestError, InvalidInput, QuorumError
 from retrieval.ingest import discover, read_source, transcribed_beside
 from retrieval.ingest.media import MEDIA_SUFFIXES
 from retrieval.links.kept_media import MediaStore
@@ -156,6 +157,21 @@ READ_GROUP = 32  # files read per worker-thread call and looked up per store que
 # it free, both were told "Added", and one meeting replaced the other. An id is claimed
 # here before the store is asked, and released when its ingest ends (written or not).
 _writing: dict[tuple[int, str, str], str] = {}
+
+
+@contextlib.contextmanager
+def holding(store: Store, kb: str, sid: str, what: str) -> Iterator[None]:
+    """Claim ``sid`` as an ingest does while ``what`` (a speaker rename) rewrites it: an
+    ingest of it meanwhile is refused, as is this when one is under way."""
+    key = (id(store), kb, sid)
+    if (other := _writing.get(key)) is not None:
+        raise InvalidInput(f"{sid} is being written right now (from {other}); try again soon.")
+    _writing[key] = what
+    try:
+        yield
+    finally:
+        if _writing.get(key) == what:
+            del _writing[key]
 
 
 async def ingest(
