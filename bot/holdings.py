@@ -30,6 +30,7 @@ from retrieval.links.kept_media import MediaStore
 from retrieval.models import Source, SourceInfo
 from retrieval.search.search import SearchService
 from retrieval.service import DATA_PARTS, TRANSCRIPTS
+from retrieval.speakers.voiceprints import Voiceprints
 from retrieval.store import Store
 from retrieval.write.transcribe import Transcriber
 
@@ -146,6 +147,11 @@ class Holdings:
         for r in changed:
             sid = str(r.source_id)
             await self.note(kb, sid, titles.get(sid, ""), actor, r.status == "updated")
+
+    async def note_speakers(self, kb: str, source: Source, actor: Actor, detail: str) -> None:
+        """Write a rename or merge of a source's speakers to the audit trail."""
+        entry = AuditEntry("speakers", kb, source.id, actor, source.title, detail)
+        await self.sessions.record_audit(entry)
 
     def is_upload(self, path: str) -> bool:
         """True when ``path`` is a file Quorum keeps (a chat upload), not the user's own."""
@@ -303,6 +309,16 @@ class Holdings:
             copies.append(Path(source.path))
         kept_bytes = sum(_size(f) for f in [*transcripts, *copies])
         return Held(info, size, kept_bytes, bool(copies), bool(transcripts), added)
+
+
+def forget_voices(voiceprints: Voiceprints) -> ForgetHook:
+    """The hook that deletes a forgotten source's voiceprints (kept whatever
+    ``QUORUM_VOICES`` says now: an earlier run may have kept some)."""
+
+    async def hook(kb: str, source: Source) -> None:
+        await asyncio.to_thread(voiceprints.drop, kb, source.id)
+
+    return hook
 
 
 def unlink(paths: list[Path]) -> list[str]:

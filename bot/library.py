@@ -19,6 +19,8 @@ from bot.holdings import Holdings
 from bot.jobs import Job, JobQueue
 from bot.jobs.queue import file_result
 from bot.models import Actor, Added, Heard, Waiting
+from bot.speakers import Speakers
+from bot.voices import Voices
 from bot.write import Writer
 from retrieval.encoding.embed import Embedder
 from retrieval.errors import InvalidInput, QuorumError
@@ -72,6 +74,7 @@ class KbLibrary:
         writer: Writer | None = None,
         jobs: JobQueue | None = None,
         media: MediaStore | None = None,
+        voices: Voices | None = None,
     ) -> None:
         self.store, self.embedder, self.search = store, embedder, search
         self.uploads_dir, self.chunking, self.transcriber = uploads_dir, chunking, transcriber
@@ -89,6 +92,7 @@ class KbLibrary:
             media=media,
             uploads_dir=uploads_dir,
         )
+        self._speakers = Speakers(writer=self.writer, search=search, voices=voices)
 
     @classmethod
     def of(
@@ -121,7 +125,13 @@ class KbLibrary:
             writer=writer,
             jobs=jobs,
             media=retrieval.media,
+            voices=Voices(retrieval.voiceprints),
         )
+
+    @property
+    def speakers(self) -> Speakers:
+        """A source's speakers listed, renamed and merged (``/speakers``)."""
+        return self._speakers
 
     def inbox(self, kb: str) -> Path:
         """``uploads/<kb>/``, made on first use."""
@@ -136,14 +146,17 @@ class KbLibrary:
         heard: Heard | None = None,
         by: Actor | None = None,
         waiting: Waiting | None = None,
+        speakers: int | None = None,
     ) -> Added:
         """Ingest ``path`` into ``kb``; a file that cannot be read comes back "failed".
-        With jobs, the file is a job a worker runs (``waiting`` hears how many are ahead)."""
+        With jobs, the file is a job a worker runs (``waiting`` hears how many are ahead).
+        ``speakers``: how many people speak in a recording, when the person said."""
         who = by or Actor("chat")
         if self.jobs is None:
-            written = await self.writer.add(kb, [path], who, progress=_Heard(heard))
+            count = {path: speakers} if speakers else None
+            written = await self.writer.add(kb, [path], who, progress=_Heard(heard), speakers=count)
             return await self._added(kb, path, written.report.results[0])
-        queued, _ = await self.jobs.add(kb, [path], who)
+        queued, _ = await self.jobs.add(kb, [path], who, speakers=speakers)
         if not queued:
             return Added("failed", path.name, reason="the file is gone")
         told: list[int] = []
@@ -190,6 +203,7 @@ class KbLibrary:
                 summary = await self.summarize(kb, result.source_id)
             except Exception:  # a summary is a bonus: the source is in either way
                 log.exception("summarizing %s failed", result.source_id)
+        heard_like = await self._speakers.suggest(kb, info.source) if info else []
         return Added(
             "unchanged" if result.status == "skipped" else result.status,
             info.source.title if info else path.stem,
@@ -198,6 +212,7 @@ class KbLibrary:
             await asyncio.to_thread(self._duration, path),
             summary,
             link=await self._page(kb, result.source_id),
+            suggestions=tuple(str(s) for s in heard_like),
         )
 
     async def _page(self, kb: str, source_id: str) -> str | None:

@@ -44,6 +44,7 @@ from bot.models import (
     EventSink,
     Heard,
     Library,
+    Naming,
     Question,
     ThreadKey,
     Waiting,
@@ -344,9 +345,10 @@ class MeteredLibrary:
         heard: Heard | None = None,
         by: Actor | None = None,
         waiting: Waiting | None = None,
+        speakers: int | None = None,
     ) -> Added:
         """The inner library's add, counted."""
-        added = await self.inner.add(kb, path, heard, by, waiting)
+        added = await self.inner.add(kb, path, heard, by, waiting, speakers)
         self.metrics.ingest_files.labels(added.status).inc()
         self.metrics.ingest_segments.inc(added.segments)
         return added
@@ -358,3 +360,8 @@ class MeteredLibrary:
     async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> int:
         """The inner library's forget."""
         return await self.inner.forget(kb, source_id, by)
+
+    @property
+    def speakers(self) -> Naming:
+        """The inner library's speakers."""
+        return self.inner.speakers

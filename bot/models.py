@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-from retrieval.models import Hit, SearchFilters, SourceInfo
+from retrieval.models import Hit, SearchFilters, Source, SourceInfo
 
 Mode = Literal["quick", "deep", "auto"]
 AnswerKind = Literal["answer", "extractive", "help", "nothing_found", "error"]
@@ -154,6 +154,52 @@ class Added:
     summary: str | None = None  # when a summarizer is wired in
     reason: str | None = None  # why it failed, one line
     link: str | None = None  # where the source opens (its own URL, or Quorum's page)
+    # Remembered voices its unnamed speakers sound like (``QUORUM_VOICES=on``), one line each
+    suggestions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """A few words a speaker said, and the link that opens them at their second."""
+
+    text: str
+    start_s: float | None
+    link: str | None
+
+
+@dataclass(frozen=True)
+class Speaker:
+    """One speaker of a source: talk time (seconds; 0 for untimed text), words, excerpts."""
+
+    name: str
+    talk_s: float
+    words: int
+    excerpts: tuple[Excerpt, ...] = ()
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A source's speakers, most talk first, and lines suggested for unnamed ones."""
+
+    source: Source
+    speakers: list[Speaker]
+    suggestions: list[str] = field(default_factory=list)
+
+
+class Naming(Protocol):
+    """A knowledge base's speakers listed, renamed and merged (``bot.speakers.Speakers``)."""
+
+    async def listing(self, kb: str, name: str) -> Listing:
+        """Each speaker of a source with talk time and excerpts linked at their second."""
+        ...
+
+    async def rename(self, kb: str, name: str, label: str, new: str, by: Actor) -> Source:
+        """Name a speaker of a source everywhere it is stored."""
+        ...
+
+    async def merge(self, kb: str, name: str, label: str, into: str, by: Actor) -> Source:
+        """Make ``label`` the same person as ``into``, both speakers of the source."""
+        ...
 
 
 class Library(Protocol):
@@ -171,9 +217,11 @@ class Library(Protocol):
         heard: Heard | None = None,
         by: Actor | None = None,
         waiting: Waiting | None = None,
+        speakers: int | None = None,
     ) -> Added:
         """Ingest one file (recordings are transcribed); never raises for a bad file.
-        ``by`` goes to the audit trail; ``waiting`` hears how many jobs are ahead of it."""
+        ``by`` goes to the audit trail; ``waiting`` hears how many jobs are ahead of it;
+        ``speakers``: how many people speak in a recording, when the person said."""
         ...
 
     async def sources(self, kb: str) -> list[SourceInfo]:
@@ -183,6 +231,11 @@ class Library(Protocol):
     async def forget(self, kb: str, source_id: str, by: Actor | None = None) -> int:
         """Remove a source and every copy of its words; how many passages went (0: there
         was no such source). ``by`` goes to the audit trail."""
+        ...
+
+    @property
+    def speakers(self) -> Naming:
+        """A source's speakers listed, renamed and merged (``/speakers``)."""
         ...
 
 

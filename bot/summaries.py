@@ -28,7 +28,9 @@ SYSTEM = (
     "You summarise one recording or document for a team's archive. Reply with JSON only: "
     '{"topics": [{"text": "...", "at": SECONDS}], "decisions": [...], "actions": [...]}. '
     "topics: what was discussed, one short sentence each, in order; decisions: what was "
-    "decided; actions: who will do what (by when). Every item's 'at' is the second, taken "
+    "decided; actions: who will do what (by when). A decision or action starts with the "
+    "speaker's name as the transcript gives it and a colon (\"Amara: restore drill by "
+    "Tuesday\"). Every item's 'at' is the second, taken "
     "from the [seconds] marks given, where it is said. Leave a list empty rather than "
     "invent an item. At most 8 items per list."
 )

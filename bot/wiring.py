@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from bot.jobs import JobQueue, Limits
     from bot.llm import Model
     from bot.retention import Retain
+    from bot.speakers import Speakers
     from bot.summaries import ModelSummarizer
     from bot.write import Writer
 
@@ -41,6 +42,7 @@ __all__ = [
     "retain",
     "open_session_store",
     "retrieval_config",
+    "speakers_of",
     "writer_of",
 ]
 
@@ -65,6 +67,9 @@ def retrieval_config(settings: Settings, *, one_shot: bool = False) -> Retrieval
         one_shot=one_shot,
         media_max_bytes=s.media_max_mb * 1024 * 1024 if s.media_max_mb else None,
         media_retain_days=s.media_retain_days,
+        diarize=s.diarize != "off",
+        speaker_onnx_path=s.speaker_onnx_path,
+        voices=s.voices,
         chunking=ChunkConfig(
             max_seconds=s.chunk_seconds,
             overlap_seconds=s.chunk_overlap_seconds,
@@ -96,9 +101,10 @@ def open_session_store(settings: Settings) -> contextlib.AbstractAsyncContextMan
 
 def holdings_of(settings: Settings, retrieval: Retrieval, sessions: Sessions) -> Holdings:
     """What Quorum holds per source, over running retrieval and sessions."""
-    from bot.holdings import Holdings  # and the transcriber's NumPy: not before a boot
+    from bot.holdings import Holdings, forget_voices  # the transcriber's NumPy: not before a boot
+    from bot.voices import Voices, forget_named
 
-    return Holdings(
+    holdings = Holdings(
         store=retrieval.store,
         search=retrieval.search,
         sessions=sessions,
@@ -106,6 +112,9 @@ def holdings_of(settings: Settings, retrieval: Retrieval, sessions: Sessions) ->
         transcriber=retrieval.transcriber,
         media=retrieval.media,
     )
+    holdings.add_hook(forget_voices(retrieval.voiceprints))
+    holdings.add_hook(forget_named(Voices(retrieval.voiceprints)))
+    return holdings
 
 
 @contextlib.asynccontextmanager
@@ -142,6 +151,15 @@ def writer_of(
         writer.add_fetcher(SCHEME, zoom)
         holdings.add_hook(zoom.recordings.forget)  # a kept event names its meeting
     return writer
+
+
+def speakers_of(retrieval: Retrieval, writer: Writer) -> Speakers:
+    """Speakers listed, named and merged through ``writer``; voices remembered with
+    ``QUORUM_VOICES=on``."""
+    from bot.speakers import Speakers
+    from bot.voices import Voices
+
+    return Speakers(writer=writer, search=retrieval.search, voices=Voices(retrieval.voiceprints))
 
 
 def job_limits(settings: Settings) -> Limits:

@@ -5,7 +5,9 @@ uploads, the HTTP API, a job's worker).
 Adding is the indexer's read or transcription, chunks, levels, embedding and write under a
 generation with its switch-over (``retrieval.write.indexer``), the summary (the model's when one
 is configured, extractive otherwise), the recording or document its page serves kept in the
-media store (``retrieval.links.kept_media``), the audit entry and the announcement. Removal is
+media store (``retrieval.links.kept_media``), the audit entry and the announcement.
+Renaming a source's speakers (``relabel``) writes it again from what the store holds.
+Removal is
 ``Holdings.forget``: every copy of the source's words (its kept media too), and the audit
 entry. ``tests/test_architecture.py`` fails when any other module calls the indexer, so the
 doors cannot drift apart again.
@@ -27,16 +29,20 @@ from bot.models import Actor
 from retrieval.encoding.embed import Embedder
 from retrieval.errors import QuorumError
 from retrieval.links.kept_media import MediaStore
+from retrieval.models import Source
 from retrieval.search.search import SearchService
+from retrieval.speakers.voiceprints import Voiceprints
 from retrieval.store import Store
 from retrieval.write.chunking import ChunkConfig
-from retrieval.write.indexer import FileResult, IngestReport, Progress, ingest
+from retrieval.write.indexer import FileResult, IngestReport, Progress, holding, ingest
+from retrieval.write.relabel import read_all, relabel
 from retrieval.write.summary import Summarizer
 from retrieval.write.transcribe import Transcriber
 
 if TYPE_CHECKING:
     from bot.holdings import Forgotten, Holdings
     from retrieval.service import Retrieval
+    from retrieval.speakers.diarize import Diarizer
 
 log = logging.getLogger("quorum.write")
 
@@ -80,6 +86,8 @@ class Writer:
         media: MediaStore | None = None,
         uploads_dir: Path | None = None,
         announcers: Sequence[Announcer] = (),
+        diarizer: Diarizer | None = None,
+        voiceprints: Voiceprints | None = None,
     ) -> None:
         self.store, self.embedder, self.search = store, embedder, search
         self.chunking, self.transcriber = chunking, transcriber
@@ -87,6 +95,8 @@ class Writer:
         self.media = media  # what pages serve, kept by the indexer as it writes
         self.uploads_dir = uploads_dir  # chat uploads' kept files (a cancelled job's go)
         self.announcers = list(announcers)
+        self.diarizer = diarizer  # speakers for recordings Quorum transcribes
+        self.voiceprints = voiceprints  # their voices, kept only with QUORUM_VOICES=on
         self.fetchers: dict[str, Fetcher] = {}  # by URL scheme: "s3"
 
     @classmethod
@@ -108,6 +118,8 @@ class Writer:
             summarizer=summarizer,
             media=retrieval.media,
             uploads_dir=retrieval.config.data_dir / "uploads",
+            diarizer=retrieval.diarizer,
+            voiceprints=retrieval.voiceprints,
         )
 
     def add_announcer(self, announcer: Announcer) -> None:
@@ -127,9 +139,11 @@ class Writer:
         progress: Progress | None = None,
         force: bool = False,
         roots: Mapping[Path, Path] | None = None,
+        speakers: Mapping[Path, int] | None = None,
     ) -> Written:
         """Add (or update) the files and folders in ``paths`` to ``kb``; unchanged files
-        are skipped unless ``force``. Each file has its own result; a bad file fails alone."""
+        are skipped unless ``force``. Each file has its own result; a bad file fails alone.
+        ``speakers``: how many people speak in a recording, where the user said."""
         report = await ingest(
             self.store,
             self.embedder,
@@ -142,6 +156,9 @@ class Writer:
             summarizer=self.summarizer,
             media=self.media,
             roots=roots,
+            diarizer=self.diarizer,
+            voiceprints=self.voiceprints,
+            speakers=speakers,
         )
         self.search.forget_sources(kb)
         if self.holdings is not None:
@@ -153,6 +170,21 @@ class Writer:
             except Exception:  # telling the team is a bonus: the sources are in either way
                 log.exception("announcing what was added to %s failed", kb)
         return Written(report, notices)
+
+    async def relabel(
+        self, kb: str, source: Source, mapping: Mapping[str, str], by: Actor, detail: str
+    ) -> Source:
+        """Rename (or merge, two labels onto one name) a source's speakers in every unit
+        the store holds of it, written whole under a new generation; audited as
+        ``detail``. The source as now stored."""
+        # Held as an ingest holds it: an ingest of the same source meanwhile would be undone.
+        with holding(self.store, kb, source.id, f"a speaker rename ({by})"):
+            stored = await read_all(self.store, kb, source)
+            renamed = await relabel(self.store, self.embedder, kb, stored, mapping)
+        self.search.forget_sources(kb)
+        if self.holdings is not None:
+            await self.holdings.note_speakers(kb, renamed, by, detail)
+        return renamed
 
     async def remove(self, kb: str, source_id: str, by: Actor) -> Forgotten:
         """Remove a source and every copy of its words: ``Holdings.forget``, the one

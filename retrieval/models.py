@@ -87,6 +87,9 @@ class Document:
     # Units of the other levels (turns, topics, summary), each numbered 0.. in its level.
     levels: tuple[Segment, ...] = ()
     original: Original | None = None  # the file its page plays or offers, as ingest read it
+    # A recording's speakers as voice vectors (label, CAM++ centroid), found at ingest:
+    # kept (``retrieval.speakers.voiceprints``) only with QUORUM_VOICES=on, never in the index.
+    voices: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
 
 @dataclass(frozen=True)

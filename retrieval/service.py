@@ -18,17 +18,23 @@ from retrieval.encoding.rerank import CrossEncoderReranker
 from retrieval.links.kept_media import MediaStore
 from retrieval.links.share import LinkSigner, load_secret
 from retrieval.search.search import SearchService
+from retrieval.speakers.voiceprints import VOICEPRINTS, Voiceprints
 from retrieval.store import Store, registry
 from retrieval.store.registry import StoreSettings
 from retrieval.write.chunking import ChunkConfig
 
 if TYPE_CHECKING:
+    from retrieval.speakers.diarize import Diarizer
     from retrieval.write.transcribe import Transcriber
 
 TRANSCRIPTS = "transcripts"
 MEDIA = "media"
 
-DATA_PARTS: dict[str, tuple[str, ...]] = {"index": registry.kept(), "transcripts": (TRANSCRIPTS,)}
+DATA_PARTS: dict[str, tuple[str, ...]] = {
+    "index": registry.kept(),
+    "transcripts": (TRANSCRIPTS,),
+    "voiceprints": (VOICEPRINTS,),
+}
 """What the retrieval layer keeps under the data dir, by kind (``quorum doctor``)."""
 
 
@@ -58,6 +64,16 @@ class RetrievalConfig:
     # The media store's bounds (``retrieval.links.kept_media``): None keeps everything.
     media_max_bytes: int | None = None
     media_retain_days: float | None = None
+    # Speakers (``retrieval.diarize``): found in recordings Quorum transcribes unless off;
+    # their voiceprints kept only with ``voices`` (``retrieval.speakers.voiceprints``).
+    diarize: bool = True
+    speaker_onnx_path: Path | None = None
+    voices: bool = False
+
+    def voiceprints(self) -> Voiceprints:
+        """Speakers' vectors per source under ``data_dir/voiceprints`` (kept only with
+        ``voices``)."""
+        return Voiceprints(self.data_dir / VOICEPRINTS, self.voices)
 
     def media(self) -> MediaStore:
         """The store of what pages serve, under ``data_dir/media``."""
@@ -70,6 +86,15 @@ class RetrievalConfig:
 
         return Transcriber(self.whisper_model, self.data_dir / TRANSCRIPTS)
 
+    def diarizer(self) -> Diarizer | None:
+        """Who spoke in recordings Quorum transcribes (CAM++ loads on first use); None
+        with ``diarize`` off."""
+        if not self.diarize:
+            return None
+        from retrieval.speakers.diarize import Diarizer
+
+        return Diarizer(self.speaker_onnx_path)
+
 
 @dataclass
 class Retrieval:
@@ -80,6 +105,7 @@ class Retrieval:
     embedder: LazyEmbedder
     search: SearchService
     transcriber: Transcriber
+    diarizer: Diarizer | None = None
 
     @property
     def chunking(self) -> ChunkConfig:
@@ -90,6 +116,11 @@ class Retrieval:
     def media(self) -> MediaStore:
         """What pages serve, kept at ingest."""
         return self.config.media()
+
+    @property
+    def voiceprints(self) -> Voiceprints:
+        """Speakers' vectors per source (kept only with ``QUORUM_VOICES=on``)."""
+        return self.config.voiceprints()
 
     @property
     def signer(self) -> LinkSigner | None:
@@ -135,4 +166,4 @@ async def open_retrieval(
         search = SearchService(
             store, embedder, alpha=config.hybrid_alpha, reranker=reranker, signer=signer
         )
-        yield Retrieval(config, store, embedder, search, config.transcriber())
+        yield Retrieval(config, store, embedder, search, config.transcriber(), config.diarizer())

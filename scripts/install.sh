@@ -43,6 +43,19 @@ if ! command -v espeak-ng >/dev/null 2>&1; then
   fi
 fi
 
+# 1b'. flite: the speaker tests speak a conversation in its distinct voices (kal, awb,
+#      rms, slt) to check who said what.
+if ! command -v flite >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "Installing flite (Debian package; the speaker tests speak with its voices)..."
+    (apt-get install -y -qq flite >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq flite >/dev/null 2>&1; }) \
+      || echo "Could not install flite; the speaker tests will fail without it." >&2
+  else
+    echo "flite is missing and there is no apt-get; install it for the speaker tests." >&2
+  fi
+fi
+
 # 1c. PostgreSQL: the tests start their own server (initdb + pg_ctl in a temp dir) to
 #     test the shared session store. Debian keeps the binaries off PATH.
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
@@ -102,6 +115,12 @@ if [ ! -f "$onnx_file" ]; then
   echo "Exporting the embedding model to ONNX (once per dependency set, about a minute)..."
   "$deps/bin/python" -m retrieval.encoding.onnx_export "$onnx_file" \
     || echo "The ONNX export failed; Quorum will embed with torch (slower start)." >&2
+fi
+speaker_file="$deps/share/quorum/campplus-sv-zh-en-16k.onnx"
+if [ ! -f "$speaker_file" ]; then
+  echo "Exporting the speaker model (CAM++) to ONNX (once per dependency set, about a minute)..."
+  "$deps/bin/python" -m retrieval.speakers.export "$speaker_file" \
+    || echo "The speaker model's export failed; recordings will be transcribed without speakers." >&2
 fi
 if [ "$(readlink .venv/share/quorum 2>/dev/null || true)" != "$deps/share/quorum" ]; then
   mkdir -p .venv/share

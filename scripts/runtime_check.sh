@@ -61,6 +61,10 @@ mkdir -p "$venv/share/quorum"
 if ! cmp -s "$export_file" "$venv/share/quorum/all-minilm-l6-v2.onnx"; then
   cp "$export_file" "$venv/share/quorum/all-minilm-l6-v2.onnx"
 fi
+speaker_file="$full/share/quorum/campplus-sv-zh-en-16k.onnx"  # speakers: CAM++ export
+if [ -f "$speaker_file" ] && ! cmp -s "$speaker_file" "$venv/share/quorum/${speaker_file##*/}"; then
+  cp "$speaker_file" "$venv/share/quorum/${speaker_file##*/}"
+fi
 if [ -e .venv/bin/weaviate-server ]; then
   ln -sfn "$(readlink -f .venv/bin/weaviate-server)" "$venv/bin/weaviate-server"
 fi

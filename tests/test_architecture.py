@@ -336,6 +336,19 @@ def test_only_the_write_path_calls_the_indexer() -> None:
     assert callers == ["bot/write.py"]
 
 
+def test_only_the_write_path_rewrites_speakers() -> None:
+    """Renaming a source's speakers writes the source again: only ``Writer.relabel`` may
+    call ``retrieval.write.relabel.relabel`` (its audit entry and caches follow)."""
+    callers = []
+    for package in ("adapters", "bot", "retrieval"):
+        for path in sorted((REPO / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module == "retrieval.write.relabel":
+                    if any(a.name == "relabel" for a in node.names):
+                        callers.append(path.relative_to(REPO).as_posix())
+    assert callers == ["bot/write.py"]
+
+
 def test_the_indexer_check_would_catch_a_second_door(tmp_path: Path) -> None:
     bad = tmp_path / "door.py"
     bad.write_text("def f():\n    from retrieval.write.indexer import FileResult, ingest\n")

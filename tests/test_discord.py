@@ -523,7 +523,7 @@ def test_only_the_needed_intents() -> None:
 
 async def test_sync_registers_commands_on_the_guild_or_globally(emu: DiscordEmulator) -> None:
     names, where = await sync_commands(settings_for(emu), globally=False)
-    assert names == ["ask", "research", "ingest", "sources", "forget"]
+    assert names == ["ask", "research", "ingest", "sources", "forget", "speakers"]
     assert where == f"guild {GUILD}"
     (put,) = emu.find("PUT", rf"/applications/{emu.app_id}/guilds/{GUILD}/commands")
     ask = next(c for c in put.body if c["name"] == "ask")

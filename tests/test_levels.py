@@ -158,7 +158,7 @@ def test_summary_is_kept_until_the_source_changes(
     assert after.exit_code == 0, after.output
     shown = json.loads(after.output)
     assert shown["level"] == "summary" and shown["text"].count("\nTopic: ") >= 3
-    assert "Decision: We decided to keep the runbook." in shown["text"]
+    assert "Decision: Priya Raman: We decided to keep the runbook." in shown["text"]
     table = runner.invoke(app, ["summary", "cutover-retro", "--kb", kb])
     assert "Decision" in table.output and "#t=660" in table.output  # the line's moment
     missing = runner.invoke(app, ["summary", "no such meeting", "--kb", kb])

@@ -1,6 +1,7 @@
 """Suggested prompts for an assistant panel, drawn from what a knowledge base holds: its
-most recent recordings (a question scoped to each with ``source:``) and a speaker, so the
-suggestions change as sources are added and removed. Any platform with such a panel uses
+most recent recordings (a question scoped to each with ``source:``) and a named speaker
+(never an unnamed "Speaker 2": each recording has its own), so the suggestions change as
+sources are added and removed and speakers are named. Any platform with such a panel uses
 these; free of SDK imports."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from datetime import date
 
 from adapters.chat.view import one_line
 from bot.models import Core
+from bot.voices import unnamed
 
 log = logging.getLogger("quorum.chat")
 
@@ -36,7 +38,7 @@ async def suggestions(core: Core, kb: str) -> list[Suggestion]:
         Suggestion(one_line(f"Decisions in {t}", TITLE_CHARS), f'What was decided? source:"{t}"')
         for t in titles[: MAX_PROMPTS - 2]
     ]
-    speakers = await core.speakers(kb)
+    speakers = [s for s in await core.speakers(kb) if not unnamed(s)]
     if speakers:
         who = speakers[0]
         out.append(

@@ -160,6 +160,8 @@ def result_text(name: str, added: Added) -> str:
     if added.summary:
         first = [one_line(x, 300) for x in added.summary.strip().splitlines() if x.strip()]
         line += "\n" + "\n".join(f"> {x}" for x in first[:3])
+    for heard in added.suggestions:  # remembered voices: suggested, never applied
+        line += f"\n{heard}: name them with `/speakers rename {added.source_id} …`?"
     return line
 
 
@@ -213,11 +215,17 @@ class Uploads:
         self._shelves: dict[Path, tuple[asyncio.Lock, int]] = {}  # the lock, its users
 
     async def add(
-        self, kb: str, upload: Upload, reply: UploadReply, by: Actor | None = None
+        self,
+        kb: str,
+        upload: Upload,
+        reply: UploadReply,
+        by: Actor | None = None,
+        speakers: int | None = None,
     ) -> Added | None:
         """Check, download, ingest and report one file in ``reply``; never raises. A
         refused file is never downloaded; a failed one is not kept. ``by`` (who shared
-        it) goes to the audit trail."""
+        it) goes to the audit trail; ``speakers``: how many people speak in a recording,
+        when the person said (the upload command's option)."""
         whole = Path(upload.name.replace("\\", "/")).name
         name = shown_name(whole)
         if self.library is None:
@@ -248,7 +256,9 @@ class Uploads:
         self._shelves[target] = (lock, users + 1)
         try:
             async with lock:
-                return await self._add(kb, name, upload, folder, reply, by, heard, waiting, pending)
+                return await self._add(
+                    kb, name, upload, folder, reply, by, heard, waiting, pending, speakers
+                )
         finally:
             lock, users = self._shelves[target]
             if users > 1:
@@ -267,6 +277,7 @@ class Uploads:
         heard: Callable[[float, float], None],
         waiting: Callable[[int], None],
         pending: set[asyncio.Task[None]],
+        speakers: int | None = None,
     ) -> Added | None:
         """Download, ingest and report one checked file."""
         assert self.library is not None
@@ -282,7 +293,7 @@ class Uploads:
                 return None
             path, previous = downloaded
             await reply.on_event(ProgressEvent(f"Reading {name}…"))
-            added = await library.add(kb, path, heard, by, waiting)
+            added = await library.add(kb, path, heard, by, waiting, speakers)
             kept = added.status != "failed"
             await asyncio.gather(*pending, return_exceptions=True)
         except QuorumError as exc:

@@ -90,6 +90,15 @@ def ingest_cmd(
     no_wait: Annotated[
         bool, typer.Option("--no-wait", help="Queue the files and print the job ids at once.")
     ] = False,
+    speakers: Annotated[
+        int | None,
+        typer.Option(
+            "--speakers",
+            min=1,
+            max=20,
+            help="How many people speak in the recordings (else Quorum counts them).",
+        ),
+    ] = None,
 ) -> None:
     """Ingest recordings (audio and video are transcribed), transcripts, PDFs, Markdown and
     course files: a job per file, run by a worker (`quorum serve`, `quorum worker`), or
@@ -100,6 +109,7 @@ def ingest_cmd(
         # one-shot `quorum search` over a second on two cores.
         from adapters.chat.announce import announcer, targets
         from adapters.cli.ingest_progress import IngestProgress
+        from adapters.cli.speakers import suggested
         from bot.jobs.queue import file_result
         from retrieval.write.indexer import FileResult, IngestReport
 
@@ -110,7 +120,9 @@ def ingest_cmd(
                 open_session_store(settings) as sessions,
                 open_job_queue(settings, sessions, None) as queue,
             ):
-                jobs, missing = await queue.add(name, paths, cli_actor(), force=force)
+                jobs, missing = await queue.add(
+                    name, paths, cli_actor(), force=force, speakers=speakers
+                )
                 idle = bool(jobs) and not await queue.workers_alive(30)
             # Plain lines (id, a tab, the file), for scripts: `cut -f1` gives the ids.
             sys.stdout.write("".join(f"{job.id}\t{job.name}\n" for job in jobs))
@@ -121,11 +133,17 @@ def ingest_cmd(
             return None
         async with open_jobs(settings, one_shot=True) as (writer, queue, _):
             writer.add_announcer(announcer(settings, writer.search))
-            jobs, missing = await queue.add(name, paths, cli_actor(), force=force)
+            jobs, missing = await queue.add(
+                name, paths, cli_actor(), force=force, speakers=speakers
+            )
             t0 = time.perf_counter()
             with IngestProgress(err) as progress:
                 ended = await queue.settle(jobs, progress)
             elapsed = time.perf_counter() - t0
+            written = {
+                j.source_id for j in ended if j.result in ("added", "updated") and j.source_id
+            }
+            heard_like = await suggested(settings, writer, name, written)
         report = IngestReport([file_result(j) for j in ended])
         report.results += [
             FileResult(str(p), "failed", reason="no such file or folder") for p in missing
@@ -133,6 +151,8 @@ def ingest_cmd(
         out.print(_report_table(report, elapsed))
         for f in report.failed:
             err.print(failure_line(f.path, f.reason), highlight=False)
+        for line in heard_like:  # remembered voices: suggested, never applied
+            out.print(plain(line))
         return report
 
     report = run(go)

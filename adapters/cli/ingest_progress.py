@@ -1,5 +1,6 @@
 """What ``quorum ingest`` shows while it works: files and segments written, and for a
-recording being transcribed, the audio minutes done and the real-time factor."""
+recording being transcribed (then heard for its speakers), the audio minutes done and the
+real-time factor."""
 
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ class IngestProgress:
         self.t0 = time.perf_counter()
         self.audio: TaskID | None = None
         self.audio_path = ""
+        self.audio_stage = ""
         self.audio_t0 = 0.0
 
     def __enter__(self) -> IngestProgress:
@@ -77,12 +79,19 @@ class IngestProgress:
             self.audio = None
 
     def transcribing(self, path: str, done_s: float, total_s: float) -> None:
-        if self.audio is None or path != self.audio_path:
+        self._stage("transcribing", path, done_s, total_s)
+
+    def diarizing(self, path: str, done_s: float, total_s: float) -> None:
+        self._stage("diarizing", path, done_s, total_s)
+
+    def _stage(self, stage: str, path: str, done_s: float, total_s: float) -> None:
+        if self.audio is None or path != self.audio_path or stage != self.audio_stage:
             if self.audio is not None:
                 self.progress.remove_task(self.audio)
-            label = escape(f"transcribing {Path(path).name[:28]}")
+            label = escape(f"{stage} {Path(path).name[:28]}")
             self.audio = self.progress.add_task(label, total=total_s, done="", rate="")
             self.audio_path, self.audio_t0 = path, time.perf_counter()
+            self.audio_stage = stage
         factor = realtime_factor(done_s, time.perf_counter() - self.audio_t0)
         self.progress.update(
             self.audio,

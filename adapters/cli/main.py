@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import typer
 
-from adapters.cli import ask, commands, insights, jobs, mcp, privacy, transcript  # noqa: F401
+from adapters.cli import (  # noqa: F401
+    ask,
+    commands,
+    insights,
+    jobs,
+    mcp,
+    privacy,
+    speakers,
+    transcript,
+)
 from adapters.cli.app import app, launch
 from adapters.console.app import chat_command, demo_command
 from adapters.doctor import doctor

@@ -32,8 +32,8 @@ def audit_cmd(
     limit: Annotated[int, typer.Option(help="How many entries, newest first.")] = 100,
     as_json: JsonOpt = False,
 ) -> None:
-    """Who added, updated and removed which source, when and from where (kept after the
-    sources themselves are gone)."""
+    """Who added, updated and removed which source (and renamed its speakers), when and
+    from where (kept after the sources themselves are gone)."""
     if limit < 1:
         raise fail(f"--limit must be at least 1, not {limit}.")
 

@@ -1,7 +1,10 @@
 """``quorum transcript``: a recording's transcript as WebVTT, SRT or timestamped text.
 
-The transcript is the one kept when the recording was ingested (by the file's content),
-so exporting costs no second transcription; a file never ingested is transcribed now.
+An ingested recording (named by id or title) is exported from what the knowledge base
+holds, each cue with its speaker's current name (a renamed speaker is named so: VTT voice
+tags, SRT ``Name:``); a media file is exported from the transcript kept when it was
+ingested (by the file's content), so exporting costs no second transcription; a file
+never ingested is transcribed now.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -21,7 +25,8 @@ from bot.config import Settings
 from bot.wiring import open_retrieval, retrieval_config
 from retrieval.errors import InvalidInput
 from retrieval.search.names import title_matches
-from retrieval.write.captions import FORMATS, WRITERS
+from retrieval.write.captions import FORMATS, WRITERS, Said
+from retrieval.write.relabel import Cue, cues, read_all
 from retrieval.write.transcribe import OnProgress, Transcriber, Transcript
 
 
@@ -31,35 +36,28 @@ def _transcribe(transcriber: Transcriber, path: Path, heard: OnProgress) -> Tran
     return transcriber.transcribe(str(path), file_digest(path), lambda: decode_audio(path), heard)
 
 
-async def _ingested_file(settings: Settings, source: str, kb: str | None) -> Path:
-    """The media file an ingested source was read from, found by id or title."""
-    from retrieval.ingest.media import MEDIA_SUFFIXES
-
+async def _stored_cues(settings: Settings, source: str, kb: str | None) -> list[Cue]:
+    """An ingested recording's cues as the knowledge base holds them, with its speakers'
+    names, found by id or title."""
     name = kb_name(settings, kb)
     async with open_retrieval(settings, one_shot=True) as r:
         infos = await r.store.list_sources(name)
-    exact = [i.source for i in infos if i.source.id == source]
-    found = exact or [i.source for i in infos if title_matches(source, i.source)]
-    if not found:
+        exact = [i.source for i in infos if i.source.id == source]
+        found = exact or [i.source for i in infos if title_matches(source, i.source)]
+        if not found:
+            raise InvalidInput(
+                f"No file or source {source!r} in knowledge base {name!r} (see `quorum sources`)."
+            )
+        if len(found) > 1:
+            ids = ", ".join(s.id for s in found[:5])
+            raise InvalidInput(f"{source!r} matches several sources ({ids}); give one id.")
+        stored = await read_all(r.store, name, found[0])
+    said = cues(stored.windows)
+    if not said:
         raise InvalidInput(
-            f"No file or source {source!r} in knowledge base {name!r} (see `quorum sources`)."
+            f"{found[0].title} has no timed transcript to export (it is a document)."
         )
-    if len(found) > 1:
-        ids = ", ".join(s.id for s in found[:5])
-        raise InvalidInput(f"{source!r} matches several sources ({ids}); give one id.")
-    src = found[0]
-    path = Path(src.path)
-    if path.suffix.lower() not in MEDIA_SUFFIXES:
-        raise InvalidInput(
-            f"{src.title} was read from {path.name}, not audio or video: "
-            "only recordings Quorum transcribed have a transcript to export."
-        )
-    if not await asyncio.to_thread(path.is_file):
-        raise InvalidInput(
-            f"{src.title} was ingested from {src.path}, which is not there now; "
-            "give the recording's path instead."
-        )
-    return path
+    return said
 
 
 @app.command("transcript")
@@ -83,10 +81,12 @@ def transcript_cmd(
     given = Path(source)
     local = given if given.suffix.lower() in MEDIA_SUFFIXES and given.is_file() else None
 
-    async def go(settings: Settings) -> Transcript:
+    async def go(settings: Settings) -> Sequence[Said]:
         if writer is None:
             raise InvalidInput(f"--format {fmt!r} is not one of {', '.join(FORMATS)}.")
-        path = local or await _ingested_file(settings, source, kb)
+        if local is None:
+            return await _stored_cues(settings, source, kb)
+        path = local
         with err.status(escape(f"Reading {path.name}..."), spinner="dots") as status:
             t0 = time.perf_counter()
 
@@ -97,15 +97,16 @@ def transcript_cmd(
                     + f", {factor:.1f}x real time"
                 )
 
-            return await asyncio.to_thread(
+            transcript = await asyncio.to_thread(
                 _transcribe, retrieval_config(settings).transcriber(), path, heard
             )
+            return transcript.cues
 
-    transcript = run(go)
+    said = run(go)
     assert writer is not None
-    text = writer(transcript)
+    text = writer(said)
     if output is None:
         sys.stdout.write(text)
         return
     output.write_text(text, encoding="utf-8")
-    out.print(f"Wrote {len(transcript.cues)} cues to {output}.", highlight=False)
+    out.print(f"Wrote {len(said)} cues to {output}.", highlight=False)

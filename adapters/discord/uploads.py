@@ -1,6 +1,6 @@
 """Discord's side of chat uploads (``adapters.chat.uploads`` decides everything):
-attachments on a message that mentions Quorum, the ``/ingest``, ``/sources`` and
-``/forget`` app commands, and ``/forget``'s confirm button. Attachments are downloaded
+attachments on a message that mentions Quorum, the ``/ingest``, ``/sources``, ``/forget``
+and ``/speakers`` app commands, and ``/forget``'s confirm button. Attachments are downloaded
 through discord.py (``Attachment.save``: Discord's CDN serves them by their signed URL).
 Admins: members of ``QUORUM_DISCORD_ADMIN_ROLE`` (id or name) or with Manage Server."""
 
@@ -9,13 +9,15 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import discord
 from discord import app_commands
 
 from adapters.chat.live import LiveEdits
+from adapters.chat.speakers import answer as speakers_answer
+from adapters.chat.speakers import options as speakers_asked
 from adapters.chat.uploads import (
     NOT_ADMIN,
     TooLarge,
@@ -174,8 +176,11 @@ async def on_forget(interaction: discord.Interaction[Any], source: str) -> None:
     await interaction.response.send_message(text, view=view, ephemeral=True)
 
 
-async def on_ingest(interaction: discord.Interaction[Any], file: discord.Attachment) -> None:
-    """``/ingest FILE``: an admin's file added, progress and result in the channel."""
+async def on_ingest(
+    interaction: discord.Interaction[Any], file: discord.Attachment, speakers: int | None = None
+) -> None:
+    """``/ingest FILE [speakers]``: an admin's file added (``speakers``: how many people
+    speak in a recording), progress and result in the channel."""
     client = interaction.client
     if not is_admin(interaction.user, client.own.admin_role):
         await interaction.response.send_message(NOT_ADMIN, ephemeral=True)
@@ -187,14 +192,22 @@ async def on_ingest(interaction: discord.Interaction[Any], file: discord.Attachm
 
     uploads: Uploads = client.uploads
     by = Actor("discord", str(interaction.user.id))
-    await uploads.add(client.kb_for(interaction.guild_id), as_upload(file), MessageReply(send), by)
+    kb = client.kb_for(interaction.guild_id)
+    await uploads.add(kb, as_upload(file), MessageReply(send), by, speakers)
 
 
 @app_commands.command(name="ingest", description="Add a recording or document (admins).")
-@app_commands.describe(file="A recording, transcript, PDF or Markdown file")
-async def ingest_command(interaction: discord.Interaction[Any], file: discord.Attachment) -> None:
+@app_commands.describe(
+    file="A recording, transcript, PDF or Markdown file",
+    speakers="How many people speak in the recording (Quorum counts them if left out)",
+)
+async def ingest_command(
+    interaction: discord.Interaction[Any],
+    file: discord.Attachment,
+    speakers: app_commands.Range[int, 1, 20] | None = None,
+) -> None:
     """/ingest: add the attached file to the knowledge base."""
-    await on_ingest(interaction, file)
+    await on_ingest(interaction, file, speakers)
 
 
 @app_commands.command(name="sources", description="List what Quorum answers from.")
@@ -212,8 +225,50 @@ async def forget_command(
     await on_forget(interaction, source)
 
 
+async def on_speakers(
+    interaction: discord.Interaction[Any],
+    source: str,
+    action: str,
+    speaker: str | None,
+    name: str | None,
+) -> None:
+    """``/speakers``: a recording's speakers listed, renamed or merged (admins, as
+    ``/forget``); the answer to the asker only."""
+    client = interaction.client
+    if not is_admin(interaction.user, client.own.admin_role):
+        await interaction.response.send_message(NOT_ADMIN, ephemeral=True)
+        return
+    await interaction.response.defer(ephemeral=True, thinking=True)
+    uploads: Uploads = client.uploads
+    by = Actor("discord", str(interaction.user.id))
+    asked = speakers_asked(source, action, speaker, name)
+    text = await speakers_answer(uploads.library, client.kb_for(interaction.guild_id), asked, by)
+    await interaction.followup.send(text[:2000])
+
+
+@app_commands.command(
+    name="speakers", description="A recording's speakers; rename or merge them (admins)."
+)
+@app_commands.describe(
+    source="The recording's id or title (see /sources)",
+    action="list (the default), rename, or merge two labels that are one person",
+    speaker='The speaker to rename or merge, e.g. "Speaker 2"',
+    to='The new name, or the speaker to merge into, e.g. "Amara Osei"',
+)
+async def speakers_command(
+    interaction: discord.Interaction[Any],
+    source: app_commands.Range[str, 1, 200],
+    action: Literal["list", "rename", "merge"] = "list",
+    speaker: app_commands.Range[str, 1, 100] | None = None,
+    to: app_commands.Range[str, 1, 100] | None = None,
+) -> None:
+    """/speakers: list, rename or merge a recording's speakers."""
+    await on_speakers(interaction, source, action, speaker, to)
+
+
 def add_upload_commands(tree: app_commands.CommandTree[Any]) -> None:
-    """Register /ingest, /sources and /forget on a tree."""
+    """Register /ingest, /sources, /forget and /speakers on a tree."""
     tree.add_command(ingest_command)
     tree.add_command(sources_command)
     tree.add_command(forget_command)
+    tree.add_command(speakers_command)

@@ -3,6 +3,7 @@
     GET /v/{token}         a recording's player and transcript, or a document's text
     GET /v/{token}/media   the recording (HTTP Range: 206 Partial Content)
     GET /v/{token}/file    the document file itself (a PDF inline)
+    POST /v/{token}/speakers   an admin link's rename of a speaker (``speaker_form``)
 
 Any caller may be hostile. A token that is malformed, tampered with or expired gets a
 403 page that says which and nothing more; a source since removed gets 404. A URL never
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from adapters.http import pages_view, shell
+from adapters.http import pages_view, shell, speaker_form
 from adapters.http.problems import DOWN, EXPIRED, FORBIDDEN, REMOVED, STARTING, refused
 from adapters.http.served import Served
 from bot.cite.sentences import Sentence, link_second, merge_sentences, sentences_of
@@ -64,8 +65,11 @@ class Pages:
         app.router.add_get("/v/{token}", self.page)
         app.router.add_get("/v/{token}/media", self.media)
         app.router.add_get("/v/{token}/file", self.file)
+        app.router.add_post("/v/{token}/speakers", self.speakers)
 
-    async def _open(self, request: web.Request) -> tuple[CoreServices, Grant, KbArchive, Source]:
+    async def open_link(
+        self, request: web.Request
+    ) -> tuple[CoreServices, Grant, KbArchive, Source]:
         """The grant a request's token carries and its source, or the refusal page."""
         services = self.server.services
         if services is None:
@@ -91,7 +95,17 @@ class Pages:
 
     async def page(self, request: web.Request) -> web.Response:
         """A recording's or a document's page."""
-        services, grant, archive, source = await self._open(request)
+        return await self.render(request)
+
+    async def speakers(self, request: web.Request) -> web.StreamResponse:
+        """An admin link's rename of a speaker (``speaker_form``)."""
+        services, grant, _, source = await self.open_link(request)
+        return await speaker_form.rename(request, services, grant, source, self.render)
+
+    async def render(self, request: web.Request, status: int = 200, said: str = "") -> web.Response:
+        """The page of the request's link; an admin link's recording shows the speakers'
+        rename form (``said``: what its last post was told)."""
+        services, grant, archive, source = await self.open_link(request)
         try:
             units = await units_of(archive, source.id)
         except QuorumError:  # the store went away between the two reads
@@ -105,7 +119,7 @@ class Pages:
             )
             if x
         )
-        base = request.path.rstrip("/")
+        base = f"/v/{request.match_info['token']}"
         timed = any(u.segment.start_s is not None for u in units)
         if source.kind in ("video", "audio") or timed:
             media = services.retrieval.media
@@ -118,6 +132,11 @@ class Pages:
                     "transcript is below."
                 )
             host = (urlsplit(source.url).hostname or "") if source.url else ""
+            signer = services.retrieval.search.signer
+            form = ""
+            if grant.admin and source.speakers and signer is not None:
+                key = signer.form_key(request.match_info["token"])
+                form = pages_view.speaker_form(f"{base}/speakers", source.speakers, key, said)
             body = pages_view.recording(
                 title=source.title,
                 meta=meta,
@@ -128,8 +147,10 @@ class Pages:
                 notes=notes,
                 external=source.url,
                 external_host=host.removeprefix("www."),
+                form=form,
             )
-            return shell.html(200, body, policy=pages_view.CSP)
+            policy = pages_view.ADMIN_CSP if form else pages_view.CSP
+            return shell.html(status, body, policy=policy)
         media = services.retrieval.media
         kept = await asyncio.to_thread(media.find, grant.kb, source, DOCUMENTS)
         pdf = kept == ".pdf"
@@ -152,7 +173,7 @@ class Pages:
         return await self._kept(request, DOCUMENTS)
 
     async def _kept(self, request: web.Request, suffixes: frozenset[str]) -> web.StreamResponse:
-        services, grant, _, source = await self._open(request)
+        services, grant, _, source = await self.open_link(request)
         media: MediaStore = services.retrieval.media
         opened = await _open_kept(media, grant.kb, source, suffixes)
         if opened is None:

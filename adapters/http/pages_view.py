@@ -65,6 +65,8 @@ window.addEventListener('hashchange',open);open();
 
 # Only the stylesheet and this script may run on a page (no other inline code, no origin).
 CSP = csp(SCRIPT)
+# An admin link's page posts its one form (the speakers' names) back here, nowhere else.
+ADMIN_CSP = csp(SCRIPT, form_action="'self'")
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ def recording(
     notes: Sequence[str] = (),
     external: str | None = None,
     external_host: str = "",
+    form: str = "",
 ) -> str:
     """A recording's page: the player (when Quorum has the media) and the transcript."""
     parts = ['<main class=rec><section class=player aria-label="Player">']
@@ -115,6 +118,7 @@ def recording(
             f'data-url="{escape(external)}" data-host="{escape(external_host)}">'
             f"Open on {escape(external_host)}</a></p>"
         )
+    parts.append(form)
     parts.append('</section><ol id=transcript class=transcript aria-label="Transcript">')
     for line in lines:
         who = f"<span class=who>{escape(line.speaker)}</span>" if line.speaker else ""
@@ -128,6 +132,22 @@ def recording(
         parts.append("<li>No transcript is stored for this recording.</li>")
     parts.append("</ol></main>")
     return page(title, header(title, meta) + "".join(parts), script=SCRIPT)
+
+
+def speaker_form(action: str, speakers: Sequence[str], key: str, said: str = "") -> str:
+    """The small form an admin link's page shows: one speaker of the recording and the
+    name to give it (``said``: what the last try was told)."""
+    options = "".join(f"<option>{escape(s)}</option>" for s in speakers)
+    note = f'<p class="note warn" role=alert>{escape(said)}</p>' if said else ""
+    return (
+        f'<form class=speakers method=post action="{escape(action)}">'
+        "<fieldset><legend>Name a speaker</legend>"
+        f'{note}<input type=hidden name=csrf value="{escape(key)}"><div class=row>'
+        f"<label>Speaker<select name=speaker>{options}</select></label>"
+        "<label>Name<input name=name maxlength=80 required autocomplete=off "
+        'placeholder="Full name"></label>'
+        "<button type=submit>Rename</button></div></fieldset></form>"
+    )
 
 
 def document(

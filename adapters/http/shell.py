@@ -64,6 +64,14 @@ form{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;margin:1rem 0}
 input{font:inherit;padding:.4rem .5rem;min-width:16rem;max-width:100%}
 button{font:inherit;padding:.4rem .9rem;cursor:pointer}
 .err{color:#c62828}
+.speakers{display:block;margin:.6rem 0}
+.speakers fieldset{margin:0;padding:.3rem .7rem .7rem;border:1px solid #8886;border-radius:.4rem}
+.speakers legend{font-weight:600;padding:0 .3rem}
+.speakers .row{display:flex;flex-wrap:wrap;gap:.5rem;align-items:flex-end}
+.speakers label{display:flex;flex-direction:column;font-size:.9rem;gap:.15rem;flex:1 1 9rem}
+.speakers input,.speakers select,.speakers button{font:inherit;box-sizing:border-box;
+height:2.5rem;padding:0 .5rem;min-width:0}
+.speakers button{flex:0 0 auto;padding:0 1rem}
 @media (max-width:760px){
 .rec{grid-template-columns:1fr;gap:.5rem}
 .transcript{max-height:none;overflow:visible}

@@ -321,6 +321,10 @@ def _listen(app: AsyncApp, adapter: SlackAdapter) -> None:
         await ack()
         spawn(adapter.sources.on_forget(command, respond))
 
+    async def on_speakers(ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        spawn(adapter.sources.on_speakers(command, respond))
+
     async def on_forget_click(
         ack: AsyncAck, body: dict[str, Any], action: dict[str, Any], respond: AsyncRespond
     ) -> None:
@@ -334,5 +338,6 @@ def _listen(app: AsyncApp, adapter: SlackAdapter) -> None:
     app.action(re.compile(r"^quorum_feedback_(up|down)$"))(on_feedback)
     app.command("/sources")(on_sources)
     app.command("/forget")(on_forget)
+    app.command("/speakers")(on_speakers)
     app.action(ACTION_FORGET)(on_forget_click)
     app.action(ACTION_KEEP)(on_forget_click)

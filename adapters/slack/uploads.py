@@ -1,6 +1,6 @@
 """Slack's side of chat uploads (``adapters.chat.uploads`` decides everything): files on
 a message for Quorum, downloaded from ``url_private_download`` with the bot token;
-``/sources``; ``/forget SOURCE`` with a confirm button. Admins are
+``/sources``; ``/forget SOURCE`` with a confirm button; ``/speakers``. Admins are
 ``QUORUM_SLACK_ADMINS``."""
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from typing import Any
 import aiohttp
 from slack_bolt.async_app import AsyncRespond
 
+from adapters.chat.speakers import answer as speakers_answer
+from adapters.chat.speakers import parse as speakers_asked
 from adapters.chat.uploads import (
     NOT_ADMIN,
     TooLarge,
@@ -122,6 +124,19 @@ class SlackSources:
             await respond(text, response_type="ephemeral")
             return
         m = confirm_message(text, info.source.id)
+        await respond(text=m.text, blocks=m.blocks, response_type="ephemeral")
+
+    async def on_speakers(self, command: dict[str, Any], respond: AsyncRespond) -> None:
+        """``/speakers``: a recording's speakers listed, renamed or merged (the rule of
+        ``/forget``: admins only); the answer to the asker only."""
+        if not self.may_manage(command["user_id"]):
+            await respond(NOT_ADMIN, response_type="ephemeral")
+            return
+        by = Actor("slack", command["user_id"])
+        kb = self.kb_for(command["team_id"])
+        asked = speakers_asked(str(command.get("text") or "").strip())
+        text = await speakers_answer(self.uploads.library, kb, asked, by)
+        m = notice(text)
         await respond(text=m.text, blocks=m.blocks, response_type="ephemeral")
 
     async def on_click(

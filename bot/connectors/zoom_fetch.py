@@ -1,5 +1,5 @@
 """A Zoom recording's files downloaded by the job that ingests it: the webhook keeps the
-event (``ZoomRecordings``, the ``zoom_recordings`` table, ``m009_zoom``) and queues a job
+event (``ZoomRecordings``, the ``zoom_recordings`` table, ``m008_zoom``) and queues a job
 for ``zoom://SOURCE-ID/Topic.vtt`` (``url_of``); the worker's ``ZoomFetcher`` (a
 ``bot.write.Fetcher``, registered for ``zoom://``) downloads the audio (or video) and
 Zoom's transcript with the event's download token (Zoom's documented bearer header),

@@ -87,10 +87,17 @@ class JobQueue:
         self.writer, self.limits, self.inline = writer, limits or Limits(), inline
 
     async def add(
-        self, kb: str, paths: Sequence[Path], by: Actor, *, force: bool = False
+        self,
+        kb: str,
+        paths: Sequence[Path],
+        by: Actor,
+        *,
+        force: bool = False,
+        speakers: int | None = None,
     ) -> tuple[list[Job], list[Path]]:
         """A job per file under ``paths`` (one already queued for the same content is
-        reused); and the paths that do not exist."""
+        reused); and the paths that do not exist. ``speakers``: how many people speak in
+        the recordings, when the user said."""
         files, missing = await asyncio.to_thread(_files, paths)
         jobs: list[Job] = []
         for path, root, digest in files:
@@ -101,9 +108,10 @@ class JobQueue:
                 by.via,
                 by.who,
                 str(path),
-                dedupe_key(kb, "add", f"{path}\0{digest}"),
+                dedupe_key(kb, "add", f"{path}\0{digest}" + (f"\0{speakers}" if speakers else "")),
                 root=str(root) if root else None,
                 force=force,
+                speakers=speakers,
             )
             jobs.append(job)
         await self._send(jobs)

@@ -48,6 +48,7 @@ class Job:
     started_at: float | None
     heartbeat_at: float | None
     finished_at: float | None
+    speakers: int | None = None  # how many people speak in a recording, as the user said
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Job:

@@ -76,6 +76,11 @@ class _Beats:
         if transcribing is not None:
             transcribing(path, done_s, total_s)
 
+    def diarizing(self, path: str, done_s: float, total_s: float) -> None:
+        diarizing = getattr(self.outer, "diarizing", None)
+        if diarizing is not None:
+            diarizing(path, done_s, total_s)
+
 
 class Runner:
     """Runs claimed jobs through the write path, beating their heartbeats."""
@@ -149,9 +154,11 @@ class Runner:
         paths = [local.get(j.file, Path(j.file)) for j in jobs]
         roots = {Path(j.file): Path(j.root) for j in jobs if j.root and j.file not in local}
         roots |= {p: p.parent for p in local.values()}  # manifests: its own folder only
+        speakers = {local.get(j.file, Path(j.file)): j.speakers for j in jobs if j.speakers}
         by = Actor(first.via, first.actor)
+        force = any(j.force for j in jobs)
         written = await self.writer.add(
-            first.kb, paths, by, progress=beats, force=any(j.force for j in jobs), roots=roots
+            first.kb, paths, by, progress=beats, force=force, roots=roots, speakers=speakers
         )
         by_path = {r.path: r for r in written.report.results}
         for job, path in zip(jobs, paths, strict=True):

@@ -21,7 +21,7 @@ COLUMNS = (
     "id, kind, lane, kb, via, actor, file, root, force, dedupe_key, state, progress, total_s, "
     "attempts, worker, error, result, source_id, segments, detail, created_at, run_after, "
     "started_at, "
-    "heartbeat_at, finished_at"
+    "heartbeat_at, finished_at, speakers"
 )
 MAX_ERROR = 300  # one sentence, whatever an exception put in its message
 
@@ -50,6 +50,7 @@ class JobTable:
         *,
         root: str | None = None,
         force: bool = False,
+        speakers: int | None = None,
     ) -> tuple[Job, bool]:
         """The job for ``key``: a new one queued (True), or the one already queued or
         running for it (False): the same recording queued twice is one job."""
@@ -58,8 +59,8 @@ class JobTable:
             async with self.driver.transaction() as tx:
                 rows = await tx.fetch(
                     "INSERT INTO jobs (kind, lane, kb, via, actor, file, root, force, "
-                    "dedupe_key, state, created_at, run_after) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) "
+                    "dedupe_key, state, created_at, run_after, speakers) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?) "
                     "ON CONFLICT (dedupe_key) WHERE state IN ('queued', 'running') DO NOTHING "
                     f"RETURNING {COLUMNS}",
                     kind,
@@ -73,6 +74,7 @@ class JobTable:
                     key,
                     now,
                     now,
+                    speakers,
                 )
                 if rows:
                     return Job.from_row(rows[0]), True

@@ -205,13 +205,19 @@ CREATE INDEX connector_items_by_state ON connector_items (connector, state)
 
 # A Zoom recording.completed event, kept from the webhook until its job has downloaded
 # the files (its download token and their URLs; bot/connectors/zoom_fetch.py).
-M009_ZOOM = """
+M008_ZOOM = """
 CREATE TABLE zoom_recordings (
     source_id TEXT PRIMARY KEY,
     kb TEXT NOT NULL,
     event TEXT NOT NULL,
     received_at $float NOT NULL
 )
+"""
+
+# How many people speak in a queued recording, when the user said (``--speakers N``, the
+# upload command's option): the worker hands it to finding speakers.
+M009_JOB_SPEAKERS = """
+ALTER TABLE jobs ADD COLUMN speakers INTEGER
 """
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
@@ -222,7 +228,8 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("m005_exchange_kb", M005_EXCHANGE_KB),
     ("m006_jobs", M006_JOBS),
     ("m007_connectors", M007_CONNECTORS),
-    ("m009_zoom", M009_ZOOM),
+    ("m008_zoom", M008_ZOOM),
+    ("m009_job_speakers", M009_JOB_SPEAKERS),
 )
 
 

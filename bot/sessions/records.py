@@ -88,7 +88,7 @@ class QueryRecord:
     retrieval_ms: float
 
 
-AuditAction = Literal["added", "updated", "removed", "expired"]
+AuditAction = Literal["added", "updated", "removed", "expired", "speakers"]
 
 
 @dataclass(frozen=True)

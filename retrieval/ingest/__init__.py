@@ -10,6 +10,7 @@ import hashlib
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from retrieval.errors import IngestError, InvalidInput
 from retrieval.ingest.course import is_course, read_course
@@ -35,6 +36,9 @@ from retrieval.models import Document, Kind, Original, Source, check_source_id
 from retrieval.write.chunking import ChunkConfig, Unit, chunk, unique_speakers
 from retrieval.write.levels import turns
 from retrieval.write.transcribe import OnProgress, Transcriber
+
+if TYPE_CHECKING:
+    from retrieval.speakers.diarize import Diarizer
 
 __all__ = ["SUPPORTED_SUFFIXES", "ChunkConfig", "discover", "read_source"]
 
@@ -122,13 +126,34 @@ def read_source(
     chunking: ChunkConfig | None = None,
     transcriber: Transcriber | None = None,
     on_progress: OnProgress | None = None,
+    diarizer: Diarizer | None = None,
+    speakers: int | None = None,
+    on_diarize: OnProgress | None = None,
 ) -> Document:
     """Parse one file into a ``Document``; ``root`` bounds the search for manifests. Audio
-    and video are transcribed with ``transcriber`` (``on_progress`` hears how far)."""
+    and video are transcribed with ``transcriber`` (``on_progress`` hears how far) and,
+    with a ``diarizer``, given speakers (``speakers``: how many, else the metadata's
+    ``speakers`` count, else found; ``on_diarize`` hears how far)."""
     name = str(path)
     data = _load(path, transcriber)
     sidecar, sidecar_bytes = read_sidecar(path)
-    units, kind, in_file = _parse(path, data, transcriber, on_progress)
+    voices: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    if path.suffix.lower() in MEDIA_SUFFIXES:
+        assert transcriber is not None  # _load refused media without one
+        if speakers is None:
+            speakers = sidecar.over(from_manifests(path, root)).speaker_count
+        heard = read_media(
+            path,
+            data.decode(),
+            transcriber,
+            on_progress,
+            diarizer=diarizer,
+            speakers=speakers,
+            on_diarize=on_diarize,
+        )
+        units, kind, in_file, voices = heard.units, heard.kind, Metadata(), heard.voices
+    else:
+        units, kind, in_file = _parse(path, data)
     if not any(u.text.strip() for u in units):
         raise IngestError(name, "no text found in the file")
 
@@ -168,6 +193,7 @@ def read_source(
         segments=tuple(segments),
         levels=tuple(turns(units, source_id)),
         original=original,
+        voices=voices,
     )
 
 
@@ -208,17 +234,11 @@ def _load(path: Path, transcriber: Transcriber | None) -> bytes:
     return data
 
 
-def _parse(
-    path: Path, data: bytes, transcriber: Transcriber | None, on_progress: OnProgress | None
-) -> tuple[list[Unit], Kind, Metadata]:
-    """A file's units in its format's reader, its kind, and the metadata written inside it
-    (front matter, a course's header)."""
+def _parse(path: Path, data: bytes) -> tuple[list[Unit], Kind, Metadata]:
+    """A text or PDF file's units in its format's reader, its kind, and the metadata
+    written inside it (front matter, a course's header)."""
     suffix = path.suffix.lower()
     kind: Kind = "document" if suffix in _DOCUMENTS else "video"
-    if suffix in MEDIA_SUFFIXES:
-        assert transcriber is not None  # _load refused media without one
-        units, kind = read_media(path, data.decode(), transcriber, on_progress)
-        return units, kind, Metadata()
     if suffix == ".pdf":
         return read_pdf(data, path), kind, Metadata()
     in_file, text = Metadata(), _decode(data, path)

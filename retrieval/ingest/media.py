@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import av
 import numpy as np
@@ -16,6 +18,9 @@ from retrieval.errors import IngestError
 from retrieval.models import Kind
 from retrieval.write.chunking import Unit
 from retrieval.write.transcribe import SAMPLE_RATE, Audio, OnProgress, Transcriber, chunked
+
+if TYPE_CHECKING:
+    from retrieval.speakers.diarize import Diarizer
 
 AUDIO_SUFFIXES = frozenset({".mp3", ".m4a", ".wav", ".ogg"})
 VIDEO_SUFFIXES = frozenset({".webm", ".mp4", ".mov", ".mkv"})
@@ -103,12 +108,38 @@ def _pieces(name: str) -> Iterator[npt.NDArray[np.float32]]:
             ) from exc
 
 
+@dataclass(frozen=True)
+class Heard:
+    """A recording read: its timed units (with speakers when they were found), audio or
+    video, and each speaker's voice vector."""
+
+    units: list[Unit]
+    kind: Kind
+    voices: tuple[tuple[str, tuple[float, ...]], ...] = ()
+
+
 def read_media(
-    path: Path, digest: str, transcriber: Transcriber, on_progress: OnProgress | None = None
-) -> tuple[list[Unit], Kind]:
-    """A recording's sentences as timed units, and whether it is audio or video."""
+    path: Path,
+    digest: str,
+    transcriber: Transcriber,
+    on_progress: OnProgress | None = None,
+    *,
+    diarizer: Diarizer | None = None,
+    speakers: int | None = None,
+    on_diarize: OnProgress | None = None,
+) -> Heard:
+    """A recording's sentences as timed units, and whether it is audio or video; with a
+    ``diarizer``, each unit's speaker (``speakers``: how many, when the user said)."""
     transcript = transcriber.transcribe(str(path), digest, lambda: decode_audio(path), on_progress)
     units = [Unit(c.text, c.start_s, c.end_s) for c in transcript.cues]
     if not units:
         raise IngestError(str(path), "no speech was recognised in the recording")
-    return units, "video" if transcript.has_video else "audio"
+    kind: Kind = "video" if transcript.has_video else "audio"
+    if diarizer is None:
+        return Heard(units, kind)
+    found = diarizer.label(transcript, lambda: decode_audio(path), speakers, on_diarize)
+    if found is None or not found.lines:
+        return Heard(units, kind)
+    said = [Unit(x.text, x.start_s, x.end_s, speaker=x.speaker) for x in found.lines]
+    voices = tuple((name, tuple(float(v) for v in vec)) for name, vec in found.voices.items())
+    return Heard(said, kind, voices)

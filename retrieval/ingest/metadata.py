@@ -84,6 +84,9 @@ class Metadata:
     kind: Kind | None = None
     speakers: tuple[str, ...] | None = None
     description: str | None = None
+    # ``speakers: 3`` (a number, not names): how many people speak in a recording, for
+    # finding who said what (``retrieval.speakers``).
+    speaker_count: int | None = None
 
     def over(self, lower: Metadata) -> Metadata:
         """These fields, with the gaps filled from ``lower``."""
@@ -118,7 +121,7 @@ def parse(raw: object, origin: str) -> Metadata:
     values: dict[str, Any] = {}
     for key, value in raw.items():
         key = _ALIASES.get(str(key), str(key))
-        if value is None or key not in {f.name for f in fields(Metadata)}:
+        if value is None or key == "speaker_count" or key not in {f.name for f in fields(Metadata)}:
             continue
         if key == "recorded_at":
             values[key] = _date(value, origin)
@@ -127,10 +130,14 @@ def parse(raw: object, origin: str) -> Metadata:
                 kinds = ", ".join(KINDS)
                 raise IngestError(origin, f"unknown kind {shown(value)}; use one of {kinds}")
             values[key] = value
+        elif key == "speakers" and isinstance(value, int) and not isinstance(value, bool):
+            values["speaker_count"] = check_speaker_count(value, origin)
         elif key == "speakers":
             names = [value] if isinstance(value, str) else value
             if not isinstance(names, list):
-                raise IngestError(origin, "speakers must be a list of names")
+                raise IngestError(
+                    origin, "speakers must be a list of names, or how many people speak (1-20)"
+                )
             values[key] = tuple(_text("speakers", name, origin) for name in names)
         elif key == "id":
             try:
@@ -140,6 +147,18 @@ def parse(raw: object, origin: str) -> Metadata:
         else:
             values[key] = _text(key, value, origin)
     return replace(Metadata(), **values)
+
+
+MAX_SPEAKERS = 20
+
+
+def check_speaker_count(value: int, origin: str) -> int:
+    """A recording's speaker count as a person gave it: 1 to ``MAX_SPEAKERS``."""
+    if not 1 <= value <= MAX_SPEAKERS:
+        raise IngestError(
+            origin, f"speakers must be between 1 and {MAX_SPEAKERS}, not {shown(value)}"
+        )
+    return value
 
 
 def sidecar_path(path: Path) -> Path:

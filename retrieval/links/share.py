@@ -11,6 +11,11 @@ then says 404), or when the secret changes (every link at once).
     {public_url}/v/{token}/media    the recording's media (HTTP Range)
     {public_url}/v/{token}/file     the document itself (a PDF, inline)
 
+An *admin* link (``admin_page``: a day at most) is the same page with one more word
+signed into its token: its holder may also rename the recording's speakers there (a
+small form whose posts carry ``form_key(token)``, a second signature no other page can
+read). A plain link never grants that, and cannot be edited into one.
+
 Where in the source a link opens rides in the fragment, never signed and never sent to
 the server: ``#t=734`` (a second), ``#page=5``, ``#u=12`` (a passage by position).
 """
@@ -35,6 +40,9 @@ SECRET_FILE = "link-secret"
 _CONTEXT = b"quorum-link-v1\n"
 _SIG_BYTES = 20  # 160 bits: far beyond guessing, and a shorter URL than the full 256
 _ROUND_S = 3600  # expiries round up to the hour, so one hour's answers share their links
+ADMIN = "admin"  # the scope an admin link's token carries
+ADMIN_TTL_S = 86400.0
+_FORM = b"quorum-form-v1\n"
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,7 @@ class Grant:
     kb: str
     source_id: str
     expires: int  # unix seconds
+    admin: bool = False  # may rename the source's speakers (``LinkSigner.admin_page``)
 
 
 class BadLink(Exception):
@@ -153,15 +162,31 @@ class LinkSigner:
         return hmac.new(self._key(), _CONTEXT + payload, hashlib.sha256).digest()[:_SIG_BYTES]
 
     def token(
-        self, kb: str, source_id: str, now: float | None = None, ttl_s: float | None = None
+        self,
+        kb: str,
+        source_id: str,
+        now: float | None = None,
+        ttl_s: float | None = None,
+        admin: bool = False,
     ) -> str:
         """A fresh token for ``source_id`` in ``kb``, valid for the configured days (or
-        ``ttl_s`` seconds, never longer)."""
+        ``ttl_s`` seconds, never longer); ``admin`` signs the admin scope into it."""
         now = time.time() if now is None else now
         ttl = self.ttl_s if ttl_s is None else min(ttl_s, self.ttl_s)
         expires = int(math.ceil((now + ttl) / _ROUND_S) * _ROUND_S)
-        payload = json.dumps([kb, source_id, expires], separators=(",", ":")).encode()
+        fields: list[str | int] = [kb, source_id, expires, *([ADMIN] if admin else [])]
+        payload = json.dumps(fields, separators=(",", ":")).encode()
         return f"{_b64(payload)}.{_b64(self._sign(payload))}"
+
+    def admin_page(self, kb: str, source_id: str, now: float | None = None) -> str:
+        """The page URL of ``source_id`` whose holder may rename its speakers, valid for a
+        day (or the configured days, when fewer)."""
+        return f"{self.public_url}/v/{self.token(kb, source_id, now, ADMIN_TTL_S, admin=True)}"
+
+    def form_key(self, token: str) -> str:
+        """What the page of ``token`` puts in its form and a post must bring back: signed
+        for that token alone, unknowable to any other page."""
+        return _b64(hmac.new(self._key(), _FORM + token.encode(), hashlib.sha256).digest()[:20])
 
     def page(self, kb: str, source_id: str, now: float | None = None) -> str:
         """The page URL of ``source_id`` in ``kb`` (no fragment)."""
@@ -177,11 +202,13 @@ class LinkSigner:
         if not hmac.compare_digest(given, self._sign(payload)):
             raise BadLink()
         try:
-            kb, source_id, expires = json.loads(payload)
+            kb, source_id, expires, *scope = json.loads(payload)
         except (ValueError, TypeError):
             raise BadLink() from None
         if not (isinstance(kb, str) and isinstance(source_id, str) and isinstance(expires, int)):
             raise BadLink()
+        if scope not in ([], [ADMIN]):
+            raise BadLink()
         if expires < (time.time() if now is None else now):
             raise BadLink(expired=True)
-        return Grant(kb, source_id, expires)
+        return Grant(kb, source_id, expires, admin=scope == [ADMIN])

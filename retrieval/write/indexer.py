@@ -19,27 +19,33 @@ recording or document is kept there before the source is written
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from retrieval.encoding.embed import Embedder
-from retrieval.errors import ConfigError, IngestError, QuorumError
+from retrieval.errors import ConfigError, IngestError, InvalidInput, QuorumError
 from retrieval.ingest import discover, read_source, transcribed_beside
 from retrieval.ingest.media import MEDIA_SUFFIXES
 from retrieval.links.kept_media import MediaStore
 from retrieval.models import Document, check_kb
 from retrieval.search.multilevel import build
+from retrieval.speakers.voiceprints import Voiceprints
 from retrieval.store import Embedded, Store, StoredSource
 from retrieval.write.chunking import ChunkConfig
 from retrieval.write.summary import Summarizer
 from retrieval.write.transcribe import OnProgress, Transcriber
 
+if TYPE_CHECKING:
+    from retrieval.speakers.diarize import Diarizer
+
 Status = Literal["added", "updated", "skipped", "failed"]
+MEDIA_KINDS = ("audio", "video")
 MAX_REASON = 300  # a failure is one line, whatever the file put in its message
 log = logging.getLogger("quorum.ingest")
 
@@ -102,6 +108,14 @@ class MediaProgress(Protocol):
 
 
 @runtime_checkable
+class SpeakerProgress(Protocol):
+    """A ``Progress`` that also hears how far finding a recording's speakers is."""
+
+    def diarizing(self, path: str, done_s: float, total_s: float) -> None:
+        """``done_s`` of ``total_s`` audio seconds of ``path`` are heard for speakers."""
+
+
+@runtime_checkable
 class Stoppable(Protocol):
     """A ``Progress`` that can stop a transcription under way (a job cancelled): while
     ``stop`` is set the next progress report raises ``Stopped`` in the decoder's thread,
@@ -145,6 +159,21 @@ READ_GROUP = 32  # files read per worker-thread call and looked up per store que
 _writing: dict[tuple[int, str, str], str] = {}
 
 
+@contextlib.contextmanager
+def holding(store: Store, kb: str, sid: str, what: str) -> Iterator[None]:
+    """Claim ``sid`` as an ingest does while ``what`` (a speaker rename) rewrites it: an
+    ingest of it meanwhile is refused, as is this when one is under way."""
+    key = (id(store), kb, sid)
+    if (other := _writing.get(key)) is not None:
+        raise InvalidInput(f"{sid} is being written right now (from {other}); try again soon.")
+    _writing[key] = what
+    try:
+        yield
+    finally:
+        if _writing.get(key) == what:
+            del _writing[key]
+
+
 async def ingest(
     store: Store,
     embedder: Embedder,
@@ -158,14 +187,20 @@ async def ingest(
     summarizer: Summarizer | None = None,
     media: MediaStore | None = None,
     roots: Mapping[Path, Path] | None = None,
+    diarizer: Diarizer | None = None,
+    voiceprints: Voiceprints | None = None,
+    speakers: Mapping[Path, int] | None = None,
 ) -> IngestReport:
     """Ingest files and folders into ``kb``; unchanged files are skipped unless ``force``.
-    Audio and video are transcribed with ``transcriber`` (without one they fail); what a
-    page serves of each source is kept in ``media`` (without one, pages show text only).
-    ``roots``: for a file given alone, the folder its manifest lookups stop at (a job's
-    file, queued from a folder), else its own folder."""
+    Audio and video are transcribed with ``transcriber`` (without one they fail), and
+    given speakers with ``diarizer`` (``speakers``: a file's count, when the user gave
+    it), their voices kept in ``voiceprints`` when it is enabled; what a page serves of
+    each source is kept in ``media`` (without one, pages show text only). ``roots``: for
+    a file given alone, the folder its manifest lookups stop at (a job's file, queued
+    from a folder), else its own folder."""
     check_kb(kb)
     run = _Run(store, embedder, kb, chunking, force, transcriber, summarizer, progress, media)
+    run.diarizer, run.voiceprints, run.speakers = diarizer, voiceprints, dict(speakers or {})
     try:
         return await run.go(paths, roots or {})
     finally:
@@ -196,6 +231,9 @@ class _Run:
         self.report = IngestReport()
         self.owners: dict[str, str] = {}  # source id -> the file that took it in this run
         self.media = media
+        self.diarizer: Diarizer | None = None
+        self.voiceprints: Voiceprints | None = None
+        self.speakers: dict[Path, int] = {}
 
     async def go(self, paths: Sequence[Path], roots: Mapping[Path, Path]) -> IngestReport:
         """Ingest ``paths``: files read and checked, then written batch by batch."""
@@ -257,16 +295,19 @@ class _Run:
     ) -> list[tuple[Path, Document | FileResult]]:
         """Read a group of files in a worker thread, each to a document or its failure."""
         heard = [_listener(self.progress, str(path)) for path, _ in group]
+        voices = [_listener(self.progress, str(path), "diarizing") for path, _ in group]
 
         def read_all() -> list[tuple[Path, Document | FileResult]]:
             return [
-                (path, self._read_one(path, root, on_progress))
-                for (path, root), on_progress in zip(group, heard, strict=True)
+                (path, self._read_one(path, root, on_progress, on_voices))
+                for (path, root), on_progress, on_voices in zip(group, heard, voices, strict=True)
             ]
 
         return await asyncio.to_thread(read_all)
 
-    def _read_one(self, path: Path, root: Path, heard: OnProgress | None) -> Document | FileResult:
+    def _read_one(
+        self, path: Path, root: Path, heard: OnProgress | None, voices: OnProgress | None = None
+    ) -> Document | FileResult:
         try:
             return read_source(
                 path,
@@ -274,6 +315,9 @@ class _Run:
                 chunking=self.chunking,
                 transcriber=self.transcriber,
                 on_progress=heard,
+                diarizer=self.diarizer,
+                speakers=self.speakers.get(path),
+                on_diarize=voices,
             )
         except IngestError as exc:
             return FileResult(str(path), "failed", reason=brief(exc.reason))
@@ -407,7 +451,22 @@ class _Run:
             if res.status == "failed"
         ]
         await self.drop_unused(replaced + unwritten)
+        await self.keep_voices(batch, out)
         return out
+
+    async def keep_voices(self, batch: list[_Ready], results: list[FileResult]) -> None:
+        """Each written recording's speaker vectors kept (with voices on; else any kept
+        before dropped), never failing the write."""
+        if self.voiceprints is None:
+            return
+        for r, res in zip(batch, results, strict=True):
+            if res.status not in ("added", "updated") or r.doc.source.kind not in MEDIA_KINDS:
+                continue
+            voices = dict(r.doc.voices)
+            try:
+                await asyncio.to_thread(self.voiceprints.save, self.kb, r.doc.source.id, voices)
+            except (OSError, ValueError) as exc:
+                log.warning("voiceprints of %s not kept: %s", r.doc.source.id, exc)
 
     async def hold(self, doc: Document, again: bool = True) -> None:
         """Keep what ``doc``'s page serves in the media store (``again=False``: unless it
@@ -484,17 +543,21 @@ def _another_file(stored: str, path: Path) -> bool:
         return False
 
 
-def _listener(progress: Progress, path: str) -> OnProgress | None:
-    """Transcription progress, heard on a worker thread, handed to ``progress`` on the loop."""
-    if not isinstance(progress, MediaProgress):
+def _listener(progress: Progress, path: str, stage: str = "transcribing") -> OnProgress | None:
+    """Transcription (or ``diarizing``) progress, heard on a worker thread, handed to
+    ``progress`` on the loop."""
+    if stage == "diarizing" and isinstance(progress, SpeakerProgress):
+        tell = progress.diarizing
+    elif stage == "transcribing" and isinstance(progress, MediaProgress):
+        tell = progress.transcribing
+    else:
         return None
     loop = asyncio.get_running_loop()
-    listener = progress
     stop = progress.stop if isinstance(progress, Stoppable) else None
 
     def heard(done_s: float, total_s: float) -> None:
         if stop is not None and stop.is_set():
             raise Stopped(path)
-        loop.call_soon_threadsafe(listener.transcribing, path, done_s, total_s)
+        loop.call_soon_threadsafe(tell, path, done_s, total_s)
 
     return heard

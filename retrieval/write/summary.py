@@ -4,10 +4,11 @@ Without Claude the summary is extractive: each topic is titled by its most centr
 sentence (the candidate closest to the topic's vector, by MiniLM; candidates come from
 the topic's most central window, so only a few short sentences are encoded), and
 decisions and action items are the sentences that say so ("we decided", "I'll send"),
-the most central first, shown in time order. A ``Summarizer`` (Claude's fast model, in
-``bot.summaries``) may write the lines instead; each line still carries the second it
-is about. The summary is stored as a searchable unit of level ``summary`` whose marks put
-every line at its moment, so an answer citing it links to that second.
+the most central first, shown in time order, each after who said it ("Amara: ...").
+A ``Summarizer`` (Claude's fast model, in ``bot.summaries``) may write the lines
+instead; each line still carries the second it is about. The summary is stored as a
+searchable unit of level ``summary`` whose marks put every line at its moment, so an
+answer citing it links to that second.
 """
 
 from __future__ import annotations
@@ -151,8 +152,13 @@ async def extractive(
         ]
         items = sorted(found, key=lambda x: -x[0])[:MAX_ITEMS]
         items.sort(key=lambda x: (x[2].start_s or 0.0, x[1]))
-        lines += [Line(section, s.text, s.start_s, s.page) for _, _, s in items]
+        lines += [Line(section, said_by(turns[n], s.text), s.start_s, s.page) for _, n, s in items]
     return lines, titles
+
+
+def said_by(turn: Segment, text: str) -> str:
+    """A decision or action item with who said it ("Amara: restore drill by Tuesday")."""
+    return f"{turn.speaker}: {text}" if turn.speaker and len(turn.speakers) == 1 else text
 
 
 def _place(s: Segment) -> tuple[int | None, str | None, int | None]:

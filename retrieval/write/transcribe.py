@@ -66,13 +66,30 @@ class Transcript:
     language: str
     has_video: bool
     transcribe_s: float  # wall seconds decoding and transcribing took
+    # Every word with its seconds, and how many of them each cue holds, in order: what
+    # finding speakers splits a cue by (empty in transcripts kept before words were).
+    words: tuple[tuple[float, float, str], ...] = ()
+    cue_words: tuple[int, ...] = ()
 
     def to_json(self) -> str:
         """The stored form."""
         data = asdict(self)
         data["format"] = FORMAT
         data["cues"] = [[c.start_s, c.end_s, c.text] for c in self.cues]
+        data["words"] = [[round(a, 3), round(b, 3), w] for a, b, w in self.words]
+        data["cue_words"] = list(self.cue_words)
         return json.dumps(data, ensure_ascii=False)
+
+    def words_by_cue(self) -> list[list[tuple[float, float, str]]]:
+        """Each cue's words; a transcript kept without its words gives each cue as one."""
+        if not self.words or sum(self.cue_words) != len(self.words):
+            return [[(c.start_s, c.end_s, c.text)] for c in self.cues]
+        out: list[list[tuple[float, float, str]]] = []
+        at = 0
+        for n in self.cue_words:
+            out.append(list(self.words[at : at + n]))
+            at += n
+        return out
 
     @classmethod
     def from_json(cls, text: str) -> Transcript | None:
@@ -88,6 +105,8 @@ class Transcript:
                 language=str(data["language"]),
                 has_video=bool(data["has_video"]),
                 transcribe_s=float(data["transcribe_s"]),
+                words=tuple((float(a), float(b), str(w)) for a, b, w in data.get("words", ())),
+                cue_words=tuple(int(n) for n in data.get("cue_words", ())),
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -168,13 +187,19 @@ def cues_from_words(words: Iterable[Word]) -> list[Cue]:
     """Words grouped into sentence cues: a cue ends after a word closing a sentence (when
     the next one does not go on in lowercase, so "e.g. this" stays whole), at a pause of
     ``PAUSE_S`` or more, or before it would run past ``MAX_CUE_S``."""
-    cues: list[Cue] = []
+    return [cue for cue, _ in grouped(words)]
+
+
+def grouped(words: Iterable[Word]) -> list[tuple[Cue, list[Word]]]:
+    """``cues_from_words``' cues, each with its words."""
+    cues: list[tuple[Cue, list[Word]]] = []
     run: list[Word] = []
 
     def flush() -> None:
         text = "".join(w.word for w in run).strip()
         if text:
-            cues.append(Cue(round(run[0].start, 2), round(max(run[0].start, run[-1].end), 2), text))
+            start, end = round(run[0].start, 2), round(max(run[0].start, run[-1].end), 2)
+            cues.append((Cue(start, end, text), list(run)))
         run.clear()
 
     for word in words:
@@ -335,13 +360,16 @@ class Transcriber:
             raise IngestError(name, "the audio track is empty (shorter than 0.1 s)")
         if on_progress:
             on_progress(duration, duration)
+        cues = grouped(words)
         return Transcript(
-            cues=tuple(cues_from_words(words)),
+            cues=tuple(cue for cue, _ in cues),
             duration_s=round(duration, 3),
             model=self.model_name,
             language=language,
             has_video=audio.has_video,
             transcribe_s=0.0,  # timed by the caller, decoding included
+            words=tuple((w.start, w.end, w.word) for _, said in cues for w in said),
+            cue_words=tuple(len(said) for _, said in cues),
         )
 
 
