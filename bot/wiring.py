@@ -102,6 +102,7 @@ def open_session_store(settings: Settings) -> contextlib.AbstractAsyncContextMan
 def holdings_of(settings: Settings, retrieval: Retrieval, sessions: Sessions) -> Holdings:
     """What Quorum holds per source, over running retrieval and sessions."""
     from bot.holdings import Holdings, forget_voices  # the transcriber's NumPy: not before a boot
+    from bot.sessions.sql import SqlSessions
     from bot.voices import Voices, forget_named
 
     holdings = Holdings(
@@ -114,6 +115,10 @@ def holdings_of(settings: Settings, retrieval: Retrieval, sessions: Sessions) ->
     )
     holdings.add_hook(forget_voices(retrieval.voiceprints))
     holdings.add_hook(forget_named(Voices(retrieval.voiceprints)))
+    if isinstance(sessions, SqlSessions):  # a kept Zoom event names its meeting
+        from bot.connectors.zoom_fetch import ZoomRecordings
+
+        holdings.add_hook(ZoomRecordings(sessions).forget)
     return holdings
 
 
@@ -149,7 +154,6 @@ def writer_of(
 
         zoom = ZoomFetcher(settings, holdings.sessions)
         writer.add_fetcher(SCHEME, zoom)
-        holdings.add_hook(zoom.recordings.forget)  # a kept event names its meeting
     return writer
 
 

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
@@ -29,6 +30,8 @@ from bot.connectors import zoom as zoom_events
 from bot.connectors.zoom_fetch import ZoomRecordings
 from bot.jobs import Job, Limits
 from bot.jobs.worker import Worker
+from bot.models import Actor
+from bot.wiring import holdings_of
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError
 from retrieval.models import SearchFilters, Source
@@ -325,6 +328,105 @@ async def test_a_failed_download_is_a_failed_job_with_one_sentence_and_nothing_a
         i.source.title for i in await world.served.services.retrieval.store.list_sources(world.kb)
     ]
     assert topic not in titles
+    # A download no retry helps lets its kept event (and its token) go at once.
+    kept = ZoomRecordings(world.served.services.sessions)
+    sid = zoom_events.source_id(event["payload"]["object"]["uuid"])
+    assert (await kept.get(sid) is None) == expired
+
+
+async def test_a_recording_deleted_in_zoom_while_it_downloads_is_not_indexed(
+    world: World,
+) -> None:
+    services = world.served.services
+    topic = "Deleted mid download"
+    event = world.zoom.recording(topic, HOST, vtt=world.vtt, mode="held")
+    fid = event["payload"]["object"]["recording_files"][0]["id"]
+    world.zoom.release.clear()
+    services.settings.zoom_follow_deletes = True
+    try:
+        status, answer = await world.zoom.send(event)
+        assert status == 200
+
+        async def downloading() -> bool:
+            return any(d.file == fid for d in world.zoom.downloads)
+
+        await until(downloading, 30)
+        status, _ = await world.zoom.send(world.zoom.deleted(event))
+        assert status == 200
+    finally:
+        services.settings.zoom_follow_deletes = False
+        world.zoom.release.set()
+    job = await finished(world, answer["job"])
+    assert job.state == "failed" and job.error is not None
+    assert "the recording was deleted in Zoom" in job.error, job.error
+    titles = [i.source.title for i in await services.retrieval.store.list_sources(world.kb)]
+    assert topic not in titles
+    sid = zoom_events.source_id(event["payload"]["object"]["uuid"])
+    assert await ZoomRecordings(services.sessions).get(sid) is None
+
+
+async def test_a_signature_with_a_byte_past_ascii_is_refused_without_a_traceback(
+    world: World,
+) -> None:
+    where = urlsplit(world.zoom.target)
+    assert where.hostname is not None and where.port is not None
+    reader, writer = await asyncio.open_connection(where.hostname, where.port)
+    writer.write(
+        b"POST /hooks/zoom HTTP/1.1\r\nHost: quorum\r\nContent-Type: application/json\r\n"
+        b"x-zm-request-timestamp: %d\r\nx-zm-signature: v0=\xff\r\n"
+        b"Content-Length: 2\r\nConnection: close\r\n\r\n{}" % int(time.time())
+    )
+    answer = await reader.read()
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
+    assert b"The signature does not match QUORUM_ZOOM_SECRET_TOKEN." in answer
+
+
+async def test_a_redirect_is_followed_only_to_zoom_s_hosts_and_the_token_stays_home(
+    world: World,
+) -> None:
+    # To Zoom's storage on an allowed host: followed, with the token, and added.
+    stored = world.zoom.recording("Redirected to storage", HOST, vtt=world.vtt)
+    fid = stored["payload"]["object"]["recording_files"][0]["id"]
+    world.zoom.files[f"s{fid}"] = world.zoom.files[fid]
+    world.zoom.redirects[fid] = f"{world.zoom.url}/rec/download/s{fid}"
+    status, answer = await world.zoom.send(stored)
+    assert status == 200
+    job = await finished(world, answer["job"])
+    assert job.state == "done", job.error
+    assert [d.how for d in world.zoom.downloads if d.file == f"s{fid}"] == ["bearer"]
+    # Elsewhere (a host not on QUORUM_ZOOM_DOWNLOAD_HOSTS): refused before any request.
+    away = world.zoom.recording("Redirected away", HOST, vtt=world.vtt)
+    fid = away["payload"]["object"]["recording_files"][0]["id"]
+    port = urlsplit(world.zoom.url).port
+    world.zoom.redirects[fid] = f"http://localhost:{port}/rec/download/away{fid}"
+    status, answer = await world.zoom.send(away)
+    assert status == 200
+    job = await finished(world, answer["job"])
+    assert job.state == "failed" and job.error is not None
+    assert job.error == (
+        f"Zoom redirected the transcript download to localhost:{port}, which is not https "
+        "on QUORUM_ZOOM_DOWNLOAD_HOSTS; refused."
+    )
+    assert not [d for d in world.zoom.downloads if d.file == f"away{fid}"]
+
+
+async def test_retention_s_holdings_forget_a_kept_zoom_event_too(world: World) -> None:
+    """``quorum retention --apply`` builds its Holdings with ``holdings_of``: forgetting
+    a Zoom source there drops its kept event (a redelivery awaiting its job)."""
+    services = world.served.services
+    event = world.zoom.recording("Retention sync", HOST, vtt=world.vtt)
+    status, answer = await world.zoom.send(event)
+    assert status == 200
+    job = await finished(world, answer["job"])
+    assert job.state == "done", job.error
+    rec = zoom_events.recording(event, ["127.0.0.1"])
+    kept = ZoomRecordings(services.sessions)
+    await kept.keep(world.kb, rec)  # delivered again, its job not yet run
+    holdings = holdings_of(services.settings, services.retrieval, services.sessions)
+    forgotten = await holdings.forget(world.kb, rec.source_id, Actor("cli", "retention"))
+    assert forgotten.passages > 0
+    assert await kept.get(rec.source_id) is None
 
 
 async def test_the_emulator_refuses_a_download_without_the_token(world: World) -> None:
@@ -392,6 +494,12 @@ def test_audio_is_preferred_to_video_and_a_bad_host_mapping_names_its_setting() 
     )
     assert again.source_id == both.source_id != video.source_id
     assert "/" not in both.source_id and both.source_id.startswith("zoom-")
+    # The download token never travels in clear: http only to a loopback address.
+    plain = ZoomEmulator(SECRET, url="http://zoom.us").recording("Plain", HOST, vtt=b"t")
+    with pytest.raises(zoom_events.BadEvent, match="not on QUORUM_ZOOM_DOWNLOAD_HOSTS"):
+        zoom_events.recording(plain, ["zoom.us"])
+    assert zoom_events.allowed("http://127.0.0.1:8080/rec", ["127.0.0.1"])
+    assert not zoom_events.allowed("http://127.0.0.1.example.com/rec", ["127.0.0.1.example.com"])
     with pytest.raises(ConfigError, match="QUORUM_ZOOM_KBS: 'sales' is not host-email:kb"):
         zoom_events.host_kbs("alice@example.com:eng,sales")
 

@@ -3,7 +3,8 @@ the signature and replay window checked on the raw body before anything else (40
 nothing queued, when they fail), the ``endpoint.url_validation`` challenge answered, a
 ``recording.completed`` kept and queued as a ``zoom://`` job (its download and
 transcription run in a worker; Zoom hears 200 at once), ``recording.deleted`` and
-``recording.trashed`` queued as a removal when ``QUORUM_ZOOM_FOLLOW_DELETES`` is on.
+``recording.trashed`` queued as a removal when ``QUORUM_ZOOM_FOLLOW_DELETES`` is on (its
+kept event dropped first, so a download not yet done gives up).
 Mounted only when ``QUORUM_ZOOM_SECRET_TOKEN`` is set.
 
 Zoom's status row (``bot.connectors``, named ``zoom``) is what `quorum doctor`, `quorum
@@ -146,6 +147,9 @@ class ZoomHook:
                 host = str(obj.get("host_email") or "")
                 kb = check_kb(zoom.kb_of(settings, host))
                 sid = zoom.source_id(obj["uuid"])
+                # Its download job, pending or retried, finds no event and gives up (the
+                # removal alone finds no source yet and leaves the event to be indexed).
+                await ZoomRecordings(services.sessions).drop(sid)
                 job = await services.jobs.remove(kb, sid, Actor("zoom", host))
                 await statuses.count(zoom.NAME, "forgotten")
                 self._settle(services.jobs, job)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -54,7 +55,10 @@ def refusal(
         sent = int(timestamp)
     except ValueError:
         return "x-zm-request-timestamp is not a number of seconds."
-    if not hmac.compare_digest(signature(secret, timestamp, body).encode(), sig.encode()):
+    # A header byte past ASCII (aiohttp keeps it as a surrogate) matches no HMAC in hex.
+    if not sig.isascii() or not hmac.compare_digest(
+        signature(secret, timestamp, body).encode(), sig.encode()
+    ):
         return "The signature does not match QUORUM_ZOOM_SECRET_TOKEN."
     if abs(now - sent) > REPLAY_S:
         return "The request is more than 5 minutes old (or from the future); refused as a replay."
@@ -128,13 +132,20 @@ class Recording:
         return cls(**{**raw, **files})
 
 
-def _allowed(url: str, hosts: Sequence[str]) -> bool:
-    """True when ``url`` is http(s) on one of ``hosts`` or a subdomain of one."""
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def allowed(url: str, hosts: Sequence[str]) -> bool:
+    """True when ``url`` is on one of ``hosts`` or a subdomain of one, over https (plain
+    http only to a loopback address: the download token never travels in clear)."""
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
-    return parts.scheme in ("https", "http") and any(
-        host == h.lower() or host.endswith("." + h.lower()) for h in hosts
-    )
+    secure = parts.scheme == "https" or (parts.scheme == "http" and _loopback(host))
+    return secure and any(host == h.lower() or host.endswith("." + h.lower()) for h in hosts)
 
 
 def _file(found: list[dict[str, Any]], kind: str, hosts: Sequence[str]) -> File | None:
@@ -142,7 +153,7 @@ def _file(found: list[dict[str, Any]], kind: str, hosts: Sequence[str]) -> File 
         url = f.get("download_url")
         if f.get("file_type") != kind or not isinstance(url, str):
             continue
-        if not _allowed(url, hosts):
+        if not allowed(url, hosts):
             # Signed, yet naming another host: a leaked secret must not make Quorum
             # fetch (and index) whatever an attacker points it at.
             raise BadEvent(f"{kind}'s download URL is not on QUORUM_ZOOM_DOWNLOAD_HOSTS; refused.")

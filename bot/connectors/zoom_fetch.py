@@ -27,12 +27,13 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
 from bot.config import Settings
 from bot.connectors import statuses_of
-from bot.connectors.zoom import NAME, File, Recording
+from bot.connectors.zoom import NAME, File, Recording, allowed
 from bot.errors import FetchError
 from bot.sessions import Sessions
 from bot.sessions.driver import Driver
@@ -47,6 +48,7 @@ SWEEP_S = 86_400.0  # a folder a killed worker left behind goes after a day
 KEEP_S = 2 * 86_400.0  # a kept event whose job never took it: its token lasts 24 hours
 SUFFIXES = {"M4A": ".m4a", "MP4": ".mp4", "TRANSCRIPT": ".vtt"}
 WHAT = {"M4A": "audio", "MP4": "video", "TRANSCRIPT": "transcript"}
+REDIRECTS = 5  # Zoom's download URL redirects to its storage: this many hops at most
 
 
 def url_of(rec: Recording) -> str:
@@ -74,8 +76,7 @@ class ZoomRecordings:
     async def keep(self, kb: str, rec: Recording) -> None:
         """Keep ``rec`` (a later delivery of the same recording replaces it: a fresher
         token); events older than two days go."""
-        now = time.time()
-        await self.driver.execute("DELETE FROM zoom_recordings WHERE received_at < ?", now - KEEP_S)
+        now = await self.sweep()
         await self.driver.execute(
             "INSERT INTO zoom_recordings (source_id, kb, event, received_at) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (source_id) DO UPDATE SET kb = excluded.kb, event = excluded.event, "
@@ -86,6 +87,12 @@ class ZoomRecordings:
             now,
         )
 
+    async def sweep(self) -> float:
+        """Events older than two days go (their token lasted one); the time now."""
+        now = time.time()
+        await self.driver.execute("DELETE FROM zoom_recordings WHERE received_at < ?", now - KEEP_S)
+        return now
+
     async def get(self, source_id: str) -> Recording | None:
         """The kept event of ``source_id``'s recording, or None."""
         rows = await self.driver.fetch(
@@ -94,7 +101,8 @@ class ZoomRecordings:
         return Recording.from_json(rows[0]["event"]) if rows else None
 
     async def drop(self, source_id: str) -> None:
-        """The event is done with: its files are in."""
+        """The event is done with: its files are in, they never will be, or the recording
+        was deleted in Zoom (its pending job then gives up)."""
         await self.driver.execute("DELETE FROM zoom_recordings WHERE source_id = ?", source_id)
 
     async def forget(self, kb: str, source: Source) -> None:
@@ -104,6 +112,12 @@ class ZoomRecordings:
         )
 
 
+GONE = (
+    "Zoom's event for this recording is no longer kept: the recording was deleted in Zoom, "
+    "or its download token (it lasts 24 hours) expired; Zoom's Recordings page can send it again."
+)
+
+
 class ZoomFetcher:
     """Downloads the files a ``zoom://`` job names (a ``bot.write.Fetcher``)."""
 
@@ -111,6 +125,7 @@ class ZoomFetcher:
         self.recordings = ZoomRecordings(sessions)
         self.statuses = statuses_of(sessions)  # a failed download: Zoom's last error
         self.staging = settings.data_dir / "connectors" / "zoom"
+        self.hosts = settings.zoom_download_hosts
         self.max_bytes = settings.zoom_download_max_mb * 1024 * 1024
         self.timeout = aiohttp.ClientTimeout(
             total=settings.zoom_download_timeout_s,
@@ -123,12 +138,10 @@ class ZoomFetcher:
         """The recording's files downloaded, with their sidecar; the file to add (the
         transcript when Zoom made one, its recording beside it as the page's media)."""
         source_id = url.removeprefix(f"{SCHEME}://").partition("/")[0]
+        await self.recordings.sweep()  # a job that never ran leaves its event behind
         rec = await self.recordings.get(source_id)
         if rec is None:
-            raise Unfetchable(
-                "Zoom's event for this recording is no longer kept (its download token "
-                "lasts 24 hours); Zoom's Recordings page can send it again."
-            )
+            raise Unfetchable(GONE)
         folder = await asyncio.to_thread(self._folder)
         try:
             stem = folder / rec.source_id
@@ -139,7 +152,11 @@ class ZoomFetcher:
                         if f is not None:
                             paths[f.kind] = stem.with_suffix(SUFFIXES[f.kind])
                             await self._download(http, f, paths[f.kind], rec.token)
+                if await self.recordings.get(source_id) is None:  # deleted while downloading
+                    raise Unfetchable(GONE)
             except (FetchError, Unfetchable) as exc:
+                if isinstance(exc, Unfetchable):  # no retry will want the event
+                    await self.recordings.drop(rec.source_id)
                 await self.statuses.count(NAME, "failed")
                 await self.statuses.error(NAME, f"{rec.topic}: {exc}")
                 raise
@@ -162,7 +179,7 @@ class ZoomFetcher:
         what, done = WHAT[f.kind], 0
         mb = self.max_bytes // (1024 * 1024)
         try:
-            async with http.get(f.url, headers={"Authorization": f"Bearer {token}"}) as resp:
+            async with self._get(http, f.url, token, what) as resp:
                 if resp.status in (401, 403, 404, 410):
                     raise Unfetchable(
                         f"Zoom refused the {what} download (HTTP {resp.status}): its download "
@@ -196,6 +213,28 @@ class ZoomFetcher:
             ) from None
         except aiohttp.ClientError as exc:
             raise FetchError(f"Could not download the {what} from Zoom ({exc}).") from None
+
+
+    @contextlib.asynccontextmanager
+    async def _get(
+        self, http: aiohttp.ClientSession, url: str, token: str, what: str
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """``url``'s answer, its redirects followed by hand: each hop on
+        ``QUORUM_ZOOM_DOWNLOAD_HOSTS`` (https), the token sent to the first host only."""
+        first = urlsplit(url).netloc
+        for _ in range(REDIRECTS + 1):
+            headers = {"Authorization": f"Bearer {token}"} if urlsplit(url).netloc == first else {}
+            async with http.get(url, headers=headers, allow_redirects=False) as resp:
+                if resp.status not in (301, 302, 303, 307, 308):
+                    yield resp
+                    return
+                url = urljoin(url, resp.headers.get("Location", ""))
+            if not allowed(url, self.hosts):
+                raise Unfetchable(
+                    f"Zoom redirected the {what} download to {urlsplit(url).netloc or url}, "
+                    "which is not https on QUORUM_ZOOM_DOWNLOAD_HOSTS; refused."
+                )
+        raise Unfetchable(f"Zoom redirected the {what} download more than {REDIRECTS} times.")
 
 
 def _amount(n: int) -> str:

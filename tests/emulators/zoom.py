@@ -11,7 +11,9 @@ Downloads are checked as Zoom checks them: ``GET /rec/download/{file}`` needs th
 download token, as ``Authorization: Bearer`` or ``?access_token=`` (401 without it or
 with another meeting's); an expired token is a 404. A file may be served ``slow`` (a
 first block, then nothing for ``stall_s``) or ``cut`` (a Content-Length, half the bytes,
-then the connection closed). Every download is recorded.
+then the connection closed), held (nothing until ``release`` is set), or redirected
+(``redirects``: a file's ``Location``, as Zoom sends its storage's). Every download is
+recorded.
 
     async with ZoomEmulator(SECRET) as zoom:
         zoom.target = f"{quorum}/hooks/zoom"
@@ -34,7 +36,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-Mode = str  # "ok", "slow" or "cut"
+Mode = str  # "ok", "slow", "cut" or "held"
 
 
 @dataclass
@@ -65,6 +67,8 @@ class ZoomEmulator:
     files: dict[str, Served] = field(default_factory=dict)
     expired: set[str] = field(default_factory=set)
     downloads: list[Download] = field(default_factory=list)
+    redirects: dict[str, str] = field(default_factory=dict)  # file id -> Location
+    release: asyncio.Event = field(default_factory=asyncio.Event)  # "held" files wait for it
     _runner: web.AppRunner | None = None
     url: str = ""
 
@@ -91,6 +95,9 @@ class ZoomEmulator:
         if not token and request.query.get("access_token"):
             token, how = request.query["access_token"], "query"
         served = self.files.get(name)
+        if name in self.redirects:
+            self.downloads.append(Download(name, 302, how))
+            raise web.HTTPFound(self.redirects[name])
         status = 200
         if not token or served is None or not hmac.compare_digest(token, served.token):
             status = 401 if served is not None or not token else 404
@@ -104,6 +111,8 @@ class ZoomEmulator:
                 {"code": 3301, "message": "This recording does not exist."}, status=404
             )
         assert served is not None
+        if served.mode == "held":
+            await self.release.wait()
         resp = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
         resp.content_length = len(served.data)
         await resp.prepare(request)
