@@ -2,14 +2,17 @@
 event (``ZoomRecordings``, the ``zoom_recordings`` table, ``m008_zoom``) and queues a job
 for ``zoom://SOURCE-ID/Topic.vtt`` (``url_of``); the worker's ``ZoomFetcher`` (a
 ``bot.write.Fetcher``, registered for ``zoom://``) downloads the audio (or video) and
-Zoom's transcript with the event's download token (Zoom's documented bearer header),
+Zoom's transcript with the event's download token (Zoom's documented bearer header, sent
+to the event's host only; redirects followed by hand, each hop https on
+``QUORUM_ZOOM_DOWNLOAD_HOSTS``),
 each streamed to a file in a folder of the job's own under
 ``QUORUM_DATA_DIR/connectors/zoom``, bounded in size (``QUORUM_ZOOM_DOWNLOAD_MAX_MB``)
 and time (``QUORUM_ZOOM_DOWNLOAD_TIMEOUT_S``, and ``..._STALL_S`` without a byte). A
 sidecar beside them names the source (stable per meeting recording), its title, day and
 host. The folder is removed when the job is done with it, whatever happened: the words
 stay only in the store, the recording in the media store; the kept event goes once its
-files are in (or after two days: the token lasts one).
+files are in, once they never will be (``Unfetchable``), when Zoom deletes the recording
+(the job then gives up), or after two days (the token lasts one).
 
 Every failure is one sentence: ``Unfetchable`` when no retry helps (an expired token, a
 deleted recording, a file too large), ``FetchError`` for a cut connection or a stalled or
@@ -213,7 +216,6 @@ class ZoomFetcher:
             ) from None
         except aiohttp.ClientError as exc:
             raise FetchError(f"Could not download the {what} from Zoom ({exc}).") from None
-
 
     @contextlib.asynccontextmanager
     async def _get(
