@@ -6,10 +6,12 @@ bad name is the page again with one sentence. Screenshots at 1280 and 390 px wid
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 import pytest_asyncio
@@ -143,3 +145,31 @@ async def test_hostile_posts_to_an_admin_link_change_nothing(world: World) -> No
     assert await speakers_now(world) == before
     status, _ = await post(world, admin, good, Origin=world.served.url)
     assert status == 303 and "Ben Okafor" in await speakers_now(world)
+
+
+async def test_a_form_that_arrives_in_parts_is_read_whole(world: World) -> None:
+    """A browser's body may reach the server in several packets: the rename reads them all
+    (a form cut at the first packet would lose its key and be refused)."""
+    admin = world.served.signer.admin_page(world.kb, SID)
+    speaker = (await speakers_now(world))[0]
+    body = urlencode(
+        {
+            "speaker": speaker,
+            "name": "Chidi Okonkwo",
+            "csrf": world.served.signer.form_key(token(admin)),
+        }
+    ).encode()
+
+    async def parts() -> AsyncIterator[bytes]:
+        yield body[:10]
+        await asyncio.sleep(0.3)
+        yield body[10:]
+
+    async with world.served.http.post(
+        f"{world.served.url}/v/{token(admin)}/speakers",
+        data=parts(),
+        headers={"Content-Type": "application/x-www-form-urlencoded", "Origin": world.served.url},
+        allow_redirects=False,
+    ) as resp:
+        assert resp.status == 303
+    assert "Chidi Okonkwo" in await speakers_now(world)

@@ -65,7 +65,12 @@ async def _fields(request: web.Request) -> dict[str, str] | None:
         return None
     if request.content_length is not None and request.content_length > MAX_BODY:
         raise web.HTTPRequestEntityTooLarge(max_size=MAX_BODY, actual_size=request.content_length)
-    body = await request.content.read(MAX_BODY + 1)
+    body = b""
+    while len(body) <= MAX_BODY:  # read() returns what has arrived: a body may come in parts
+        part = await request.content.read(MAX_BODY + 1 - len(body))
+        if not part:
+            break
+        body += part
     if len(body) > MAX_BODY:
         raise web.HTTPRequestEntityTooLarge(max_size=MAX_BODY, actual_size=len(body))
     try:
