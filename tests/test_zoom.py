@@ -27,11 +27,12 @@ from adapters.doctor import check_connectors
 from bot.config import load_settings
 from bot.connectors import statuses_of
 from bot.connectors import zoom as zoom_events
-from bot.connectors.zoom_fetch import ZoomRecordings
+from bot.connectors.zoom_fetch import ZoomFetcher, ZoomRecordings
 from bot.jobs import Job, Limits
 from bot.jobs.worker import Worker
 from bot.models import Actor
 from bot.wiring import holdings_of
+from bot.write import Unfetchable
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.errors import ConfigError
 from retrieval.models import SearchFilters, Source
@@ -409,6 +410,25 @@ async def test_a_redirect_is_followed_only_to_zoom_s_hosts_and_the_token_stays_h
         "on QUORUM_ZOOM_DOWNLOAD_HOSTS; refused."
     )
     assert not [d for d in world.zoom.downloads if d.file == f"away{fid}"]
+
+
+async def test_a_job_sweeps_kept_events_older_than_two_days(world: World) -> None:
+    """A kept event whose job never ran goes even when no new event arrives: the next
+    Zoom job (here one whose event is gone) sweeps it."""
+    services = world.served.services
+    rec = zoom_events.recording(world.zoom.recording("Stale", HOST, vtt=b"t"), ["127.0.0.1"])
+    kept = ZoomRecordings(services.sessions)
+    await kept.keep(world.kb, rec)
+    await kept.driver.execute(
+        "UPDATE zoom_recordings SET received_at = ? WHERE source_id = ?",
+        time.time() - 3 * 86_400,
+        rec.source_id,
+    )
+    fetch = ZoomFetcher(services.settings, services.sessions)
+    with pytest.raises(Unfetchable, match="no longer kept"):
+        async with fetch("zoom://zoom-none/gone.vtt"):
+            pass
+    assert await kept.get(rec.source_id) is None
 
 
 async def test_retention_s_holdings_forget_a_kept_zoom_event_too(world: World) -> None:
