@@ -125,7 +125,7 @@ async def test_each_failure_names_its_fix(
     checks = by_name(await run_checks(settings))
     assert checks["slack"].detail == "Slack rejected SLACK_BOT_TOKEN (invalid_auth)."
     assert checks["discord"].detail == (
-        "Slash commands not registered: /ask, /forget, /ingest, /research, /sources."
+        "Slash commands not registered: /ask, /forget, /ingest, /research, /sources, /speakers."
     )
     assert checks["discord"].fix == "Run `quorum discord sync`."
 
@@ -185,7 +185,7 @@ def test_doctor_says_what_the_data_dir_holds_by_kind(tmp_path: Path) -> None:
     check = check_data(load_settings(data_dir=data))
     assert check.status == "ok"
     assert check.detail == (
-        "index 0 B, transcripts 2.0 KB, uploads 10 B, media 0 B, sessions 5 B, other 0 B"
+        "index 0 B, transcripts 2.0 KB, voiceprints 0 B, uploads 10 B, media 0 B, sessions 5 B, other 0 B"
     )
 
 

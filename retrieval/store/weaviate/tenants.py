@@ -139,9 +139,9 @@ class TenantNames:
         try:
             obj = await self.registry().query.fetch_object_by_id(_uuid("live", kb))
         except WeaviateQueryError as exc:
-            if f"could not find class {REGISTRY}" not in str(exc):
+            if not _not_there_yet(exc):
                 raise
-            obj = None  # a schema an older Quorum made, not yet connected: nothing rebuilt
+            obj = None  # not made yet, or just made by another process: nothing rebuilt
         tenant = str(obj.properties.get("tenant") or kb) if obj is not None else kb
         self._live[kb] = (tenant, time.monotonic())
         return tenant
@@ -180,7 +180,13 @@ class TenantNames:
         """Every rebuilt knowledge base's live tenant, and every spare."""
         live: dict[str, str] = {}
         spares: list[Spare] = []
-        async for obj in self.registry().iterator():
+        try:
+            found = [obj async for obj in self.registry().iterator()]
+        except WeaviateQueryError as exc:
+            if not _not_there_yet(exc):
+                raise
+            found = []  # just made by another process: nothing recorded in it yet
+        for obj in found:
             p = obj.properties
             if p.get("kind") == "live":
                 live[str(p.get("kb"))] = str(p.get("tenant"))
@@ -190,6 +196,15 @@ class TenantNames:
                     Spare(str(p.get("kb")), str(p.get("tenant")), state, float(p.get("at") or 0))
                 )
         return live, spares
+
+
+def _not_there_yet(exc: WeaviateQueryError) -> bool:
+    """The registry is missing (a schema an older Quorum made), or another process has just
+    created it and its index is not open on this node yet: either way it records nothing."""
+    text = str(exc)
+    return (
+        f"could not find class {REGISTRY}" in text or f"non-existing index for {REGISTRY}" in text
+    )
 
 
 def registry_config() -> dict[str, Any]:
