@@ -185,7 +185,8 @@ def test_doctor_says_what_the_data_dir_holds_by_kind(tmp_path: Path) -> None:
     check = check_data(load_settings(data_dir=data))
     assert check.status == "ok"
     assert check.detail == (
-        "index 0 B, transcripts 2.0 KB, voiceprints 0 B, uploads 10 B, media 0 B, sessions 5 B, other 0 B"
+        "index 0 B, transcripts 2.0 KB, voiceprints 0 B, uploads 10 B, media 0 B, sessions 5 B, "
+        "other 0 B"
     )
 
 
