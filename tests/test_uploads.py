@@ -14,7 +14,16 @@ from typing import Any
 
 import pytest
 
-from adapters.chat.uploads import MB, Upload, Uploads, may_manage, refusal, safe_name
+from adapters.chat.uploads import (
+    BAD_SPEAKERS,
+    MB,
+    Upload,
+    Uploads,
+    may_manage,
+    refusal,
+    safe_name,
+    speakers_said,
+)
 from bot.holdings import Holdings
 from bot.library import KbLibrary
 from bot.metrics import MeteredLibrary, Metrics
@@ -152,3 +161,23 @@ async def test_uploads_are_counted_in_the_metrics(library: KbLibrary, kb: str) -
     scraped = metrics.render()[0].decode()
     assert 'quorum_ingest_files_total{status="added"} 1.0' in scraped
     assert "quorum_ingest_segments_total 1.0" in scraped
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [
+        ("<@U0BOT> add this", None),
+        ("add this speakers:3", 3),
+        ("Speakers = 2.", 2),
+        ("here, speakers: 20", 20),
+        ("the speaker: Amara", None),  # the question option, not a count
+        ("co-speakers:4", None),
+        ("speakers:0", BAD_SPEAKERS),
+        ("speakers:21", BAD_SPEAKERS),
+        ("speakers: three", BAD_SPEAKERS),
+        ("speakers:", BAD_SPEAKERS),
+        ("speakers:٣", BAD_SPEAKERS),
+    ],
+)
+def test_a_count_of_speakers_typed_beside_a_file(text: str, count: int | str | None) -> None:
+    assert speakers_said(text) == count

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from adapters.chat.uploads import NOT_ADMIN, Upload, Uploads
+from adapters.chat.uploads import BAD_SPEAKERS, NOT_ADMIN, Upload, Uploads
 from adapters.slack.uploads import ACTION_FORGET, fetcher
 from bot.library import KbLibrary
 from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.search.search import SearchService
+from retrieval.speakers.diarize import Diarizer
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.write.transcribe import Transcriber
 from tests.emulators.slack import ALICE, BOT_USER, Message, SlackEmulator
@@ -274,3 +275,46 @@ async def test_an_upload_in_the_assistant_panel_refreshes_its_suggested_prompts(
     assert reply.versions[-1]["text"].startswith("Added *June planning*")
     titles = [p["title"] for p in slack.prompts[("D0ALICE", thread)]]
     assert titles[0] == "Decisions in June planning"
+
+
+@pytest.fixture
+async def heard_bot(
+    store: WeaviateStore,
+    embedder: SentenceTransformerEmbedder,
+    search: SearchService,
+    slack: SlackEmulator,
+    kb: str,
+    tmp_path: Path,
+) -> AsyncIterator[tuple[Bot, KbLibrary]]:
+    """The bot over a library whose recordings get speakers, as ``quorum serve``'s do."""
+    transcriber = Transcriber(cache_dir=tmp_path / "transcripts")
+    async with held_library(store, embedder, search, tmp_path, transcriber=transcriber) as lib:
+        lib.writer.diarizer = Diarizer()
+        settings = make_settings(slack, slack_kb=kb, slack_admins=ALICE, upload_max_mb=5)
+        async with running(FakeCore(library=lib), settings, slack) as b:
+            yield b, lib
+
+
+async def test_speakers_typed_beside_a_recording_is_the_count_it_is_heard_with(
+    slack: SlackEmulator, heard_bot: tuple[Bot, KbLibrary], kb: str, tmp_path: Path
+) -> None:
+    bot, library = heard_bot
+    """`speakers:N` in the message that shares a recording is the upload command's count:
+    one voice heard as the two people the admin said; a count that is not one is refused
+    before anything is downloaded."""
+    wav = speak(
+        tmp_path / "handover.wav",
+        [
+            "The restore drill moves to Tuesday morning.",
+            "The backup bucket keeps thirty days of snapshots.",
+            "The on call rota changes on the first of the month.",
+        ],
+    )
+    file = slack.share_file("handover.wav", wav.path.read_bytes())
+    await share(slack, bot, [file], text=f"<@{BOT_USER}> add this speakers:0")
+    assert [e["text"] for e in slack.ephemerals if e["user"] == ALICE] == [BAD_SPEAKERS]
+    assert slack.downloads == [] and await library.sources(kb) == []
+
+    await share(slack, bot, [file], text=f"<@{BOT_USER}> add this, speakers: 2")
+    [info] = await library.sources(kb)
+    assert sorted(info.source.speakers) == ["Speaker 1", "Speaker 2"]

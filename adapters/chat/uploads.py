@@ -32,6 +32,12 @@ FAILED = "Sorry — something went wrong on my side while adding {name}. Please 
 LISTED = (
     15  # sources named in one /sources reply (within every platform's limits); the rest counted
 )
+MAX_SPEAKERS = 20
+BAD_SPEAKERS = (
+    "Sorry — `speakers:` says how many people speak in the recording, a number from 1 to "
+    f"{MAX_SPEAKERS} (e.g. `speakers:3`). Nothing was added; share the file again with it."
+)
+SPEAKERS_SAID = re.compile(r"(?<![\w-])speakers\s*[:=]\s*(\S*)", re.I)
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,19 @@ def may_manage(
     """May ``user`` add and remove sources: a listed admin, a member of the admin role
     (by id or name), or someone who manages the server."""
     return user in admins or manages_server or (admin_role is not None and admin_role in roles)
+
+
+def speakers_said(text: str) -> int | None | str:
+    """How many people speak in the recordings a message shares, when it says so
+    (``speakers:3``, the upload command's option typed beside the file); None when it does
+    not; ``BAD_SPEAKERS`` when what follows is not a count."""
+    found = SPEAKERS_SAID.search(text)
+    if found is None:
+        return None
+    said = found.group(1).rstrip(".,;")
+    if not said.isascii() or not said.isdigit() or not 1 <= int(said) <= MAX_SPEAKERS:
+        return BAD_SPEAKERS
+    return int(said)
 
 
 def shown_name(name: str, limit: int = 100) -> str:

@@ -25,7 +25,7 @@ from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
 from adapters.chat.conversation import Conversation, Incoming
-from adapters.chat.uploads import NOT_ADMIN, Uploads
+from adapters.chat.uploads import NOT_ADMIN, Uploads, speakers_said
 from adapters.discord.channels import conversation, home_channel_id, is_thread
 from adapters.discord.commands import add_commands, slash_filters
 from adapters.discord.render import (
@@ -245,10 +245,15 @@ class QuorumClient(discord.Client):
         if not is_admin(message.author, self.own.admin_role):
             await reply_quietly(message, NOT_ADMIN)
             return
+        speakers = speakers_said(message.content)
+        if isinstance(speakers, str):
+            await reply_quietly(message, speakers)
+            return
         kb = self.kb_for(message.guild.id if message.guild else None)
         for attachment in message.attachments:
             by = Actor("discord", str(message.author.id))
-            await self.uploads.add(kb, as_upload(attachment), MessageReply(message.reply), by)
+            reply = MessageReply(message.reply)
+            await self.uploads.add(kb, as_upload(attachment), reply, by, speakers)
 
     async def reply_to(
         self, message: discord.Message, question: Question

@@ -33,7 +33,7 @@ from adapters.chat.conversation import (
     usage,
 )
 from adapters.chat.options import parse_options
-from adapters.chat.uploads import NOT_ADMIN, Uploads
+from adapters.chat.uploads import NOT_ADMIN, Uploads, speakers_said
 from adapters.slack.assistant import PanelContexts, answer_in, assistant, suggest
 from adapters.slack.render import (
     ACTION_UP,
@@ -120,10 +120,15 @@ class SlackAdapter:
         if not self.sources.may_manage(msg.user):
             await self._ephemeral(msg.key.channel, msg.user, NOT_ADMIN, reply_to)
             return
+        speakers = speakers_said(msg.text)
+        if isinstance(speakers, str):
+            await self._ephemeral(msg.key.channel, msg.user, speakers, reply_to)
+            return
         token = self.own.bot_token
         for upload in uploads_in(event, token.get_secret_value() if token else ""):
             by = Actor("slack", msg.user)
-            await self.uploads.add(self.kb_of(msg.key), upload, self.reply(msg.key), by)
+            reply = self.reply(msg.key)
+            await self.uploads.add(self.kb_of(msg.key), upload, reply, by, speakers)
         if self.panels.opened(msg.key.channel, msg.key.thread):
             await suggest(self, msg.key)  # the prompts follow what the archive holds
 
