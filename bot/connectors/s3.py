@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
@@ -28,6 +27,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from bot.connectors.poller import Listing, Seen
+from bot.connectors.scratch import scratch_folder, sweep
 from bot.connectors.settings import Bucket, ConnectorSettings
 from bot.jobs import Job, JobQueue
 from bot.models import Actor
@@ -189,22 +189,6 @@ class S3Feed:
         return await jobs.add_one(self.kb, f"s3://{self.bucket.bucket}/{seen.key}", digest, by)
 
 
-STALE_S = 24 * 3600.0  # a download folder this old was left by a worker that died
-
-
-def sweep(under: Path) -> None:
-    """Download folders a dead worker left behind (older than a day), deleted."""
-    with contextlib.suppress(OSError):
-        for folder in under.iterdir():
-            if folder.is_dir() and time.time() - folder.stat().st_mtime > STALE_S:
-                shutil.rmtree(folder, ignore_errors=True)
-
-
-def _scratch(under: Path) -> Path:
-    under.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(dir=under))
-
-
 def fetcher(own: ConnectorSettings, scratch: Path) -> Fetcher:
     """Downloads ``s3://bucket/key`` (of a configured bucket and prefix only) with its
     sidecar and the recording beside a transcript into a temporary folder under
@@ -260,7 +244,7 @@ def fetcher(own: ConnectorSettings, scratch: Path) -> Fetcher:
         bucket = next((b for b in buckets if b.bucket == name and key.startswith(b.prefix)), None)
         if bucket is None or not _wanted(key, bucket.prefix):
             raise Unfetchable(f"{url} is not in a bucket QUORUM_S3_URL names.")
-        into = await asyncio.to_thread(_scratch, scratch)
+        into = await asyncio.to_thread(scratch_folder, scratch)
         try:
             await asyncio.to_thread(download, bucket, key, into, True)
             for other in await asyncio.to_thread(present, bucket, key):

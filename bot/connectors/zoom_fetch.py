@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import json
 import shutil
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -36,6 +35,7 @@ import aiohttp
 
 from bot.config import Settings
 from bot.connectors import statuses_of
+from bot.connectors.scratch import scratch_folder
 from bot.connectors.zoom import NAME, File, Recording, allowed
 from bot.errors import FetchError
 from bot.sessions import Sessions
@@ -47,7 +47,6 @@ from retrieval.models import Source
 CHUNK = 1 << 20
 CONNECT_S = 30.0
 SCHEME = "zoom"  # a Zoom job's URL: zoom://SOURCE-ID/Topic.vtt
-SWEEP_S = 86_400.0  # a folder a killed worker left behind goes after a day
 KEEP_S = 2 * 86_400.0  # a kept event whose job never took it: its token lasts 24 hours
 SUFFIXES = {"M4A": ".m4a", "MP4": ".mp4", "TRANSCRIPT": ".vtt"}
 WHAT = {"M4A": "audio", "MP4": "video", "TRANSCRIPT": "transcript"}
@@ -145,7 +144,7 @@ class ZoomFetcher:
         rec = await self.recordings.get(source_id)
         if rec is None:
             raise Unfetchable(GONE)
-        folder = await asyncio.to_thread(self._folder)
+        folder = await asyncio.to_thread(scratch_folder, self.staging, "job-")
         try:
             stem = folder / rec.source_id
             paths: dict[str, Path] = {}
@@ -168,14 +167,6 @@ class ZoomFetcher:
             await self.recordings.drop(rec.source_id)
         finally:
             await asyncio.to_thread(shutil.rmtree, folder, True)
-
-    def _folder(self) -> Path:
-        self.staging.mkdir(parents=True, exist_ok=True)
-        for old in self.staging.iterdir():
-            with contextlib.suppress(OSError):
-                if old.is_dir() and time.time() - old.stat().st_mtime > SWEEP_S:
-                    shutil.rmtree(old, ignore_errors=True)
-        return Path(tempfile.mkdtemp(prefix="job-", dir=self.staging))
 
     async def _download(self, http: aiohttp.ClientSession, f: File, to: Path, token: str) -> None:
         """``f`` streamed to ``to`` with the download token; FetchError says why not."""
