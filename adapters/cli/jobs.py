@@ -231,6 +231,7 @@ def worker_cmd() -> None:
         from bot.jobs.worker import Worker
 
         os.nice(NICENESS)  # inherited by the decoder's and the encoder's threads
+        logging.getLogger("quorum.jobs").setLevel(logging.INFO)  # each job's start and end
         # The model loads with the first job: an idle worker costs little.
         async with open_jobs(settings, warm=False) as (writer, queue, _):
             writer.add_announcer(announcer(settings, writer.search))

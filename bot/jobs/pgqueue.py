@@ -92,7 +92,7 @@ async def run_pg_worker(worker: Worker, url: str, max_transcribing: int) -> None
         if claimed is None:
             # Still held by a live worker, or not due: PgQueuer offers it again later.
             raise RetryRequested(timedelta(seconds=limits.timeout_s), f"job {job_id} is held")
-        again = await worker.runner.run([claimed])
+        again = await worker.take(claimed)
         if again is not None:
             raise RetryRequested(timedelta(seconds=again), f"job {job_id} failed; retrying")
 

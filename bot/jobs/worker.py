@@ -13,7 +13,7 @@ import socket
 import time
 
 from bot.jobs.queue import worker_id
-from bot.jobs.records import Lane
+from bot.jobs.records import Job, Lane
 from bot.jobs.runner import Limits, Runner
 from bot.jobs.table import JobTable
 from bot.write import Writer
@@ -62,13 +62,42 @@ class Worker:
     async def lane(self, lane: Lane) -> None:
         """Pick and run this lane's jobs from the table, forever (SQLite)."""
         limit = self.max_transcribing if lane == "transcribe" else 0
+        blinked = self.table.driver.errors
         while True:
-            job = await self.table.claim(lane, self.name, self.limits.timeout_s, limit=limit)
+            try:
+                job = await self.table.claim(lane, self.name, self.limits.timeout_s, limit=limit)
+            except blinked as exc:  # locked by another process a while, or restarting
+                log.warning("worker %s could not look for jobs (%s); looking again", self.name, exc)
+                await asyncio.sleep(SEEN_S)
+                continue
             if job is None:
                 await asyncio.sleep(POLL_S)
                 continue
-            log.info("job %s (%s %s) started, attempt %d", job.id, job.kind, job.name, job.attempts)
-            await self.runner.run([job])
+            try:
+                await self.take(job)
+            except blinked as exc:
+                # Its end could not be written: the heartbeat stops, so the job goes stale
+                # and is taken up again (the write path keeps one source however often).
+                log.warning("job %s: the database could not be written (%s)", job.id, exc)
+                await asyncio.sleep(SEEN_S)
+
+    async def take(self, job: Job) -> float | None:
+        """Run one claimed job, saying on the worker's terminal when it starts and how it
+        ended; the seconds before it is due again when it was queued for a retry."""
+        log.info("job %s (%s %s) started, attempt %d", job.id, job.kind, job.name, job.attempts)
+        t0 = time.perf_counter()
+        again = await self.runner.run([job])
+        took = time.perf_counter() - t0
+        ended = await self.table.many([job.id])
+        if not ended:  # removed meanwhile (its knowledge base forgotten)
+            log.info("job %s is gone after %.0f s", job.id, took)
+        elif ended[0].state == "done":
+            log.info("job %s %s after %.0f s", job.id, ended[0].result or "done", took)
+        elif ended[0].state == "queued":
+            log.warning("job %s queued again after %.0f s: %s", job.id, took, ended[0].error)
+        else:
+            log.warning("job %s %s after %.0f s: %s", job.id, ended[0].state, took, ended[0].error)
+        return again
 
     async def run(self) -> None:
         """Run jobs from the table until cancelled."""
