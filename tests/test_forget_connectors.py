@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bot.config import Settings, load_settings
+from bot.config import load_settings
 from bot.jobs import Job
 from bot.models import Actor
 from bot.sessions.sql import SqlSessions
@@ -23,15 +23,15 @@ from tests import connectors_harness, test_s3_bucket
 from tests.connectors_harness import Parts, jobs_of, polls, serving, settled, status, until
 from tests.emulators.zoom import ZoomEmulator
 from tests.pages_harness import serving as serving_pages
+from tests.test_jobs import listed, quorum
 from tests.test_s3_bucket import S3Server
-from tests.test_watch_folder import CUES, vtt
+from tests.test_watch_folder import CUES, settings_for, vtt
 from tests.test_zoom import HOST, LINES, SECRET, zoom_vtt
 
 parts = connectors_harness.parts  # the session's store and model, as serve opens them
 s3_server = test_s3_bucket.s3_server  # moto's server, in a process of its own
 bucket = test_s3_bucket.bucket
 
-POLL_S = 0.15
 STEM = "layoffs-plan-2027"  # a file's name is a user's words
 ADMIN = Actor("cli", "admin")
 
@@ -76,16 +76,6 @@ async def forget(services: CoreServices, kb: str, source_id: str) -> Job:
     return done
 
 
-def folder_settings(folder: Path, kb: str, tmp_path: Path, **more: object) -> Settings:
-    return load_settings(
-        data_dir=tmp_path / "data",
-        serve_workers=0,
-        watch=f"{folder}={kb}",
-        watch_poll_s=POLL_S,
-        **more,
-    )
-
-
 async def forgotten_file_stays_out_until_it_changes(
     parts: Parts, kb: str, tmp_path: Path, **more: object
 ) -> None:
@@ -94,7 +84,7 @@ async def forgotten_file_stays_out_until_it_changes(
     call = folder / f"{STEM}.vtt"
     call.write_text(vtt(CUES[:3]))
     name = f"folder:{folder}"
-    async with serving(folder_settings(folder, kb, tmp_path, **more), parts) as services:
+    async with serving(settings_for(folder, kb, tmp_path, **more), parts) as services:
         [added] = await settled(services, kb, 1)
         assert (added.result, added.source_id) == ("added", STEM)
         call.write_bytes(b"\xff\xfe\x00no transcript\x00")  # its update cannot be read
@@ -216,3 +206,34 @@ async def _ended(services: CoreServices, job_id: int) -> Job | None:
 def _uuid(event: dict[str, Any]) -> str:
     uuid: str = event["payload"]["object"]["uuid"]
     return uuid
+
+
+def test_quorum_jobs_shows_a_forgotten_file_as_forgotten_and_it_can_be_added_again(
+    weaviate_env: Endpoint, tmp_path: Path, kb: str
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    memo = notes / f"{STEM}.txt"
+    memo.write_text("[00:00:05] Ana Ruiz: The flumox cache evicts entries after an hour.\n")
+    assert quorum("ingest", str(memo), "--kb", kb)[0] == 0
+    [added] = listed(kb)
+    assert (added["file"], added["source_id"]) == (memo.name, STEM)
+
+    code, out, _ = quorum("remove", STEM, "--kb", kb)
+    assert code == 0
+    removal, forgotten = listed(kb)
+    assert (removal["kind"], removal["file"], removal["source_id"]) == ("remove", STEM, STEM)
+    assert (forgotten["id"], forgotten["file"], forgotten["result"]) == (
+        added["id"],
+        "(forgotten)",
+        "added",
+    )
+    assert forgotten["source_id"] is None and forgotten["error"] is None
+    code, out, _ = quorum("jobs", "--kb", kb)
+    assert code == 0 and memo.name not in out and str(notes) not in out
+    code, _, err = quorum("jobs", "retry", str(added["id"]))
+    assert code == 1 and "was forgotten with its source: add the file again" in err
+
+    assert quorum("ingest", str(memo), "--kb", kb)[0] == 0  # the same file, added afresh
+    again = listed(kb)[0]
+    assert (again["file"], again["result"], again["source_id"]) == (memo.name, "added", STEM)
