@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import load_settings
+from bot.connectors import statuses_of
 from bot.jobs import Job
 from bot.models import Actor
 from bot.sessions.sql import SqlSessions
@@ -19,18 +20,20 @@ from retrieval.encoding.embed import SentenceTransformerEmbedder
 from retrieval.ingest.metadata import slug
 from retrieval.store.weaviate import WeaviateStore
 from retrieval.store.weaviate.server import Endpoint
-from tests import connectors_harness, test_s3_bucket
+from tests import connectors_harness, test_s3_bucket, test_sessions
 from tests.connectors_harness import Parts, jobs_of, polls, serving, settled, status, until
 from tests.emulators.zoom import ZoomEmulator
 from tests.pages_harness import serving as serving_pages
 from tests.test_jobs import listed, quorum
 from tests.test_s3_bucket import S3Server
+from tests.test_sessions import Opener
 from tests.test_watch_folder import CUES, settings_for, vtt
 from tests.test_zoom import HOST, LINES, SECRET, zoom_vtt
 
 parts = connectors_harness.parts  # the session's store and model, as serve opens them
 s3_server = test_s3_bucket.s3_server  # moto's server, in a process of its own
 bucket = test_s3_bucket.bucket
+open_store = test_sessions.open_store  # a store on SQLite, then on PostgreSQL
 
 STEM = "layoffs-plan-2027"  # a file's name is a user's words
 ADMIN = Actor("cli", "admin")
@@ -237,3 +240,22 @@ def test_quorum_jobs_shows_a_forgotten_file_as_forgotten_and_it_can_be_added_aga
     assert quorum("ingest", str(memo), "--kb", kb)[0] == 0  # the same file, added afresh
     again = listed(kb)[0]
     assert (again["file"], again["result"], again["source_id"]) == (memo.name, "added", STEM)
+
+
+async def test_an_error_or_a_cursor_quoting_a_forgotten_key_is_cleared_on_both_databases(
+    open_store: Opener,
+) -> None:
+    key = f"in/{STEM}.txt"
+    async with open_store() as sessions:
+        statuses = statuses_of(sessions)
+        for name in ("s3:calls/in", "s3:other/in"):
+            await statuses.register(name, "s3", "team")
+        await statuses.ran(
+            "s3:calls/in", cursor=f"1.0\t{key}", error=f"{key} could not be ingested (bad)."
+        )
+        await statuses.ran("s3:other/in", cursor="1.0\tin/a.txt", error="in/b.txt is too big.")
+        assert await statuses.forget([key, f"{STEM}.txt", "in"]) == 2  # "in": too short
+        cleared, other = await statuses.get("s3:calls/in"), await statuses.get("s3:other/in")
+        assert cleared is not None and (cleared.last_error, cleared.cursor) == (None, None)
+        assert other is not None and other.last_error == "in/b.txt is too big."
+        assert other.cursor == "1.0\tin/a.txt"

@@ -179,19 +179,25 @@ class ConnectorStatuses:
         )
 
     async def forget(self, words: Iterable[str]) -> int:
-        """Clear each last error that quotes any of ``words`` (a forgotten source's key,
-        file or title): it spoke of what is gone, and the next run says what still fails.
-        How many were cleared."""
+        """Clear each last error, and each listing's cursor (an S3 key), that quotes any of
+        ``words`` (a forgotten source's key, file or title): the error spoke of what is
+        gone (the next run says what still fails), and a cleared cursor starts the
+        listing's pass again. How many were cleared."""
         said = [w for w in words if len(w) >= MIN_WORD]
         rows = await self.driver.fetch(
-            "SELECT name, last_error FROM connectors WHERE last_error IS NOT NULL"
+            "SELECT name, last_error, cursor FROM connectors "
+            "WHERE last_error IS NOT NULL OR cursor IS NOT NULL"
         )
-        named = [r["name"] for r in rows if any(w in r["last_error"] for w in said)]
-        for name in named:
-            await self.driver.execute(
-                "UPDATE connectors SET last_error = NULL, error_at = NULL WHERE name = ?", name
-            )
-        return len(named)
+        changed = 0
+        for r in rows:
+            for column in ("last_error", "cursor"):
+                if r[column] and any(w in r[column] for w in said):
+                    also = ", error_at = NULL" if column == "last_error" else ""
+                    await self.driver.execute(
+                        f"UPDATE connectors SET {column} = NULL{also} WHERE name = ?", r["name"]
+                    )
+                    changed += 1
+        return changed
 
     async def get(self, name: str) -> ConnectorStatus | None:
         """One connector's status, or None."""
