@@ -153,9 +153,14 @@ class Poller:
         listed: set[str] = set()
         for seen in listing.seen:
             item = known.get(seen.key)
-            forgotten = self.items.forgotten(feed.name, seen.key, seen.size, seen.stamp)
-            if item is None and forgotten in known:  # its source was forgotten: it stays out
-                listed.add(forgotten)
+            # Hashed only when it has no row of its own (new, or its source forgotten): the
+            # same version of a forgotten item stays out.
+            if (
+                item is None
+                and (gone := self.items.forgotten(feed.name, seen.key, seen.size, seen.stamp))
+                in known
+            ):
+                listed.add(gone)
                 continue
             listed.add(seen.key)
             job = await self._one(seen, item)
