@@ -7,7 +7,9 @@ its page serves, stored answers that quoted it, and whatever a feature derives f
 ``forget`` removes all of them: the cached transcript only when no other live source was
 made from the same audio, the user's own files never (Quorum did not make them), and what
 a feature derived through the ``ForgetHook`` it registers (``add_hook``, in
-``bot.wiring.holdings_of``, where every door builds its ``Holdings``).
+``bot.wiring.holdings_of``, where every door builds its ``Holdings``). Before anything
+is deleted, the work in flight that would write the source back is stopped (``add_stop``:
+the jobs adding it are cancelled, and one whose write lands anyway removes it again).
 Last, the store purges its files of the removed words (Weaviate's: the knowledge base's
 tenant rebuilt without the source), so no file under the data dir keeps them.
 Every add, update and removal is written to the audit trail.
@@ -128,6 +130,12 @@ class Holdings:
         self.transcriber = transcriber or Transcriber(cache_dir=data_dir / TRANSCRIPTS)
         self.media = media or MediaStore(data_dir / MEDIA)
         self.hooks = list(hooks)
+        self.stops: list[ForgetHook] = []
+
+    def add_stop(self, hook: ForgetHook) -> None:
+        """Call ``hook`` before each removal deletes anything: it stops the work in flight
+        that would write the source back (the jobs adding it)."""
+        self.stops.append(hook)
 
     def add_hook(self, hook: ForgetHook) -> None:
         """Call ``hook`` after each removal (a feature dropping what it derived)."""
@@ -227,6 +235,8 @@ class Holdings:
         ``purge`` is False (the caller purges once after many), the index's files are
         rid of its words before this returns (``purge``)."""
         found = [i.source for i in await self.store.list_sources(kb) if i.source.id == source_id]
+        for stop in self.stops if found else []:  # first: a write landing later is undone
+            await stop(kb, found[0])
         passages = await self.store.delete_source(kb, source_id)
         self.search.forget_sources(kb)
         if not found:

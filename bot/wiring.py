@@ -124,6 +124,7 @@ def holdings_of(settings: Settings, retrieval: Retrieval, sessions: Sessions) ->
         holdings.add_hook(ZoomRecordings(sessions).forget)
         # Before the jobs': the connectors' items are found by their jobs' source.
         holdings.add_hook(forget_connectors(sessions.driver, forget_key(settings)))
+        holdings.add_stop(JobTable(sessions.driver).stop_writing)
         holdings.add_hook(JobTable(sessions.driver).forget)
     return holdings
 

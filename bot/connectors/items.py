@@ -122,6 +122,25 @@ class ItemTable:
             time.time(),
         )
 
+    async def settle(self, item: Item) -> None:
+        """Write what ``item``'s job came to into its row, unless that row is gone: its
+        source was forgotten meanwhile and a ``forgotten`` row took its place (it wins)."""
+        await self.driver.execute(
+            "UPDATE connector_items SET size = ?, stamp = ?, digest = ?, state = ?, job_id = ?, "
+            "source_id = ?, error = ?, seen_at = ? "
+            "WHERE connector = ? AND item = ? AND state <> 'forgotten'",
+            item.size,
+            item.stamp,
+            item.digest,
+            item.state,
+            item.job_id,
+            item.source_id,
+            item.error,
+            time.time(),
+            item.connector,
+            item.key,
+        )
+
     async def touch(self, connector: str, keys: Sequence[str]) -> None:
         """The items ``keys`` were listed now (an item not listed for a whole pass is gone)."""
         now = time.time()

@@ -221,20 +221,21 @@ class Poller:
 
     async def _ended(self, item: Item, *, count: bool = True) -> Job | None:
         """A queued item's job, if it has ended: done (with its source) or failed. The
-        job when it has not (a previous process queued it and stopped: run it here too)."""
+        job when it has not (a previous process queued it and stopped: run it here too). Its
+        row is settled, not put: a removal meanwhile left a ``forgotten`` row that wins."""
         job = await self.jobs.table.get(item.job_id) if item.job_id is not None else None
         if job is None or job.state in ("queued", "running"):
             if not count:  # the job still runs (or was deleted): wait for it as queued
-                await self.items.put(item)
+                await self.items.settle(item)
             return job
         if job.state == "done":
             sid = job.source_id or item.source_id
-            await self.items.put(item.but(state="done", source_id=sid, error=None))
+            await self.items.settle(item.but(state="done", source_id=sid, error=None))
             return None
         if count:
             await self.statuses.count(self.feed.name, "failed")
         why = job.error or ("its job was cancelled" if job.state == "cancelled" else "failed")
-        await self.items.put(item.but(state="failed", error=why))
+        await self.items.settle(item.but(state="failed", error=why))
         return None
 
     async def _gone(self, item: Item) -> Job | None:

@@ -5,7 +5,9 @@ A job's file that cannot be read fails it at once with the reader's sentence; an
 else that goes wrong (the store down, the worker's own trouble) queues it again after a
 backoff until ``QUORUM_JOB_ATTEMPTS`` runs out. A cancel stops a transcription before
 anything of it is kept (``retrieval.write.indexer.Stopped``); the upload it was made for goes
-too. A job whose write already finished when the cancel came is done: too late to undo.
+too. A job whose write already finished when the cancel came is done: too late to undo,
+unless the cancel was its source's removal (``JobTable.stop_writing``): then the job's
+end removes what it wrote, whichever of the two came first.
 The write path is idempotent (content hash, switch-over), so a job run twice after its
 worker died leaves one source.
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from bot.errors import FetchError
 from bot.jobs.records import Job
-from bot.jobs.table import JobTable
+from bot.jobs.table import FORGOTTEN, JobTable
 from bot.models import Actor
 from bot.write import Unfetchable, Writer
 from retrieval.errors import ConfigError
@@ -205,15 +207,17 @@ class Runner:
         kind: str | None = None,
         detail: str | None = None,
     ) -> None:
-        # A cancel that came after the write finished is too late: the job is done.
+        # A cancel that came after the write finished is too late: the job is done. Not
+        # when its source was forgotten meanwhile: what it wrote is removed again.
         if state == "done":
             await self.table.driver.execute(
                 "UPDATE jobs SET state = 'running' WHERE id = ? AND worker = ? "
-                "AND state = 'cancelled'",
+                "AND state = 'cancelled' AND file <> ?",
                 job.id,
                 self.worker,
+                FORGOTTEN,
             )
-        await self.table.finish(
+        ended = await self.table.finish(
             job.id,
             self.worker,
             state,  # type: ignore[arg-type]
@@ -224,6 +228,11 @@ class Runner:
             kind=kind,  # type: ignore[arg-type]
             detail=detail,
         )
+        if not ended and state == "done" and sid and job.kind != "remove":
+            now = await self.table.get(job.id)
+            if now is not None and now.state == "cancelled" and now.file == FORGOTTEN:
+                log.info("job %s wrote a source forgotten meanwhile; removing it", job.id)
+                await self.writer.remove(job.kb, sid, Actor(job.via, job.actor))
 
     async def _again(self, jobs: Sequence[Job], exc: Exception) -> float | None:
         why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

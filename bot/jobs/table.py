@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 from bot.jobs.records import ACTIVE, STATES, Job, Kind, Lane, State
 from bot.sessions.driver import Driver
+from retrieval.ingest.metadata import slug
 from retrieval.models import Source
 
 COLUMNS = (
@@ -26,6 +28,7 @@ COLUMNS = (
 )
 MAX_ERROR = 300  # one sentence, whatever an exception put in its message
 FORGOTTEN = "(forgotten)"  # the file of a job whose source was forgotten
+STOPPED = "cancelled: its source was forgotten"  # the error of a job that would have added it
 
 
 def sentence(text: str) -> str:
@@ -321,6 +324,39 @@ class JobTable:
             *files,
         )
 
+    async def stop_writing(self, kb: str, source: Source) -> None:
+        """A ``Holdings`` stop: cancel the queued and running jobs of ``kb`` that would write
+        ``source`` (by the source id they carry, by a file that wrote it, or by the id the
+        indexer gives a file by default, its name's slug), their rows forgetting the file as
+        ``forget``'s do. A running one stops at its next heartbeat; one whose write lands
+        anyway removes it again (``bot.jobs.runner``)."""
+        wrote = await self.driver.fetch(
+            "SELECT DISTINCT file FROM jobs WHERE kb = ? AND source_id = ? AND kind <> 'remove'",
+            kb,
+            source.id,
+        )
+        files = {source.path, *(r["file"] for r in wrote)}
+        rows = await self.driver.fetch(
+            "SELECT id, file, source_id FROM jobs WHERE kb = ? AND kind <> 'remove' "
+            "AND state IN ('queued', 'running')",
+            kb,
+        )
+        ids = [
+            r["id"]
+            for r in rows
+            if r["source_id"] == source.id or r["file"] in files or _named(r["file"]) == source.id
+        ]
+        marks = ", ".join("?" for _ in ids) or "NULL"
+        await self.driver.execute(
+            "UPDATE jobs SET state = 'cancelled', finished_at = ?, error = ?, file = ?, "
+            "root = NULL, source_id = NULL, dedupe_key = 'forgotten:' || CAST(id AS TEXT) "
+            f"WHERE id IN ({marks}) AND state IN ('queued', 'running')",
+            time.time(),
+            STOPPED,
+            FORGOTTEN,
+            *ids,
+        )
+
     async def counts(self) -> dict[State, int]:
         """Jobs by state."""
         rows = await self.driver.fetch("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")
@@ -371,4 +407,9 @@ class JobTable:
         )
 
 
-__all__ = ["ACTIVE", "FORGOTTEN", "JobTable", "sentence"]
+def _named(file: str) -> str:
+    """The source id the indexer gives ``file`` when its metadata names none."""
+    return slug(PurePosixPath(file).stem)[:200].strip("-")
+
+
+__all__ = ["ACTIVE", "FORGOTTEN", "STOPPED", "JobTable", "sentence"]
