@@ -1,0 +1,154 @@
+"""Forgetting a source wins against work already in flight for it: an upload of the same
+source queued, or mid-transcription in a real ``quorum worker``, ends cancelled ("its
+source was forgotten") and writes nothing back; a poll that read a job's end before the
+forget does not write the item's plain row back; an upload after the forget is added.
+SQLite and PostgreSQL, Weaviate: all real, the core as `quorum serve` runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+from bot.config import load_settings
+from bot.connectors.items import Item, ItemTable, forget_key
+from bot.connectors.poller import Poller
+from bot.connectors.status import ConnectorStatuses
+from bot.jobs import JobQueue, JobTable
+from bot.models import Actor
+from bot.sessions import SessionStore
+from bot.sessions.sql import SqlSessions
+from bot.wiring import CoreServices
+from retrieval.store.weaviate import WeaviateStore
+from tests import connectors_harness, test_jobs
+from tests.connectors_harness import Parts, serving
+from tests.test_forget_connectors import forget, holders, outside_the_audit
+from tests.test_jobs import alisted, aquorum, listed, recording, until, worker
+
+parts = connectors_harness.parts
+env = test_jobs.env  # a worker's environment: the session Weaviate, this test's data dir
+
+STEM = "layoffs-plan-2027"  # a file's name is a user's words
+UPLOADER = Actor("slack", "U1")
+STOPPED = "cancelled: its source was forgotten"
+NOTES = "The zanzibar shipment arrives at the north dock; Marco owns the layoffs plan."
+EDITED = NOTES + " The marzipan budget is cut by a third."
+
+
+async def searchable(services: CoreServices, kb: str, words: str) -> bool:
+    """A search for ``words`` finds the source, as `quorum search` would."""
+    hits = await services.retrieval.search.search(kb, words, k=5)
+    return any(h.source.id == STEM for h in hits)
+
+
+async def queued_upload_ends_cancelled(parts: Parts, kb: str, tmp_path: Path, **more: Any) -> None:
+    settings = load_settings(data_dir=tmp_path / "data", serve_workers=0, **more)
+    async with serving(settings, parts) as services:
+        inbox = settings.data_dir / "uploads" / kb / "by-slack-U1"
+        inbox.mkdir(parents=True)
+        notes = inbox / f"{STEM}.md"
+        notes.write_text(NOTES)
+        [first], _ = await services.jobs.add(kb, [notes], UPLOADER)
+        [added] = await services.jobs.settle([first])
+        assert (added.result, added.source_id) == ("added", STEM)
+
+        notes.write_text(EDITED)  # uploaded again, edited; no worker has taken it yet
+        [update], _ = await services.jobs.add(kb, [notes], UPLOADER)
+        assert update.state == "queued"
+        await forget(services, kb, STEM)
+        [ended] = await services.jobs.settle([update])  # nothing left to run
+        assert (ended.state, ended.error, ended.file) == ("cancelled", STOPPED, "(forgotten)")
+        assert await parts.store.list_sources(kb) == []
+        assert not await searchable(services, kb, "marzipan budget")
+        assert not await searchable(services, kb, "zanzibar shipment north dock")
+        assert outside_the_audit(await holders(services, STEM)) == []
+
+        notes.write_text(EDITED)  # a fresh upload after the forget, on purpose: added
+        [again], _ = await services.jobs.add(kb, [notes], UPLOADER)
+        [readded] = await services.jobs.settle([again])
+        assert (readded.state, readded.result, readded.source_id) == ("done", "added", STEM)
+        assert await searchable(services, kb, "marzipan budget")
+
+
+async def test_a_queued_upload_of_a_forgotten_source_is_cancelled_on_sqlite(
+    parts: Parts, kb: str, tmp_path: Path
+) -> None:
+    await queued_upload_ends_cancelled(parts, kb, tmp_path)
+
+
+async def test_a_queued_upload_of_a_forgotten_source_is_cancelled_on_postgresql(
+    parts: Parts, kb: str, tmp_path: Path, postgres_url: str
+) -> None:
+    await queued_upload_ends_cancelled(parts, kb, tmp_path, database_url=postgres_url)
+
+
+async def test_a_transcription_running_when_its_source_is_forgotten_keeps_nothing(
+    env: dict[str, str], store: WeaviateStore, tmp_path: Path, kb: str
+) -> None:
+    env = {**env, "QUORUM_DIARIZE": "off"}  # transcribed, no more: a busy box still keeps up
+    data = Path(env["QUORUM_DATA_DIR"])
+    notes = data / "uploads" / kb / "by-slack-U1" / f"{STEM}.md"
+    notes.parent.mkdir(parents=True)
+    notes.write_text(NOTES)
+    code, _, err = await aquorum("ingest", str(notes), "--kb", kb)  # no worker: run here
+    assert code == 0, err
+    # The meeting itself, uploaded by someone else: the same source (its file's name).
+    upload = recording(data / "uploads" / kb / "by-slack-U2", f"{STEM}.wav")
+    async with SessionStore.open(load_settings(data_dir=data).sessions_path) as sessions:
+        [job], _ = await JobQueue(JobTable(sessions.driver)).add(kb, [upload], UPLOADER)
+
+    async with worker(env, tmp_path / "worker.log"):
+        await until(lambda: listed(kb)[0]["progress"] > 0, 180, 0.1)  # mid-transcription
+        code, out, err = await aquorum("remove", STEM, "--kb", kb)
+        assert code == 0 and f"Removed {STEM}" in out, err
+        await until(lambda: not upload.exists(), 60)  # the worker stopped, its upload gone
+
+    ended = {j["id"]: j for j in await alisted(kb)}[job.id]
+    assert (ended["state"], ended["error"], ended["file"]) == ("cancelled", STOPPED, "(forgotten)")
+    assert await store.list_sources(kb) == []
+    code, out, err = await aquorum("search", "zanzibar shipment north dock", "--kb", kb, "--json")
+    assert code == 0 and json.loads(out) == [], err
+    transcripts = data / "transcripts"
+    assert not transcripts.exists() or list(transcripts.iterdir()) == []
+    async with SessionStore.open(load_settings(data_dir=data).sessions_path) as sessions:
+        services = cast(CoreServices, SimpleNamespace(sessions=sessions))
+        assert outside_the_audit(await holders(services, STEM)) == []
+
+
+async def poll_read_before_the_forget(parts: Parts, kb: str, tmp_path: Path, **more: Any) -> None:
+    folder = tmp_path / "recordings"
+    folder.mkdir()
+    call = folder / f"{STEM}.md"
+    call.write_text(NOTES)
+    settings = load_settings(data_dir=tmp_path / "data", serve_workers=0, **more)
+    async with serving(settings, parts) as services:  # no connector: this test is the poll
+        sessions = services.sessions
+        assert isinstance(sessions, SqlSessions)
+        db = sessions.driver
+        await ConnectorStatuses(db).register("folder:x", "folder", kb)
+        [job], _ = await services.jobs.add(kb, [call], Actor("folder", "folder:x"))
+        items = ItemTable(db, forget_key(settings))
+        read = Item("folder:x", call.name, 10, "1", "d", "queued", job.id)
+        await items.put(read)  # what the poll read before its job ended
+        [done] = await services.jobs.settle([job])
+        assert (done.result, done.source_id) == ("added", STEM)
+
+        await forget(services, kb, STEM)
+        feed = SimpleNamespace(name="folder:x", kb=kb, kind="folder")
+        poller = Poller(cast(Any, feed), ConnectorStatuses(db), items, services.jobs, "me")
+        await poller._ended(read)  # the poll goes on with what it read: the job's end
+        assert call.name not in await items.all("folder:x")  # the forgotten row won
+        assert outside_the_audit(await holders(services, call.name)) == []
+
+
+async def test_a_poll_in_flight_leaves_a_forgotten_item_forgotten_on_sqlite(
+    parts: Parts, kb: str, tmp_path: Path
+) -> None:
+    await poll_read_before_the_forget(parts, kb, tmp_path)
+
+
+async def test_a_poll_in_flight_leaves_a_forgotten_item_forgotten_on_postgresql(
+    parts: Parts, kb: str, tmp_path: Path, postgres_url: str
+) -> None:
+    await poll_read_before_the_forget(parts, kb, tmp_path, database_url=postgres_url)
