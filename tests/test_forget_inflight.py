@@ -11,11 +11,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
+import pytest
+
 from bot.config import load_settings
 from bot.connectors.items import Item, ItemTable, forget_key
 from bot.connectors.poller import Poller
 from bot.connectors.status import ConnectorStatuses
 from bot.jobs import JobQueue, JobTable
+from bot.jobs.runner import Runner
 from bot.models import Actor
 from bot.sessions import SessionStore
 from bot.sessions.sql import SqlSessions
@@ -23,7 +26,7 @@ from bot.wiring import CoreServices
 from retrieval.store.weaviate import WeaviateStore
 from tests import connectors_harness, test_jobs
 from tests.connectors_harness import Parts, serving
-from tests.test_forget_connectors import forget, holders, outside_the_audit
+from tests.test_forget_connectors import ADMIN, forget, holders, outside_the_audit
 from tests.test_jobs import alisted, aquorum, listed, recording, until, worker
 
 parts = connectors_harness.parts
@@ -114,6 +117,50 @@ async def test_a_transcription_running_when_its_source_is_forgotten_keeps_nothin
     async with SessionStore.open(load_settings(data_dir=data).sessions_path) as sessions:
         services = cast(CoreServices, SimpleNamespace(sessions=sessions))
         assert outside_the_audit(await holders(services, STEM)) == []
+
+
+async def write_lands_after_the_forget(
+    parts: Parts, kb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **more: Any
+) -> None:
+    settings = load_settings(data_dir=tmp_path / "data", serve_workers=0, **more)
+    notes = tmp_path / "notes" / f"{STEM}.md"  # a user's own file, `quorum ingest`ed
+    notes.parent.mkdir()
+    notes.write_text(NOTES)
+    async with serving(settings, parts) as services:
+        [first], _ = await services.jobs.add(kb, [notes], UPLOADER)
+        assert (await services.jobs.settle([first]))[0].result == "added"
+        notes.write_text(EDITED)
+        [update], _ = await services.jobs.add(kb, [notes], UPLOADER)
+        claimed = await services.jobs.table.claim("write", "w1", 30.0, job_id=update.id)
+        assert claimed is not None  # running: read, embedded, about to be written
+        write = services.writer.add
+
+        async def forgotten_first(*args: Any, **kwargs: Any) -> Any:
+            # The removal comes between the job's start and its write, which lands after
+            # the forget's purge (too late for a heartbeat to stop it).
+            await services.holdings.forget(kb, STEM, ADMIN)
+            return await write(*args, **kwargs)
+
+        monkeypatch.setattr(services.writer, "add", forgotten_first)
+        await Runner(services.writer, services.jobs.table, "w1").run([claimed])
+        ended = await services.jobs.table.get(update.id)
+        assert ended is not None
+        assert (ended.state, ended.error, ended.file) == ("cancelled", STOPPED, "(forgotten)")
+        assert await parts.store.list_sources(kb) == []
+        assert not await searchable(services, kb, "marzipan budget")
+        assert outside_the_audit(await holders(services, STEM)) == []
+
+
+async def test_a_write_landing_after_the_forget_is_removed_again_on_sqlite(
+    parts: Parts, kb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await write_lands_after_the_forget(parts, kb, tmp_path, monkeypatch)
+
+
+async def test_a_write_landing_after_the_forget_is_removed_again_on_postgresql(
+    parts: Parts, kb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, postgres_url: str
+) -> None:
+    await write_lands_after_the_forget(parts, kb, tmp_path, monkeypatch, database_url=postgres_url)
 
 
 async def poll_read_before_the_forget(parts: Parts, kb: str, tmp_path: Path, **more: Any) -> None:
