@@ -75,6 +75,10 @@ class FolderFeed:
             kept.update(str(p) for p in parts[1:])
         return Listing(seen, complete=True, pass_start=started, kept=frozenset(kept))
 
+    def source_id(self, key: str) -> str | None:
+        """None: a file is read where it is, its source id the ingest's (its stem)."""
+        return None
+
     async def digest(self, seen: Seen) -> str:
         """The content hash of the file and its companions."""
         return await asyncio.to_thread(_digest, Path(seen.key))

@@ -11,12 +11,19 @@ what is there (``Seen``: key, size, stamp) and queues a job for one item; ``Poll
 - An item no longer listed is forgotten (its source removed, through a job) only when the
   feed follows deletes; otherwise its row stays, so it coming back unchanged costs nothing.
 - One process polls a connector at a time: the status row's lease (``status``).
+- A feed that names its items' sources (``Feed.source_id``: a bucket, whose objects are
+  downloaded under their bare file names) gives each item its own id, chosen once, kept in
+  its row before its first job and never changed: readable (the key), made unique among
+  the feed's items. Items that share one from before (two same-named objects under two
+  prefixes once overwrote each other) are parted: the one written last keeps it, the
+  others are ingested again under their own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import Sequence
@@ -84,6 +91,11 @@ class Feed(Protocol):
         """The job that adds (or updates) the item."""
         ...
 
+    def source_id(self, key: str) -> str | None:
+        """The readable source id a new item becomes (None: the ingest's own rule, the
+        file's stem unless its metadata names one)."""
+        ...
+
 
 class Poller:
     """Polls one feed until cancelled, while this process holds its lease."""
@@ -104,6 +116,7 @@ class Poller:
         self.by = Actor(feed.kind, feed.name)
         self._settling: set[asyncio.Task[object]] = set()
         self._in_hand: set[int] = set()  # jobs this process is settling
+        self._held: dict[str, str] = {}  # source id -> the item's key that has it
 
     def _settled(self, task: asyncio.Task[object], jobs: Sequence[Job]) -> None:
         self._settling.discard(task)
@@ -147,6 +160,7 @@ class Poller:
             await self.statuses.ran(feed.name, next_run=time.time() + feed.poll_s, error=str(exc))
             return
         known = await self.items.all(feed.name)
+        self._held = await self._part(known)
         queued: list[Job] = []
         for seen in listing.seen:
             job = await self._one(seen, known.get(seen.key))
@@ -198,6 +212,9 @@ class Poller:
             if digest == item.digest and item.job_id is not None:
                 # Touched, or back as it was: the same content as its last job's.
                 return await self._ended(item.but(state="queued"), count=False)
+            if (sid := self._id_for(seen.key, item)) != item.source_id:
+                item = item.but(source_id=sid)
+                await self.items.put(item)  # before its job: the download reads it
             job = await self.feed.queue(self.jobs, seen, digest, self.by)
             await self.statuses.count(name, "queued")
             await self.items.put(item.but(state="queued", digest=digest, job_id=job.id))
@@ -205,6 +222,38 @@ class Poller:
         if item.state == "queued" and item.job_id is not None:
             return await self._ended(item)
         return None
+
+    async def _part(self, known: dict[str, Item]) -> dict[str, str]:
+        """Each source id the feed's items have, with the item that has it. Items sharing
+        one are parted (the last written keeps it; the others are queued again with their
+        own), where the feed names sources."""
+        held: dict[str, str] = {}
+        for item in sorted(known.values(), key=lambda i: i.job_id or 0, reverse=True):
+            if item.source_id is None:
+                continue
+            if item.source_id not in held:
+                held[item.source_id] = item.key
+            elif self.feed.source_id(item.key) is not None:
+                parted = item.but(source_id=None, digest=None, state="growing")
+                known[item.key] = parted
+                await self.items.put(parted)
+        return held
+
+    def _id_for(self, key: str, item: Item) -> str | None:
+        """The source id ``item`` is ingested as: the one it has, else the feed's readable
+        one, with the key's hash after it when another item has that (None: the ingest's)."""
+        if item.source_id is not None:
+            return item.source_id
+        readable = self.feed.source_id(key)
+        if readable is None:
+            return None
+        sid, digest = readable, hashlib.sha256(key.encode()).hexdigest()
+        for n in (10, 20, 64):
+            if self._held.get(sid, key) == key:
+                break
+            sid = f"{readable[: 199 - n]}-{digest[:n]}"
+        self._held[sid] = key
+        return sid
 
     async def _ended(self, item: Item, *, count: bool = True) -> Job | None:
         """A queued item's job, if it has ended: done (with its source) or failed. The

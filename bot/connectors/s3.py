@@ -5,7 +5,15 @@ A poll lists (``ListObjectsV2``) from the connector's cursor on, at most ``PAGES
 and saves where it stopped, so a large bucket is walked over several polls; an object's
 ETag and size are its stamp (no download in a poll). A whole pass ending is what lets
 deletes be judged. The object is downloaded in its job (``fetcher``): streamed to a
-temporary file in the data folder, bounded by ``QUORUM_S3_MAX_MB``, removed after.
+temporary file in the data folder, bounded by ``QUORUM_S3_MAX_MB``, removed after. Its
+source shows where it came from (``s3://bucket/key``), never that temporary path.
+
+Each object is its own source: its id is its key under the prefix, slugged
+(``team-a/standup.m4a`` -> ``team-a-standup``; ``2026/05/call.m4a`` -> ``2026-05-call``),
+chosen by the poller once and kept in the object's row (``poller``: the key's hash is
+added when another object has that id already); the download names it in a manifest of
+its own folder, so the object's sidecar or front matter can still name another. An object
+ingested before ids came from keys keeps the one it has.
 
 Bucket notifications are not used: each server sends them its own way (SQS or SNS on
 AWS, webhooks on MinIO, none on R2's S3 API), none reaches a server behind a firewall,
@@ -16,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import shutil
 import time
 from collections.abc import AsyncIterator
@@ -26,6 +36,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
+from bot.connectors.items import ItemTable
 from bot.connectors.poller import Listing, Seen
 from bot.connectors.scratch import scratch_folder, sweep
 from bot.connectors.settings import Bucket, ConnectorSettings
@@ -35,7 +46,7 @@ from bot.write import Fetcher, Unfetchable
 from retrieval.errors import QuorumError
 from retrieval.ingest import SUPPORTED_SUFFIXES, transcribed_beside
 from retrieval.ingest.media import MEDIA_SUFFIXES
-from retrieval.ingest.metadata import SIDECAR_SUFFIX
+from retrieval.ingest.metadata import MANIFEST, SIDECAR_SUFFIX, slug
 
 if TYPE_CHECKING:
     from types_boto3_s3 import S3Client
@@ -106,6 +117,14 @@ def _wanted(key: str, prefix: str) -> bool:
         and not name.endswith(SIDECAR_SUFFIX)
         and PurePosixPath(name).suffix.lower() in SUPPORTED_SUFFIXES
     )
+
+
+def object_id(key: str, prefix: str) -> str:
+    """The readable source id of object ``key``: its key under ``prefix`` without its type,
+    slugged (``team-a/standup.m4a`` -> ``team-a-standup``)."""
+    under = PurePosixPath(key.removeprefix(prefix)).with_suffix("")
+    readable = slug(str(under))[:200].strip("-")
+    return readable or "s3-" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 def _companions(key: str) -> list[str]:
@@ -180,6 +199,10 @@ class S3Feed:
             return explain(exc, self.bucket, self.endpoint)
         return None
 
+    def source_id(self, key: str) -> str:
+        """The readable id a new object's source gets (``object_id``)."""
+        return object_id(key, self.bucket.prefix)
+
     async def digest(self, seen: Seen) -> str:
         """ETags and sizes stand for the content (nothing is downloaded in a poll)."""
         return f"{seen.size}:{seen.stamp}"
@@ -189,10 +212,11 @@ class S3Feed:
         return await jobs.add_one(self.kb, f"s3://{self.bucket.bucket}/{seen.key}", digest, by)
 
 
-def fetcher(own: ConnectorSettings, scratch: Path) -> Fetcher:
+def fetcher(own: ConnectorSettings, scratch: Path, items: ItemTable | None = None) -> Fetcher:
     """Downloads ``s3://bucket/key`` (of a configured bucket and prefix only) with its
     sidecar and the recording beside a transcript into a temporary folder under
-    ``scratch``, removed on exit."""
+    ``scratch``, removed on exit; a manifest there names the object's source id (its row in
+    ``items``, else ``object_id``)."""
     s3 = client(own)
     sweep(scratch)
     limit = own.s3_max_mb * 1024 * 1024
@@ -244,8 +268,11 @@ def fetcher(own: ConnectorSettings, scratch: Path) -> Fetcher:
         bucket = next((b for b in buckets if b.bucket == name and key.startswith(b.prefix)), None)
         if bucket is None or not _wanted(key, bucket.prefix):
             raise Unfetchable(f"{url} is not in a bucket QUORUM_S3_URL names.")
+        known = await items.source_id(bucket.name, key) if items is not None else None
+        named = {PurePosixPath(key).name: {"id": known or object_id(key, bucket.prefix)}}
         into = await asyncio.to_thread(scratch_folder, scratch)
         try:
+            await asyncio.to_thread((into / MANIFEST).write_text, json.dumps(named), "utf-8")
             await asyncio.to_thread(download, bucket, key, into, True)
             for other in await asyncio.to_thread(present, bucket, key):
                 await asyncio.to_thread(download, bucket, other, into, False)

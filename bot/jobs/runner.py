@@ -157,8 +157,16 @@ class Runner:
         speakers = {local.get(j.file, Path(j.file)): j.speakers for j in jobs if j.speakers}
         by = Actor(first.via, first.actor)
         force = any(j.force for j in jobs)
+        origins = {p: url for url, p in local.items()}  # a download shows where it came from
         written = await self.writer.add(
-            first.kb, paths, by, progress=beats, force=force, roots=roots, speakers=speakers
+            first.kb,
+            paths,
+            by,
+            progress=beats,
+            force=force,
+            roots=roots,
+            speakers=speakers,
+            origins=origins,
         )
         by_path = {r.path: r for r in written.report.results}
         for job, path in zip(jobs, paths, strict=True):

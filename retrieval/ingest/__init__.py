@@ -129,11 +129,14 @@ def read_source(
     diarizer: Diarizer | None = None,
     speakers: int | None = None,
     on_diarize: OnProgress | None = None,
+    origin: str | None = None,
 ) -> Document:
     """Parse one file into a ``Document``; ``root`` bounds the search for manifests. Audio
     and video are transcribed with ``transcriber`` (``on_progress`` hears how far) and,
     with a ``diarizer``, given speakers (``speakers``: how many, else the metadata's
-    ``speakers`` count, else found; ``on_diarize`` hears how far)."""
+    ``speakers`` count, else found; ``on_diarize`` hears how far). ``origin``: where the
+    file really came from when ``path`` is a download of it (``s3://bucket/key``), kept as
+    the source's path."""
     name = str(path)
     data = _load(path, transcriber)
     sidecar, sidecar_bytes = read_sidecar(path)
@@ -183,7 +186,7 @@ def read_source(
         url=meta.url,
         recorded_at=meta.recorded_at,
         speakers=meta.speakers if meta.speakers is not None else unique_speakers(segments),
-        path=name,
+        path=origin or name,
         # The sidecar is hashed too, so editing only the sidecar re-ingests the file.
         content_hash=hashlib.sha256(data + sidecar_bytes).hexdigest(),
         description=meta.description,
