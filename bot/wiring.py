@@ -146,14 +146,9 @@ def writer_of(
     writer = Writer.of(retrieval, holdings=holdings, summarizer=summarizer)
     own = settings.platform(ConnectorSettings)
     if own.s3_url:  # a bucket's objects are downloaded by the job that ingests them
-        from bot.connectors.items import ItemTable
         from bot.connectors.s3 import fetcher
-        from bot.sessions.sql import SqlSessions
 
-        # The objects' rows name their sources' ids (``bot.connectors.poller``).
-        sessions = holdings.sessions if holdings is not None else None
-        items = ItemTable(sessions.driver) if isinstance(sessions, SqlSessions) else None
-        writer.add_fetcher("s3", fetcher(own, settings.data_dir / "connectors" / "s3", items))
+        writer.add_fetcher("s3", fetcher(own, settings.data_dir / "connectors" / "s3"))
     if holdings is not None:  # a Zoom recording is downloaded by the job that ingests it
         from bot.connectors.zoom_fetch import SCHEME, ZoomFetcher
 

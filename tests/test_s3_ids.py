@@ -6,7 +6,7 @@ way Zoom and many recorders lay a bucket out) are two sources, each showing its
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +14,6 @@ import pytest
 import bot.connectors.s3 as s3_connector
 from bot.wiring import CoreServices
 from bot.write import Writer
-from retrieval.ingest.metadata import slug
 from tests import connectors_harness
 from tests.connectors_harness import Parts, jobs_of, polls, serving, settled
 from tests.test_s3_bucket import S3Server, bucket, s3_server, settings_for
@@ -99,7 +98,6 @@ async def test_an_object_ingested_under_its_file_name_keeps_its_id(
         s3.put_object(Bucket=bucket, Key=key, Body=SAID[key].encode())
         with monkeypatch.context() as old:
             old.setattr(s3_connector.S3Feed, "source_id", lambda self, key: None)
-            old.setattr(s3_connector, "object_id", lambda k, p: slug(PurePosixPath(k).stem))
             old.setattr(Writer, "add", add_from_temporary_path)
             async with serving(settings, parts) as services:
                 await settled(services, kb, 1 if key == A else 2)

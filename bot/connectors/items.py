@@ -57,15 +57,6 @@ class ItemTable:
             for r in rows
         }
 
-    async def source_id(self, connector: str, key: str) -> str | None:
-        """The source ``connector``'s item ``key`` is (or becomes), if it has one yet."""
-        rows = await self.driver.fetch(
-            "SELECT source_id FROM connector_items WHERE connector = ? AND item = ?",
-            connector,
-            key,
-        )
-        return rows[0]["source_id"] if rows else None
-
     async def put(self, item: Item) -> None:
         """Write ``item`` (made or replaced), seen now."""
         await self.driver.execute(

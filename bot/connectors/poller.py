@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Protocol
 
 from bot.connectors.items import Item, ItemTable
@@ -35,6 +36,7 @@ from bot.connectors.status import ConnectorStatuses
 from bot.jobs import Job, JobQueue
 from bot.models import Actor
 from retrieval.errors import QuorumError
+from retrieval.ingest.metadata import slug
 
 log = logging.getLogger("quorum.connectors")
 
@@ -87,8 +89,11 @@ class Feed(Protocol):
         """The item's content hash (``Unreadable`` when it cannot be read)."""
         ...
 
-    async def queue(self, jobs: JobQueue, seen: Seen, digest: str, by: Actor) -> Job:
-        """The job that adds (or updates) the item."""
+    async def queue(
+        self, jobs: JobQueue, seen: Seen, digest: str, by: Actor, source_id: str | None
+    ) -> Job:
+        """The job that adds (or updates) the item, as ``source_id`` (None: the
+        ingest's rule) unless its metadata names another."""
         ...
 
     def source_id(self, key: str) -> str | None:
@@ -212,12 +217,12 @@ class Poller:
             if digest == item.digest and item.job_id is not None:
                 # Touched, or back as it was: the same content as its last job's.
                 return await self._ended(item.but(state="queued"), count=False)
-            if (sid := self._id_for(seen.key, item)) != item.source_id:
-                item = item.but(source_id=sid)
-                await self.items.put(item)  # before its job: the download reads it
-            job = await self.feed.queue(self.jobs, seen, digest, self.by)
+            sid = self._id_for(seen.key, item)
+            job = await self.feed.queue(self.jobs, seen, digest, self.by, sid)
             await self.statuses.count(name, "queued")
-            await self.items.put(item.but(state="queued", digest=digest, job_id=job.id))
+            await self.items.put(
+                item.but(state="queued", digest=digest, job_id=job.id, source_id=sid)
+            )
             return job
         if item.state == "queued" and item.job_id is not None:
             return await self._ended(item)
@@ -287,6 +292,14 @@ class Poller:
             await self.statuses.count(self.feed.name, "forgotten")
         await self.items.drop(self.feed.name, item.key)
         return job
+
+
+def readable_id(relative: str, key: str) -> str:
+    """The readable source id of an item at ``relative`` (its path under the folder, its key
+    under the prefix): without its type, slugged (``team-a/standup.m4a`` ->
+    ``team-a-standup``); ``key``'s hash when nothing readable is left."""
+    readable = slug(str(PurePosixPath(relative).with_suffix("")))[:200].strip("-")
+    return readable or "item-" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 def _failing(items: Sequence[Item]) -> str | None:

@@ -10,10 +10,10 @@ source shows where it came from (``s3://bucket/key``), never that temporary path
 
 Each object is its own source: its id is its key under the prefix, slugged
 (``team-a/standup.m4a`` -> ``team-a-standup``; ``2026/05/call.m4a`` -> ``2026-05-call``),
-chosen by the poller once and kept in the object's row (``poller``: the key's hash is
-added when another object has that id already); the download names it in a manifest of
-its own folder, so the object's sidecar or front matter can still name another. An object
-ingested before ids came from keys keeps the one it has.
+chosen by the poller once, kept in the object's row and named by its job (``poller``:
+the key's hash is added when another object has that id already); the object's sidecar
+or front matter can still name another. An object ingested before ids came from keys
+keeps the one it has.
 
 Bucket notifications are not used: each server sends them its own way (SQS or SNS on
 AWS, webhooks on MinIO, none on R2's S3 API), none reaches a server behind a firewall,
@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import shutil
 import time
 from collections.abc import AsyncIterator
@@ -36,8 +34,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from bot.connectors.items import ItemTable
-from bot.connectors.poller import Listing, Seen
+from bot.connectors.poller import Listing, Seen, readable_id
 from bot.connectors.scratch import scratch_folder, sweep
 from bot.connectors.settings import Bucket, ConnectorSettings
 from bot.jobs import Job, JobQueue
@@ -46,7 +43,7 @@ from bot.write import Fetcher, Unfetchable
 from retrieval.errors import QuorumError
 from retrieval.ingest import SUPPORTED_SUFFIXES, transcribed_beside
 from retrieval.ingest.media import MEDIA_SUFFIXES
-from retrieval.ingest.metadata import MANIFEST, SIDECAR_SUFFIX, slug
+from retrieval.ingest.metadata import SIDECAR_SUFFIX
 
 if TYPE_CHECKING:
     from types_boto3_s3 import S3Client
@@ -117,14 +114,6 @@ def _wanted(key: str, prefix: str) -> bool:
         and not name.endswith(SIDECAR_SUFFIX)
         and PurePosixPath(name).suffix.lower() in SUPPORTED_SUFFIXES
     )
-
-
-def object_id(key: str, prefix: str) -> str:
-    """The readable source id of object ``key``: its key under ``prefix`` without its type,
-    slugged (``team-a/standup.m4a`` -> ``team-a-standup``)."""
-    under = PurePosixPath(key.removeprefix(prefix)).with_suffix("")
-    readable = slug(str(under))[:200].strip("-")
-    return readable or "s3-" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 def _companions(key: str) -> list[str]:
@@ -200,23 +189,25 @@ class S3Feed:
         return None
 
     def source_id(self, key: str) -> str:
-        """The readable id a new object's source gets (``object_id``)."""
-        return object_id(key, self.bucket.prefix)
+        """The readable id a new object's source gets (``readable_id``)."""
+        return readable_id(key.removeprefix(self.bucket.prefix), key)
 
     async def digest(self, seen: Seen) -> str:
         """ETags and sizes stand for the content (nothing is downloaded in a poll)."""
         return f"{seen.size}:{seen.stamp}"
 
-    async def queue(self, jobs: JobQueue, seen: Seen, digest: str, by: Actor) -> Job:
+    async def queue(
+        self, jobs: JobQueue, seen: Seen, digest: str, by: Actor, source_id: str | None
+    ) -> Job:
         """The object's job: its worker downloads it (``fetcher``)."""
-        return await jobs.add_one(self.kb, f"s3://{self.bucket.bucket}/{seen.key}", digest, by)
+        url = f"s3://{self.bucket.bucket}/{seen.key}"
+        return await jobs.add_one(self.kb, url, digest, by, source_id=source_id)
 
 
-def fetcher(own: ConnectorSettings, scratch: Path, items: ItemTable | None = None) -> Fetcher:
+def fetcher(own: ConnectorSettings, scratch: Path) -> Fetcher:
     """Downloads ``s3://bucket/key`` (of a configured bucket and prefix only) with its
     sidecar and the recording beside a transcript into a temporary folder under
-    ``scratch``, removed on exit; a manifest there names the object's source id (its row in
-    ``items``, else ``object_id``)."""
+    ``scratch``, removed on exit."""
     s3 = client(own)
     sweep(scratch)
     limit = own.s3_max_mb * 1024 * 1024
@@ -268,11 +259,8 @@ def fetcher(own: ConnectorSettings, scratch: Path, items: ItemTable | None = Non
         bucket = next((b for b in buckets if b.bucket == name and key.startswith(b.prefix)), None)
         if bucket is None or not _wanted(key, bucket.prefix):
             raise Unfetchable(f"{url} is not in a bucket QUORUM_S3_URL names.")
-        known = await items.source_id(bucket.name, key) if items is not None else None
-        named = {PurePosixPath(key).name: {"id": known or object_id(key, bucket.prefix)}}
         into = await asyncio.to_thread(scratch_folder, scratch)
         try:
-            await asyncio.to_thread((into / MANIFEST).write_text, json.dumps(named), "utf-8")
             await asyncio.to_thread(download, bucket, key, into, True)
             for other in await asyncio.to_thread(present, bucket, key):
                 await asyncio.to_thread(download, bucket, other, into, False)

@@ -118,11 +118,19 @@ class JobQueue:
         return jobs, missing
 
     async def add_one(
-        self, kb: str, file: str, digest: str, by: Actor, *, root: str | None = None
+        self,
+        kb: str,
+        file: str,
+        digest: str,
+        by: Actor,
+        *,
+        root: str | None = None,
+        source_id: str | None = None,
     ) -> Job:
         """The job adding one file whose content hash is known already: a path (``root``,
         the folder its manifest lookups stop at), or a URL a fetcher downloads in the job
-        (``s3://bucket/key``, ``bot.write.Fetcher``)."""
+        (``s3://bucket/key``, ``bot.write.Fetcher``); ``source_id``: the source it becomes
+        unless its metadata names one (a connector's item's own)."""
         job, _ = await self.table.insert(
             "add",
             lane_of(Path(file)),
@@ -132,6 +140,7 @@ class JobQueue:
             file,
             dedupe_key(kb, "add", f"{file}\0{digest}"),
             root=root,
+            source_id=source_id,
         )
         await self._send([job])
         return job

@@ -158,6 +158,7 @@ class Runner:
         by = Actor(first.via, first.actor)
         force = any(j.force for j in jobs)
         origins = {p: url for url, p in local.items()}  # a download shows where it came from
+        ids = {p: j.source_id for j, p in zip(jobs, paths, strict=True) if j.source_id}
         written = await self.writer.add(
             first.kb,
             paths,
@@ -167,6 +168,7 @@ class Runner:
             roots=roots,
             speakers=speakers,
             origins=origins,
+            ids=ids,
         )
         by_path = {r.path: r for r in written.report.results}
         for job, path in zip(jobs, paths, strict=True):

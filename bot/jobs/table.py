@@ -51,16 +51,18 @@ class JobTable:
         root: str | None = None,
         force: bool = False,
         speakers: int | None = None,
+        source_id: str | None = None,
     ) -> tuple[Job, bool]:
         """The job for ``key``: a new one queued (True), or the one already queued or
-        running for it (False): the same recording queued twice is one job."""
+        running for it (False): the same recording queued twice is one job. ``source_id``:
+        the source an add writes, unless the file's metadata names one."""
         now = time.time()
         for _ in range(3):  # the active one may finish between the insert and the read
             async with self.driver.transaction() as tx:
                 rows = await tx.fetch(
                     "INSERT INTO jobs (kind, lane, kb, via, actor, file, root, force, "
-                    "dedupe_key, state, created_at, run_after, speakers) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?) "
+                    "dedupe_key, state, created_at, run_after, speakers, source_id) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?) "
                     "ON CONFLICT (dedupe_key) WHERE state IN ('queued', 'running') DO NOTHING "
                     f"RETURNING {COLUMNS}",
                     kind,
@@ -75,6 +77,7 @@ class JobTable:
                     now,
                     now,
                     speakers,
+                    source_id,
                 )
                 if rows:
                     return Job.from_row(rows[0]), True

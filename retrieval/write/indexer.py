@@ -192,6 +192,7 @@ async def ingest(
     voiceprints: Voiceprints | None = None,
     speakers: Mapping[Path, int] | None = None,
     origins: Mapping[Path, str] | None = None,
+    ids: Mapping[Path, str] | None = None,
 ) -> IngestReport:
     """Ingest files and folders into ``kb``; unchanged files are skipped unless ``force``.
     Audio and video are transcribed with ``transcriber`` (without one they fail), and
@@ -200,11 +201,14 @@ async def ingest(
     each source is kept in ``media`` (without one, pages show text only). ``roots``: for
     a file given alone, the folder its manifest lookups stop at (a job's file, queued
     from a folder), else its own folder. ``origins``: for a downloaded file, the URL it came
-    from (``s3://bucket/key``), kept as its source's path instead of the download's."""
+    from (``s3://bucket/key``), kept as its source's path instead of the download's;
+    ``ids``: the source id a file gets unless its metadata names one (else its stem's)."""
     check_kb(kb)
     run = _Run(store, embedder, kb, chunking, force, transcriber, summarizer, progress, media)
     run.diarizer, run.voiceprints, run.speakers = diarizer, voiceprints, dict(speakers or {})
-    run.origins = dict(origins or {})
+    # By absolute path, as ``_discover`` hands the files on.
+    run.origins = {p.absolute(): url for p, url in (origins or {}).items()}
+    run.ids = {p.absolute(): sid for p, sid in (ids or {}).items()}
     try:
         return await run.go(paths, roots or {})
     finally:
@@ -239,6 +243,7 @@ class _Run:
         self.voiceprints: Voiceprints | None = None
         self.speakers: dict[Path, int] = {}
         self.origins: dict[Path, str] = {}
+        self.ids: dict[Path, str] = {}
 
     async def go(self, paths: Sequence[Path], roots: Mapping[Path, Path]) -> IngestReport:
         """Ingest ``paths``: files read and checked, then written batch by batch."""
@@ -324,6 +329,7 @@ class _Run:
                 speakers=self.speakers.get(path),
                 on_diarize=voices,
                 origin=self.origins.get(path),
+                default_id=self.ids.get(path),
             )
         except IngestError as exc:
             return FileResult(str(path), "failed", reason=brief(exc.reason))
