@@ -11,10 +11,11 @@ what is there (``Seen``: key, size, stamp) and queues a job for one item; ``Poll
 - An item no longer listed is forgotten (its source removed, through a job) only when the
   feed follows deletes; otherwise its row stays, so it coming back unchanged costs nothing.
 - One process polls a connector at a time: the status row's lease (``status``).
-- A feed that names its items' sources (``Feed.source_id``: a bucket, whose objects are
-  downloaded under their bare file names) gives each item its own id, chosen once, kept in
-  its row before its first job and never changed: readable (the key), made unique among
-  the feed's items. Items that share one from before (two same-named objects under two
+- Each item is its own source: its job names the id (``Feed.source_id``: its path under
+  the folder or key under the prefix, slugged; the key's hash after it when another item
+  has that one), unless its metadata names another. The id is kept in the item's row once
+  written and never changes (an item ingested before ids came from paths keeps its
+  file-name id). Items that share one from before (two same-named objects under two
   prefixes once overwrote each other) are parted: the one written last keeps it, the
   others are ingested again under their own.
 """
@@ -122,6 +123,10 @@ class Poller:
         self._settling: set[asyncio.Task[object]] = set()
         self._in_hand: set[int] = set()  # jobs this process is settling
         self._held: dict[str, str] = {}  # source id -> the item's key that has it
+        # Ids chosen here for items whose job has not ended: an item's row names its source
+        # only once it is written (a failed first job must not make its removal forget
+        # another source of that id).
+        self._chosen: dict[str, str] = {}
 
     def _settled(self, task: asyncio.Task[object], jobs: Sequence[Job]) -> None:
         self._settling.discard(task)
@@ -166,6 +171,8 @@ class Poller:
             return
         known = await self.items.all(feed.name)
         self._held = await self._part(known)
+        for key, chosen in self._chosen.items():
+            self._held.setdefault(chosen, key)
         queued: list[Job] = []
         for seen in listing.seen:
             job = await self._one(seen, known.get(seen.key))
@@ -220,9 +227,7 @@ class Poller:
             sid = self._id_for(seen.key, item)
             job = await self.feed.queue(self.jobs, seen, digest, self.by, sid)
             await self.statuses.count(name, "queued")
-            await self.items.put(
-                item.but(state="queued", digest=digest, job_id=job.id, source_id=sid)
-            )
+            await self.items.put(item.but(state="queued", digest=digest, job_id=job.id))
             return job
         if item.state == "queued" and item.job_id is not None:
             return await self._ended(item)
@@ -233,7 +238,8 @@ class Poller:
         one are parted (the last written keeps it; the others are queued again with their
         own), where the feed names sources."""
         held: dict[str, str] = {}
-        for item in sorted(known.values(), key=lambda i: i.job_id or 0, reverse=True):
+        last = sorted(known.values(), key=lambda i: (i.state == "done", i.job_id or 0))
+        for item in reversed(last):
             if item.source_id is None:
                 continue
             if item.source_id not in held:
@@ -249,6 +255,8 @@ class Poller:
         one, with the key's hash after it when another item has that (None: the ingest's)."""
         if item.source_id is not None:
             return item.source_id
+        if key in self._chosen:
+            return self._chosen[key]
         readable = self.feed.source_id(key)
         if readable is None:
             return None
@@ -257,7 +265,7 @@ class Poller:
             if self._held.get(sid, key) == key:
                 break
             sid = f"{readable[: 199 - n]}-{digest[:n]}"
-        self._held[sid] = key
+        self._held[sid], self._chosen[key] = key, sid
         return sid
 
     async def _ended(self, item: Item, *, count: bool = True) -> Job | None:
@@ -268,6 +276,7 @@ class Poller:
             if not count:  # the job still runs (or was deleted): wait for it as queued
                 await self.items.put(item)
             return job
+        self._chosen.pop(item.key, None)
         if job.state == "done":
             sid = job.source_id or item.source_id
             await self.items.put(item.but(state="done", source_id=sid, error=None))
@@ -281,6 +290,7 @@ class Poller:
     async def _gone(self, item: Item) -> Job | None:
         """An item no longer listed: its source forgotten (the removal's job) when deletes
         are followed."""
+        self._chosen.pop(item.key, None)
         if item.state == "gone":
             return None
         if not self.feed.follow_deletes:
