@@ -6,6 +6,7 @@ way Zoom and many recorders lay a bucket out) are two sources, each showing its
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -43,33 +44,47 @@ async def test_same_named_objects_under_two_prefixes_are_two_sources(
     parts: Parts, kb: str, s3_server: S3Server, bucket: str, tmp_path: Path
 ) -> None:
     s3 = s3_server.client()
-    for key, text in SAID.items():
+    # Two more keys whose slugs are the same id (a-b-c): the second gets its key's hash.
+    slugged = {
+        "in/a-b/c.txt": "[00:00:01] Cy: The walrus budget was approved in March.\n",
+        "in/a/b-c.txt": "[00:00:01] Di: The pelican audit found three open findings.\n",
+    }
+    for key, text in {**SAID, **slugged}.items():
         s3.put_object(Bucket=bucket, Key=key, Body=text.encode())
     settings = settings_for(s3_server, bucket, kb, tmp_path, s3_follow_deletes=True)
     name = f"s3:{bucket}/in"
     url_a, url_b = f"s3://{bucket}/{A}", f"s3://{bucket}/{B}"
+    hashed = "a-b-c-" + hashlib.sha256(b"in/a/b-c.txt").hexdigest()[:10]
+    everything = {
+        "team-a-standup": url_a,
+        "team-b-standup": url_b,
+        "a-b-c": f"s3://{bucket}/in/a-b/c.txt",  # listed first ('-' sorts before '/')
+        hashed: f"s3://{bucket}/in/a/b-c.txt",
+    }
     async with serving(settings, parts) as services:
-        jobs = await settled(services, kb, 2)
-        assert [(j.state, j.result) for j in jobs] == [("done", "added")] * 2
-        assert await _origins(services, kb) == {"team-a-standup": url_a, "team-b-standup": url_b}
+        jobs = await settled(services, kb, 4)
+        assert [(j.state, j.result) for j in jobs] == [("done", "added")] * 4
+        assert await _origins(services, kb) == everything
         assert await _cited(services, kb, "quokka migration Friday") == "team-a-standup"
         assert await _cited(services, kb, "zeppelin launch spring") == "team-b-standup"
+        assert await _cited(services, kb, "pelican audit findings") == hashed
         await polls(services, name, 3)
-        assert len(await jobs_of(services, kb)) == 2  # polled again: nothing new
+        assert len(await jobs_of(services, kb)) == 4  # polled again: nothing new
 
     async with serving(settings, parts) as services:  # a restart: nothing new either
         await polls(services, name, 3)
-        assert len(await jobs_of(services, kb)) == 2
-        assert set(await _origins(services, kb)) == {"team-a-standup", "team-b-standup"}
+        assert len(await jobs_of(services, kb)) == 4
+        assert await _origins(services, kb) == everything
 
         s3.delete_object(Bucket=bucket, Key=A)  # removed by its own id: B stays
-        jobs = await settled(services, kb, 3)
+        jobs = await settled(services, kb, 5)
         assert (jobs[-1].kind, jobs[-1].file, jobs[-1].result) == (
             "remove",
             "team-a-standup",
             "removed",
         )
-        assert await _origins(services, kb) == {"team-b-standup": url_b}
+        assert "team-a-standup" not in await _origins(services, kb)
+        assert len(await _origins(services, kb)) == 3
         assert await _cited(services, kb, "zeppelin launch spring") == "team-b-standup"
 
 
