@@ -77,7 +77,9 @@ class FolderFeed:
 
     def source_id(self, key: str) -> str:
         """The readable id a new file's source gets (``readable_id``)."""
-        return readable_id(Path(key).relative_to(self.folder).as_posix(), key)
+        path = Path(key)
+        under = path.relative_to(self.folder) if path.is_relative_to(self.folder) else path
+        return readable_id(under.as_posix(), key)
 
     async def digest(self, seen: Seen) -> str:
         """The content hash of the file and its companions."""
