@@ -67,9 +67,9 @@ async def test_a_slack_upload_run_by_a_worker_says_each_stage_and_quorum_jobs_sh
         upload_max_mb=20,
     )  # fmt: skip
     async with (
+        worker(env, tmp_path / "worker.log"),  # outermost: the bot's upload ends, even on failure
         open_core(settings, inline_jobs=False) as services,
         running(FakeCore(library=services.engine.library), settings, slack) as bot,
-        worker(env, tmp_path / "worker.log"),
     ):
         msg = slack.user_posts(GENERAL, f"<@{BOT_USER}> add this", user=ALICE)
         files = [slack.share_file("standup.wav", wav)]
@@ -82,8 +82,8 @@ async def test_a_slack_upload_run_by_a_worker_says_each_stage_and_quorum_jobs_sh
             if not jobs:  # the bot has not queued it yet
                 return False
             [job] = jobs
-            if (job["state"], job["stage"]) not in stages:
-                stages.append((job["state"], job["stage"]))
+            if (job["state"], job.get("stage")) not in stages:
+                stages.append((job["state"], job.get("stage")))
             return bool(job["state"] == "done")
 
         await until(seen, 120, 0.1)
