@@ -53,6 +53,7 @@ from retrieval.service import Retrieval
 from retrieval.store import Store
 from retrieval.store.weaviate.schema import SOURCES
 from retrieval.store.weaviate.server import async_client
+from retrieval.store.weaviate.tenants import TenantNames
 from retrieval.write.chunking import ChunkConfig
 from retrieval.write.indexer import ingest
 
@@ -108,7 +109,8 @@ async def all_read(node: Node, kb: str) -> int:
     """How many sources a read at consistency ALL (every copy must answer) returns when the
     question goes to ``node``."""
     async with async_client(node.endpoint) as client:
-        col = client.collections.use(SOURCES).with_tenant(kb)
+        live = await TenantNames(client, client.collections.use).live(kb)  # after rebuilds
+        col = client.collections.use(SOURCES).with_tenant(live)
         res = await col.with_consistency_level(ConsistencyLevel.ALL).query.fetch_objects(limit=1000)
     return len(res.objects)
 

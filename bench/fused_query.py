@@ -98,10 +98,13 @@ async def copy_all_levels(store: WeaviateStore) -> int:
             inverted_index_config=Configure.inverted_index(index_null_state=True),
         )
     target = client.collections.use(ALL_LEVELS).with_tenant(KB)
+    live = await store.names.live(KB)  # the knowledge base's tenant (a removal rebuilds it)
     want = 0
     for name in (SEGMENTS, UNITS):
         agg = (
-            await client.collections.use(name).with_tenant(KB).aggregate.over_all(total_count=True)
+            await client.collections.use(name)
+            .with_tenant(live)
+            .aggregate.over_all(total_count=True)
         )
         want += int(agg.total_count or 0)
     have = await target.aggregate.over_all(total_count=True) if await _has_tenant(store) else None
@@ -110,7 +113,7 @@ async def copy_all_levels(store: WeaviateStore) -> int:
     t0 = time.perf_counter()
     copied = 0
     for name in (SEGMENTS, UNITS):
-        source = client.collections.use(name).with_tenant(KB)
+        source = client.collections.use(name).with_tenant(live)
         after = None
         while True:
             page = await source.query.fetch_objects(limit=1000, after=after, include_vector=True)

@@ -115,10 +115,16 @@ def holdings_of(settings: Settings, retrieval: Retrieval, sessions: Sessions) ->
     )
     holdings.add_hook(forget_voices(retrieval.voiceprints))
     holdings.add_hook(forget_named(Voices(retrieval.voiceprints)))
-    if isinstance(sessions, SqlSessions):  # a kept Zoom event names its meeting
+    if isinstance(sessions, SqlSessions):  # what connectors and jobs keep name its file
+        from bot.connectors.forget import forget_connectors
+        from bot.connectors.items import forget_key
         from bot.connectors.zoom_fetch import ZoomRecordings
+        from bot.jobs.table import JobTable
 
         holdings.add_hook(ZoomRecordings(sessions).forget)
+        # Before the jobs': the connectors' items are found by their jobs' source.
+        holdings.add_hook(forget_connectors(sessions.driver, forget_key(settings)))
+        holdings.add_hook(JobTable(sessions.driver).forget)
     return holdings
 
 

@@ -28,6 +28,7 @@ from bot.config import Settings
 from bot.connectors import ConnectorStatus, statuses_of
 from bot.jobs import Job, JobTable
 from bot.jobs.records import ACTIVE
+from bot.jobs.table import FORGOTTEN
 from bot.sessions.sql import SqlSessions
 from bot.wiring import job_limits, open_job_queue, open_jobs, open_session_store
 from retrieval.errors import InvalidInput
@@ -180,6 +181,8 @@ def retry_cmd(job_id: Annotated[int, typer.Argument(help="The job's id.")]) -> N
         return job
 
     job = run(go)
+    if job.state != "queued" and job.file == FORGOTTEN:
+        raise fail(f"Job {job_id}'s file was forgotten with its source: add the file again.")
     if job.state != "queued":
         raise fail(f"Job {job_id} is {job.state}: only a failed or cancelled job is retried.")
     out.print(f"Job {job_id} ({plain(job.name)}) is queued again.", highlight=False)

@@ -10,6 +10,8 @@ what is there (``Seen``: key, size, stamp) and queues a job for one item; ``Poll
   row's error names it) and tried again only once it changes.
 - An item no longer listed is forgotten (its source removed, through a job) only when the
   feed follows deletes; otherwise its row stays, so it coming back unchanged costs nothing.
+- An item whose source was forgotten (``quorum remove``, ``/forget``) is known by a keyed
+  hash of its version only (``items``): listed unchanged it stays out; changed, it is new.
 - One process polls a connector at a time: the status row's lease (``status``).
 """
 
@@ -148,13 +150,24 @@ class Poller:
             return
         known = await self.items.all(feed.name)
         queued: list[Job] = []
+        listed: set[str] = set()
         for seen in listing.seen:
-            job = await self._one(seen, known.get(seen.key))
+            item = known.get(seen.key)
+            # Hashed only when it has no row of its own (new, or its source forgotten): the
+            # same version of a forgotten item stays out.
+            if (
+                item is None
+                and (gone := self.items.forgotten(feed.name, seen.key, seen.size, seen.stamp))
+                in known
+            ):
+                listed.add(gone)
+                continue
+            listed.add(seen.key)
+            job = await self._one(seen, item)
             if job is not None:
                 queued.append(job)
-        await self.items.touch(feed.name, [s.key for s in listing.seen])
+        await self.items.touch(feed.name, sorted(listed))
         if listing.complete:
-            listed = {s.key for s in listing.seen}
             for item in known.values():
                 there = item.key in listed or item.key in listing.kept
                 if not there and item.seen_at < listing.pass_start:
@@ -228,6 +241,9 @@ class Poller:
         """An item no longer listed: its source forgotten (the removal's job) when deletes
         are followed."""
         if item.state == "gone":
+            return None
+        if item.state == "forgotten":  # deleted or changed: its hash stands for nothing now
+            await self.items.drop(self.feed.name, item.key)
             return None
         if not self.feed.follow_deletes:
             await self.items.put(item.but(state="gone"))

@@ -9,7 +9,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from bot.connectors.folder import FolderFeed
-from bot.connectors.items import ItemTable
+from bot.connectors.items import ItemTable, forget_key
 from bot.connectors.poller import Feed, Poller
 from bot.connectors.settings import ConnectorSettings
 from bot.connectors.status import ConnectorStatuses
@@ -40,7 +40,9 @@ async def run_connectors(services: CoreServices, holder: str | None = None) -> N
     if not configured:
         return
     driver = services.jobs.table.driver
-    statuses, items = ConnectorStatuses(driver), ItemTable(driver)
+    key = forget_key(services.settings)
+    await asyncio.to_thread(key)  # read (or made) once, here, off the event loop
+    statuses, items = ConnectorStatuses(driver), ItemTable(driver, key)
     holder = holder or worker_id()
     pollers = [
         Poller(f, statuses, items, services.jobs, holder, settle=services.jobs.inline)

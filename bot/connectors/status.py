@@ -11,6 +11,7 @@ over once the holder stops renewing it.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -25,6 +26,7 @@ Event = Literal["seen", "queued", "failed", "forgotten"]
 EVENTS: tuple[Event, ...] = ("seen", "queued", "failed", "forgotten")
 LATE_S = 120.0  # a poll this late (past its next run) is a problem doctor names
 MAX_ERROR = 300  # one sentence, whatever an exception put in its message
+MIN_WORD = 3  # a forgotten source's name this short is not looked for in last errors
 
 COLUMNS = (
     "name, kind, kb, last_run, next_run, seen, queued, failed, forgotten, last_error, "
@@ -175,6 +177,27 @@ class ConnectorStatuses:
             now,
             name,
         )
+
+    async def forget(self, words: Iterable[str]) -> int:
+        """Clear each last error, and each listing's cursor (an S3 key), that quotes any of
+        ``words`` (a forgotten source's key, file or title): the error spoke of what is
+        gone (the next run says what still fails), and a cleared cursor starts the
+        listing's pass again. How many were cleared."""
+        said = [w for w in words if len(w) >= MIN_WORD]
+        rows = await self.driver.fetch(
+            "SELECT name, last_error, cursor FROM connectors "
+            "WHERE last_error IS NOT NULL OR cursor IS NOT NULL"
+        )
+        changed = 0
+        for r in rows:
+            for column in ("last_error", "cursor"):
+                if r[column] and any(w in r[column] for w in said):
+                    also = ", error_at = NULL" if column == "last_error" else ""
+                    await self.driver.execute(
+                        f"UPDATE connectors SET {column} = NULL{also} WHERE name = ?", r["name"]
+                    )
+                    changed += 1
+        return changed
 
     async def get(self, name: str) -> ConnectorStatus | None:
         """One connector's status, or None."""

@@ -17,6 +17,7 @@ from typing import Any
 from bot.jobs.records import ACTIVE, STATES, Job, Kind, Lane, State
 from bot.models import Stage
 from bot.sessions.driver import Driver
+from retrieval.models import Source
 
 COLUMNS = (
     "id, kind, lane, kb, via, actor, file, root, force, dedupe_key, state, progress, total_s, "
@@ -25,6 +26,7 @@ COLUMNS = (
     "heartbeat_at, finished_at, speakers, stage"
 )
 MAX_ERROR = 300  # one sentence, whatever an exception put in its message
+FORGOTTEN = "(forgotten)"  # the file of a job whose source was forgotten
 
 
 def sentence(text: str) -> str:
@@ -269,11 +271,14 @@ class JobTable:
 
     async def retry(self, job_id: int) -> Job | None:
         """Queue a failed or cancelled job again, its attempts counted afresh; the job as
-        it now stands (still finished when another job holds its key), None if unknown."""
+        it now stands (still finished when another job holds its key, or its source was
+        forgotten: its file is no longer known), None if unknown."""
         async with self.driver.transaction() as tx:
             rows = await tx.fetch(
-                "SELECT dedupe_key FROM jobs WHERE id = ? AND state IN ('failed', 'cancelled')",
+                "SELECT dedupe_key FROM jobs WHERE id = ? AND state IN ('failed', 'cancelled') "
+                "AND file <> ?",
                 job_id,
+                FORGOTTEN,
             )
             busy = rows and await tx.fetch(
                 "SELECT id FROM jobs WHERE dedupe_key = ? AND state IN ('queued', 'running')",
@@ -287,6 +292,30 @@ class JobTable:
                     job_id,
                 )
         return await self.get(job_id)
+
+    async def forget(self, kb: str, source: Source) -> None:
+        """A ``ForgetHook``: the finished jobs that added or updated ``source`` in ``kb``
+        (and the other finished jobs of the same files) keep that a file was added and
+        when, by whom, and forget which: its path, folder, source, error, and the dedupe
+        key that hashed its path (a fresh upload of the file is a job of its own). A
+        removal's record keeps the source id it was asked for (the removal's audit)."""
+        rows = await self.driver.fetch(
+            "SELECT DISTINCT file FROM jobs WHERE kb = ? AND source_id = ? AND kind <> 'remove'",
+            kb,
+            source.id,
+        )
+        files = [r["file"] for r in rows]
+        marks = ", ".join("?" for _ in files) or "NULL"
+        await self.driver.execute(
+            "UPDATE jobs SET file = ?, root = NULL, source_id = NULL, error = NULL, "
+            "dedupe_key = 'forgotten:' || CAST(id AS TEXT) "
+            "WHERE kb = ? AND kind <> 'remove' AND state NOT IN ('queued', 'running') "
+            f"AND (source_id = ? OR file IN ({marks}))",
+            FORGOTTEN,
+            kb,
+            source.id,
+            *files,
+        )
 
     async def counts(self) -> dict[State, int]:
         """Jobs by state."""
@@ -338,4 +367,4 @@ class JobTable:
         )
 
 
-__all__ = ["ACTIVE", "JobTable", "sentence"]
+__all__ = ["ACTIVE", "FORGOTTEN", "JobTable", "sentence"]

@@ -143,10 +143,13 @@ class PostgresDriver(_Statements):
         return unusable(self.url, exc)
 
     async def purge(self) -> None:
-        """VACUUM the tables answers and searches live in: their dead row versions (the
-        words before a scrub) are pruned from the tables' pages. The server's own WAL
-        and free space are its operator's (see README)."""
-        await self._pool.execute("VACUUM exchanges, query_log")
+        """VACUUM the tables a removal rewrites (answers, searches, jobs, connectors'
+        items and errors, kept Zoom events): their dead row versions (the words before a
+        scrub) are pruned from the tables' pages. The server's own WAL and free space are
+        its operator's (see README)."""
+        await self._pool.execute(
+            "VACUUM exchanges, query_log, jobs, connector_items, connectors, zoom_recordings"
+        )
 
     @staticmethod
     @contextlib.asynccontextmanager
