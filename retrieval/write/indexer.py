@@ -117,6 +117,15 @@ class SpeakerProgress(Protocol):
 
 
 @runtime_checkable
+class WriteProgress(Protocol):
+    """A ``Progress`` that also hears when a file's passages start to be embedded and
+    stored (after its transcription and speakers, the last stage before ``file_done``)."""
+
+    def writing(self, path: str) -> None:
+        """``path`` is read and changed: its passages are being encoded and written."""
+
+
+@runtime_checkable
 class Stoppable(Protocol):
     """A ``Progress`` that can stop a transcription under way (a job cancelled): while
     ``stop`` is set the next progress report raises ``Stopped`` in the decoder's thread,
@@ -290,6 +299,8 @@ class _Run:
                         self.record(item)
                         continue
                     pending.append(item)
+                    if isinstance(self.progress, WriteProgress):
+                        self.progress.writing(str(item.path))
                     # Flushed file by file, not group by group: a group of long recordings
                     # would otherwise be encoded whole before the first of them is written.
                     if sum(len(r.doc.segments) for r in pending) >= EMBED_BATCH:
