@@ -41,7 +41,8 @@ Summarizer = Callable[[str, str], Awaitable[str | None]]
 
 
 class _Heard:
-    """An ingest ``MediaProgress`` that passes transcription progress on."""
+    """An ingest ``Progress`` that passes each stage of a recording on: transcription and
+    speakers with how far they are, then writing."""
 
     def __init__(self, heard: Heard | None) -> None:
         self.heard = heard
@@ -54,7 +55,15 @@ class _Heard:
 
     def transcribing(self, path: str, done_s: float, total_s: float) -> None:
         if self.heard is not None:
-            self.heard(done_s, total_s)
+            self.heard("transcribing", done_s, total_s)
+
+    def diarizing(self, path: str, done_s: float, total_s: float) -> None:
+        if self.heard is not None:
+            self.heard("diarizing", done_s, total_s)
+
+    def writing(self, path: str) -> None:
+        if self.heard is not None:
+            self.heard("writing", 0.0, 0.0)
 
 
 class KbLibrary:
@@ -168,8 +177,6 @@ class KbLibrary:
                 if told != [ahead]:
                     told[:] = [ahead]
                     waiting(ahead)
-            elif job.state == "running" and job.total_s and heard is not None:
-                heard(job.progress * job.total_s, job.total_s)
 
         ended = await self.jobs.settle(queued, _Heard(heard), watch)
         result = file_result(ended[0])

@@ -138,7 +138,10 @@ async def _ignore(event: Event) -> None:
 
 
 AddStatus = Literal["added", "updated", "unchanged", "failed"]
-Heard = Callable[[float, float], None]  # (audio seconds transcribed, of total), on the loop
+Stage = Literal["transcribing", "diarizing", "writing"]
+"""Where a recording's ingest is: transcribed, its speakers told apart, its passages
+embedded and stored (a document is only written)."""
+Heard = Callable[[Stage, float, float], None]  # (stage, audio seconds done, of total), on the loop
 Waiting = Callable[[int], None]  # a queued upload: how many jobs are ahead of it
 
 

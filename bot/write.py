@@ -140,10 +140,15 @@ class Writer:
         force: bool = False,
         roots: Mapping[Path, Path] | None = None,
         speakers: Mapping[Path, int] | None = None,
+        origins: Mapping[Path, str] | None = None,
+        ids: Mapping[Path, str] | None = None,
     ) -> Written:
         """Add (or update) the files and folders in ``paths`` to ``kb``; unchanged files
         are skipped unless ``force``. Each file has its own result; a bad file fails alone.
-        ``speakers``: how many people speak in a recording, where the user said."""
+        ``speakers``: how many people speak in a recording, where the user said;
+        ``origins``: a downloaded file's URL (a job's ``s3://bucket/key``), the path its
+        source shows instead of the temporary download's; ``ids``: the source a file
+        becomes unless its metadata names one (a connector's item's own)."""
         report = await ingest(
             self.store,
             self.embedder,
@@ -159,6 +164,8 @@ class Writer:
             diarizer=self.diarizer,
             voiceprints=self.voiceprints,
             speakers=speakers,
+            origins=origins,
+            ids=ids,
         )
         self.search.forget_sources(kb)
         if self.holdings is not None:

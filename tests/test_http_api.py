@@ -260,6 +260,13 @@ async def test_jobs_are_listed_for_the_tokens_knowledge_base_only(
     assert samples['quorum_jobs_queued{lane="write"}'] >= 2
     assert samples["quorum_jobs_oldest_queued_seconds"] >= 0
     assert samples["quorum_workers"] == 0
+    # A running job's stage, as its worker's heartbeat writes it.
+    table = services.jobs.table
+    assert await table.claim("write", "box-2:41:ab", 30.0, job_id=mine.id)
+    await table.beat(mine.id, "box-2:41:ab", None, "writing")
+    async with running.http.get(f"{url}/api/jobs", headers=running.auth()) as r:
+        [job] = (await r.json())["jobs"]
+    assert (job["state"], job["stage"]) == ("running", "writing")
     await services.jobs.cancel(mine.id)
     await services.jobs.cancel(theirs.id)
 

@@ -310,3 +310,36 @@ async def test_a_new_recording_s_summary_is_posted_as_an_upload_s_is(
             posted = await until(lambda: asyncio.sleep(0, slack.top_level("C0GENERAL")))
             assert "New recording: Cut-over retro" in str(posted[0].blocks)
             assert slack.top_level("C0RANDOM") == []  # another knowledge base's channel
+
+
+async def test_same_named_files_in_two_subfolders_are_two_sources(
+    parts: Parts, kb: str, folder: Path, tmp_path: Path
+) -> None:
+    for team, said in [
+        ("a", "the quokka migration ships Friday"),
+        ("b", "zeppelin goes in spring"),
+    ]:
+        (folder / team).mkdir()
+        (folder / team / "notes.txt").write_text(f"[00:00:01] Ana: Team {team}: {said}.\n")
+    (folder / "top.txt").write_text("[00:00:01] Ana: A file at the top keeps its name's id.\n")
+    settings = settings_for(folder, kb, tmp_path, watch_follow_deletes=True)
+    async with serving(settings, parts) as services:
+        jobs = await settled(services, kb, 3)
+        assert [(j.state, j.result) for j in jobs] == [("done", "added")] * 3
+        ids = {i.source.id: i.source.path for i in await services.retrieval.store.list_sources(kb)}
+        assert ids == {
+            "a-notes": str(folder / "a" / "notes.txt"),
+            "b-notes": str(folder / "b" / "notes.txt"),
+            "top": str(folder / "top.txt"),
+        }
+        assert (await services.retrieval.search.search(kb, "zeppelin spring", k=1))[
+            0
+        ].source.id == "b-notes"
+        await polls(services, f"folder:{folder}", 3)
+        assert len(await jobs_of(services, kb)) == 3  # polled again: nothing new
+
+        (folder / "a" / "notes.txt").unlink()
+        jobs = await settled(services, kb, 4)
+        assert (jobs[-1].kind, jobs[-1].file, jobs[-1].result) == ("remove", "a-notes", "removed")
+        left = [i.source.id for i in await services.retrieval.store.list_sources(kb)]
+        assert sorted(left) == ["b-notes", "top"]

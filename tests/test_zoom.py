@@ -214,6 +214,7 @@ async def test_a_recording_becomes_searchable_with_zoom_speakers_plays_and_is_an
     stored = next(i.source for i in listed if i.source.id == source.id)
     assert set(stored.speakers) == {"Priya Raman", "Tomás Ortega"}
     assert stored.description == f"Zoom meeting hosted by {HOST}"
+    assert stored.path == job.file == f"zoom://{stored.id}/billing-region-sync.vtt"  # not a temp
     said_by = await services.retrieval.search.search(
         world.kb, "migration runbook", SearchFilters(speaker="Tomás Ortega")
     )

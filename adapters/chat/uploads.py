@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from adapters.chat.view import one_line
-from bot.models import Actor, Added, Event, Library, ProgressEvent
+from bot.models import Actor, Added, Event, Library, ProgressEvent, Stage
 from retrieval.errors import QuorumError
 from retrieval.ingest import SUPPORTED_SUFFIXES
 from retrieval.models import SourceInfo
@@ -162,6 +162,17 @@ def clock(seconds: float) -> str:
     )
 
 
+def stage_text(stage: Stage, name: str, done_s: float, total_s: float) -> str:
+    """What an upload's progress message says of the stage it is in."""
+    share = f"{100 * done_s / total_s:.0f} %" if total_s else ""
+    if stage == "writing":
+        return f"Writing {name} into the archive…"
+    if stage == "diarizing":
+        return f"Telling speakers apart in {name}{': ' + share if share else ''}…"
+    share += ", " if share else ""
+    return f"Transcribing {name}: {share}{clock(done_s)} of {clock(total_s)}…"
+
+
 def result_text(name: str, added: Added) -> str:
     """What the thread is told once an upload is ingested (or could not be)."""
     if added.status == "failed":
@@ -256,14 +267,18 @@ class Uploads:
         library = self.library
         pending: set[asyncio.Task[None]] = set()
 
+        said: list[str] = []
+
         def say(text: str) -> None:
+            if said == [text]:  # the same again (a job's row read twice): no edit
+                return
+            said[:] = [text]
             task = asyncio.ensure_future(reply.on_event(ProgressEvent(text)))
             pending.add(task)
             task.add_done_callback(pending.discard)
 
-        def heard(done_s: float, total_s: float) -> None:
-            share = f"{100 * done_s / total_s:.0f} %, " if total_s else ""
-            say(f"Transcribing {name}: {share}{clock(done_s)} of {clock(total_s)}…")
+        def heard(stage: Stage, done_s: float, total_s: float) -> None:
+            say(stage_text(stage, name, done_s, total_s))
 
         def waiting(ahead: int) -> None:
             behind = f" behind {ahead} other file{'s' if ahead != 1 else ''}" if ahead else ""
@@ -293,7 +308,7 @@ class Uploads:
         folder: Path,
         reply: UploadReply,
         by: Actor | None,
-        heard: Callable[[float, float], None],
+        heard: Callable[[Stage, float, float], None],
         waiting: Callable[[int], None],
         pending: set[asyncio.Task[None]],
         speakers: int | None = None,

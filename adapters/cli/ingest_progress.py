@@ -1,6 +1,6 @@
 """What ``quorum ingest`` shows while it works: files and segments written, and for a
 recording being transcribed (then heard for its speakers), the audio minutes done and the
-real-time factor."""
+real-time factor, then that it is being written (embedded and stored)."""
 
 from __future__ import annotations
 
@@ -83,6 +83,16 @@ class IngestProgress:
 
     def diarizing(self, path: str, done_s: float, total_s: float) -> None:
         self._stage("diarizing", path, done_s, total_s)
+
+    def writing(self, path: str) -> None:
+        """A recording's passages are embedded and stored: its bar says so, with no total
+        (a document's own line is the files bar)."""
+        if self.audio is None or path != self.audio_path or self.audio_stage == "writing":
+            return
+        self.progress.remove_task(self.audio)
+        label = escape(f"writing {Path(path).name[:28]}")
+        self.audio = self.progress.add_task(label, total=None, done="", rate="")
+        self.audio_stage = "writing"
 
     def _stage(self, stage: str, path: str, done_s: float, total_s: float) -> None:
         if self.audio is None or path != self.audio_path or stage != self.audio_stage:

@@ -48,7 +48,8 @@ COLOURS = {"queued": "yellow", "running": "cyan", "done": "green", "failed": "re
 def jobs_table(jobs: list[Job]) -> Table:
     """Jobs as a terminal table, newest first."""
     table = Table(show_edge=False)
-    for col in ("id", "kind", "kb", "file", "state", "progress", "tries", "worker", "error"):
+    columns = ("id", "kind", "kb", "file", "state", "stage", "progress", "tries", "worker", "error")
+    for col in columns:
         table.add_column(col, overflow="fold")
     for j in jobs:
         colour = COLOURS.get(j.state, "dim")
@@ -58,7 +59,8 @@ def jobs_table(jobs: list[Job]) -> Table:
             plain(j.kb),
             plain(j.name),
             f"[{colour}]{j.state}[/]",
-            f"{100 * j.progress:.0f} %" if j.state == "running" else "",
+            (j.stage or "") if j.state == "running" else "",
+            f"{100 * j.progress:.0f} %" if j.state == "running" and j.stage != "writing" else "",
             str(j.attempts),
             plain(j.worker or ""),
             plain(j.error or ""),
@@ -116,7 +118,8 @@ def jobs_cmd(
         bool, typer.Option("--connectors", help="With --json: an object of jobs and connectors.")
     ] = False,
 ) -> None:
-    """The latest jobs: kind, knowledge base, file, state, progress, tries, worker, error."""
+    """The latest jobs: kind, knowledge base, file, state, stage, progress, tries, worker,
+    error."""
     if ctx.invoked_subcommand is not None:
         return
     if not 1 <= limit <= 10_000:

@@ -73,6 +73,9 @@ def openapi_document() -> dict[str, Any]:
                 "get": _op(
                     "The knowledge base's latest ingest jobs, newest first.",
                     parameters=[kb_param, {**kb_param, "name": "limit"}],
+                    description="Each job's state; while one runs, its `stage` (`transcribing`, "
+                    "`diarizing`: telling speakers apart, `writing`: embedding and storing) "
+                    "and `progress` (0 to 1, of that stage).",
                 )
             },
             "/api/sessions/{id}": {

@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from bot.connectors.poller import Listing, Seen, Unreadable
+from bot.connectors.poller import Listing, Seen, Unreadable, readable_id
 from bot.connectors.settings import Watched
 from bot.jobs import Job, JobQueue
 from bot.models import Actor
@@ -75,13 +75,22 @@ class FolderFeed:
             kept.update(str(p) for p in parts[1:])
         return Listing(seen, complete=True, pass_start=started, kept=frozenset(kept))
 
+    def source_id(self, key: str) -> str:
+        """The readable id a new file's source gets (``readable_id``)."""
+        path = Path(key)
+        under = path.relative_to(self.folder) if path.is_relative_to(self.folder) else path
+        return readable_id(under.as_posix(), key)
+
     async def digest(self, seen: Seen) -> str:
         """The content hash of the file and its companions."""
         return await asyncio.to_thread(_digest, Path(seen.key))
 
-    async def queue(self, jobs: JobQueue, seen: Seen, digest: str, by: Actor) -> Job:
+    async def queue(
+        self, jobs: JobQueue, seen: Seen, digest: str, by: Actor, source_id: str | None
+    ) -> Job:
         """The file's job; its manifests (``quorum.yaml``) are looked up to the folder."""
-        return await jobs.add_one(self.kb, seen.key, digest, by, root=str(self.folder))
+        root = str(self.folder)
+        return await jobs.add_one(self.kb, seen.key, digest, by, root=root, source_id=source_id)
 
 
 def _digest(path: Path) -> str:

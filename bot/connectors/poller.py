@@ -13,16 +13,25 @@ what is there (``Seen``: key, size, stamp) and queues a job for one item; ``Poll
 - An item whose source was forgotten (``quorum remove``, ``/forget``) is known by a keyed
   hash of its version only (``items``): listed unchanged it stays out; changed, it is new.
 - One process polls a connector at a time: the status row's lease (``status``).
+- Each item is its own source: its job names the id (``Feed.source_id``: its path under
+  the folder or key under the prefix, slugged; the key's hash after it when another item
+  has that one), unless its metadata names another. The id is kept in the item's row once
+  written and never changes (an item ingested before ids came from paths keeps its
+  file-name id). Items that share one from before (two same-named objects under two
+  prefixes once overwrote each other) are parted: the one written last keeps it, the
+  others are ingested again under their own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Protocol
 
 from bot.connectors.items import Item, ItemTable
@@ -30,6 +39,7 @@ from bot.connectors.status import ConnectorStatuses
 from bot.jobs import Job, JobQueue
 from bot.models import Actor
 from retrieval.errors import QuorumError
+from retrieval.ingest.metadata import slug
 
 log = logging.getLogger("quorum.connectors")
 
@@ -82,8 +92,16 @@ class Feed(Protocol):
         """The item's content hash (``Unreadable`` when it cannot be read)."""
         ...
 
-    async def queue(self, jobs: JobQueue, seen: Seen, digest: str, by: Actor) -> Job:
-        """The job that adds (or updates) the item."""
+    async def queue(
+        self, jobs: JobQueue, seen: Seen, digest: str, by: Actor, source_id: str | None
+    ) -> Job:
+        """The job that adds (or updates) the item, as ``source_id`` (None: the
+        ingest's rule) unless its metadata names another."""
+        ...
+
+    def source_id(self, key: str) -> str | None:
+        """The readable source id a new item becomes (None: the ingest's own rule, the
+        file's stem unless its metadata names one)."""
         ...
 
 
@@ -106,6 +124,11 @@ class Poller:
         self.by = Actor(feed.kind, feed.name)
         self._settling: set[asyncio.Task[object]] = set()
         self._in_hand: set[int] = set()  # jobs this process is settling
+        self._held: dict[str, str] = {}  # source id -> the item's key that has it
+        # Ids chosen here for items whose job has not ended: an item's row names its source
+        # only once it is written (a failed first job must not make its removal forget
+        # another source of that id).
+        self._chosen: dict[str, str] = {}
 
     def _settled(self, task: asyncio.Task[object], jobs: Sequence[Job]) -> None:
         self._settling.discard(task)
@@ -149,6 +172,9 @@ class Poller:
             await self.statuses.ran(feed.name, next_run=time.time() + feed.poll_s, error=str(exc))
             return
         known = await self.items.all(feed.name)
+        self._held = await self._part(known)
+        for key, chosen in self._chosen.items():
+            self._held.setdefault(chosen, key)
         queued: list[Job] = []
         listed: set[str] = set()
         for seen in listing.seen:
@@ -211,13 +237,49 @@ class Poller:
             if digest == item.digest and item.job_id is not None:
                 # Touched, or back as it was: the same content as its last job's.
                 return await self._ended(item.but(state="queued"), count=False)
-            job = await self.feed.queue(self.jobs, seen, digest, self.by)
+            sid = self._id_for(seen.key, item)
+            job = await self.feed.queue(self.jobs, seen, digest, self.by, sid)
             await self.statuses.count(name, "queued")
             await self.items.put(item.but(state="queued", digest=digest, job_id=job.id))
             return job
         if item.state == "queued" and item.job_id is not None:
             return await self._ended(item)
         return None
+
+    async def _part(self, known: dict[str, Item]) -> dict[str, str]:
+        """Each source id the feed's items have, with the item that has it. Items sharing
+        one are parted (the last written keeps it; the others are queued again with their
+        own), where the feed names sources."""
+        held: dict[str, str] = {}
+        last = sorted(known.values(), key=lambda i: (i.state == "done", i.job_id or 0))
+        for item in reversed(last):
+            if item.source_id is None:
+                continue
+            if item.source_id not in held:
+                held[item.source_id] = item.key
+            elif self.feed.source_id(item.key) is not None:
+                parted = item.but(source_id=None, digest=None, state="growing")
+                known[item.key] = parted
+                await self.items.put(parted)
+        return held
+
+    def _id_for(self, key: str, item: Item) -> str | None:
+        """The source id ``item`` is ingested as: the one it has, else the feed's readable
+        one, with the key's hash after it when another item has that (None: the ingest's)."""
+        if item.source_id is not None:
+            return item.source_id
+        if key in self._chosen:
+            return self._chosen[key]
+        readable = self.feed.source_id(key)
+        if readable is None:
+            return None
+        sid, digest = readable, hashlib.sha256(key.encode()).hexdigest()
+        for n in (10, 20, 64):
+            if self._held.get(sid, key) == key:
+                break
+            sid = f"{readable[: 199 - n]}-{digest[:n]}"
+        self._held[sid], self._chosen[key] = key, sid
+        return sid
 
     async def _ended(self, item: Item, *, count: bool = True) -> Job | None:
         """A queued item's job, if it has ended: done (with its source) or failed. The
@@ -228,6 +290,7 @@ class Poller:
             if not count:  # the job still runs (or was deleted): wait for it as queued
                 await self.items.settle(item)
             return job
+        self._chosen.pop(item.key, None)
         if job.state == "done":
             sid = job.source_id or item.source_id
             await self.items.settle(item.but(state="done", source_id=sid, error=None))
@@ -241,6 +304,7 @@ class Poller:
     async def _gone(self, item: Item) -> Job | None:
         """An item no longer listed: its source forgotten (the removal's job) when deletes
         are followed."""
+        self._chosen.pop(item.key, None)
         if item.state == "gone":
             return None
         if item.state == "forgotten":  # deleted or changed: its hash stands for nothing now
@@ -255,6 +319,14 @@ class Poller:
             await self.statuses.count(self.feed.name, "forgotten")
         await self.items.drop(self.feed.name, item.key)
         return job
+
+
+def readable_id(relative: str, key: str) -> str:
+    """The readable source id of an item at ``relative`` (its path under the folder, its key
+    under the prefix): without its type, slugged (``team-a/standup.m4a`` ->
+    ``team-a-standup``); ``key``'s hash when nothing readable is left."""
+    readable = slug(str(PurePosixPath(relative).with_suffix("")))[:200].strip("-")
+    return readable or "item-" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 def _failing(items: Sequence[Item]) -> str | None:

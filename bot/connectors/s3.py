@@ -5,7 +5,15 @@ A poll lists (``ListObjectsV2``) from the connector's cursor on, at most ``PAGES
 and saves where it stopped, so a large bucket is walked over several polls; an object's
 ETag and size are its stamp (no download in a poll). A whole pass ending is what lets
 deletes be judged. The object is downloaded in its job (``fetcher``): streamed to a
-temporary file in the data folder, bounded by ``QUORUM_S3_MAX_MB``, removed after.
+temporary file in the data folder, bounded by ``QUORUM_S3_MAX_MB``, removed after. Its
+source shows where it came from (``s3://bucket/key``), never that temporary path.
+
+Each object is its own source: its id is its key under the prefix, slugged
+(``team-a/standup.m4a`` -> ``team-a-standup``; ``2026/05/call.m4a`` -> ``2026-05-call``),
+chosen by the poller once, kept in the object's row and named by its job (``poller``:
+the key's hash is added when another object has that id already); the object's sidecar
+or front matter can still name another. An object ingested before ids came from keys
+keeps the one it has.
 
 Bucket notifications are not used: each server sends them its own way (SQS or SNS on
 AWS, webhooks on MinIO, none on R2's S3 API), none reaches a server behind a firewall,
@@ -26,7 +34,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from bot.connectors.poller import Listing, Seen
+from bot.connectors.poller import Listing, Seen, readable_id
 from bot.connectors.scratch import scratch_folder, sweep
 from bot.connectors.settings import Bucket, ConnectorSettings
 from bot.jobs import Job, JobQueue
@@ -180,13 +188,20 @@ class S3Feed:
             return explain(exc, self.bucket, self.endpoint)
         return None
 
+    def source_id(self, key: str) -> str:
+        """The readable id a new object's source gets (``readable_id``)."""
+        return readable_id(key.removeprefix(self.bucket.prefix), key)
+
     async def digest(self, seen: Seen) -> str:
         """ETags and sizes stand for the content (nothing is downloaded in a poll)."""
         return f"{seen.size}:{seen.stamp}"
 
-    async def queue(self, jobs: JobQueue, seen: Seen, digest: str, by: Actor) -> Job:
+    async def queue(
+        self, jobs: JobQueue, seen: Seen, digest: str, by: Actor, source_id: str | None
+    ) -> Job:
         """The object's job: its worker downloads it (``fetcher``)."""
-        return await jobs.add_one(self.kb, f"s3://{self.bucket.bucket}/{seen.key}", digest, by)
+        url = f"s3://{self.bucket.bucket}/{seen.key}"
+        return await jobs.add_one(self.kb, url, digest, by, source_id=source_id)
 
 
 def fetcher(own: ConnectorSettings, scratch: Path) -> Fetcher:

@@ -20,7 +20,7 @@ from typing import Protocol
 from bot.jobs.records import FINISHED, Job, Lane, dedupe_key, file_hash
 from bot.jobs.runner import Limits, Runner
 from bot.jobs.table import JobTable
-from bot.models import Actor
+from bot.models import Actor, Stage
 from bot.write import Writer
 from retrieval.ingest import discover, transcribed_beside
 from retrieval.ingest.media import MEDIA_SUFFIXES
@@ -118,11 +118,19 @@ class JobQueue:
         return jobs, missing
 
     async def add_one(
-        self, kb: str, file: str, digest: str, by: Actor, *, root: str | None = None
+        self,
+        kb: str,
+        file: str,
+        digest: str,
+        by: Actor,
+        *,
+        root: str | None = None,
+        source_id: str | None = None,
     ) -> Job:
         """The job adding one file whose content hash is known already: a path (``root``,
         the folder its manifest lookups stop at), or a URL a fetcher downloads in the job
-        (``s3://bucket/key``, ``bot.write.Fetcher``)."""
+        (``s3://bucket/key``, ``bot.write.Fetcher``); ``source_id``: the source it becomes
+        unless its metadata names one (a connector's item's own)."""
         job, _ = await self.table.insert(
             "add",
             lane_of(Path(file)),
@@ -132,6 +140,7 @@ class JobQueue:
             file,
             dedupe_key(kb, "add", f"{file}\0{digest}"),
             root=root,
+            source_id=source_id,
         )
         await self._send([job])
         return job
@@ -260,17 +269,32 @@ class _Shown:
             self.outer.file_done(result)
 
     def transcribing(self, path: str, done_s: float, total_s: float) -> None:
-        self.here.add(path)
-        hear = getattr(self.outer, "transcribing", None)
-        if hear is not None:
+        self._tell("transcribing", path, done_s, total_s)
+
+    def diarizing(self, path: str, done_s: float, total_s: float) -> None:
+        self._tell("diarizing", path, done_s, total_s)
+
+    def writing(self, path: str) -> None:
+        self._tell("writing", path)
+
+    def _tell(self, stage: Stage, path: str, done_s: float = 0.0, total_s: float = 0.0) -> None:
+        self.here.add(path)  # heard directly from now on, not from the table
+        self._pass(stage, path, done_s, total_s)
+
+    def _pass(self, stage: Stage, path: str, done_s: float, total_s: float) -> None:
+        hear = getattr(self.outer, stage, None)
+        if hear is not None and stage == "writing":
+            hear(path)
+        elif hear is not None:
             hear(path, done_s, total_s)
 
     def update(self, jobs: Sequence[Job]) -> None:
-        """Show what the table says of ``jobs``."""
+        """Show what the table says of ``jobs``: each one's stage and how far it is."""
         for job in jobs:
             if job.state in FINISHED:
                 self.file_done(file_result(job))
-            elif job.state == "running" and job.total_s and job.file not in self.here:
-                hear = getattr(self.outer, "transcribing", None)
-                if hear is not None:
-                    hear(job.file, job.progress * job.total_s, job.total_s)
+            elif job.state == "running" and job.file not in self.here:
+                stage = job.stage or "transcribing"
+                if stage == "writing" or job.total_s:
+                    total_s = job.total_s or 0.0
+                    self._pass(stage, job.file, job.progress * total_s, total_s)

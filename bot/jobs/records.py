@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from bot.models import Stage
+
 Kind = Literal["add", "update", "remove"]
 State = Literal["queued", "running", "done", "failed", "cancelled"]
 Lane = Literal["transcribe", "write"]
@@ -49,6 +51,7 @@ class Job:
     heartbeat_at: float | None
     finished_at: float | None
     speakers: int | None = None  # how many people speak in a recording, as the user said
+    stage: Stage | None = None  # running: what it does now (``progress`` is that stage's)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Job:
@@ -69,6 +72,7 @@ class Job:
             "kb": self.kb,
             "file": self.name,
             "state": self.state,
+            "stage": self.stage,
             "progress": round(self.progress, 3),
             "attempts": self.attempts,
             "worker": self.worker,

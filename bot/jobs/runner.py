@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from pathlib import Path
 from bot.errors import FetchError
 from bot.jobs.records import Job
 from bot.jobs.table import FORGOTTEN, JobTable
-from bot.models import Actor
+from bot.models import Actor, Stage
 from bot.write import Unfetchable, Writer
 from retrieval.errors import ConfigError
 from retrieval.write.indexer import FileResult, Progress, Stopped
@@ -55,14 +56,16 @@ class Limits:
 
 
 class _Beats:
-    """An indexer ``Progress`` (and ``MediaProgress``, ``Stoppable``) for a run of jobs:
-    remembers each file's transcription progress, passes everything on to ``outer``."""
+    """An indexer ``Progress`` (and ``MediaProgress``, ``SpeakerProgress``,
+    ``WriteProgress``, ``Stoppable``) for a run of jobs: remembers each file's stage and how
+    far it is, passes everything on to ``outer``; a new stage wakes the heartbeat."""
 
     def __init__(self, outer: Progress | None) -> None:
         self.outer = outer
         self.stop = threading.Event()
-        self.heard: dict[str, tuple[float, float]] = {}
+        self.heard: dict[str, tuple[Stage, float, float]] = {}
         self.names: dict[str, str] = {}  # a downloaded file's path -> its job's URL
+        self.moved = asyncio.Event()  # a file entered a new stage: written at once
 
     def started(self, files: int) -> None:
         if self.outer is not None:
@@ -72,16 +75,28 @@ class _Beats:
         if self.outer is not None:
             self.outer.file_done(result)
 
+    def _hear(self, stage: Stage, path: str, done_s: float, total_s: float) -> None:
+        name = self.names.get(path, path)
+        before = self.heard.get(name)
+        if before is None or before[0] != stage:
+            self.moved.set()
+        self.heard[name] = (stage, done_s, total_s)
+        tell = getattr(self.outer, stage, None)
+        if tell is not None and stage == "writing":
+            tell(path)
+        elif tell is not None:
+            tell(path, done_s, total_s)
+
     def transcribing(self, path: str, done_s: float, total_s: float) -> None:
-        self.heard[self.names.get(path, path)] = (done_s, total_s)
-        transcribing = getattr(self.outer, "transcribing", None)
-        if transcribing is not None:
-            transcribing(path, done_s, total_s)
+        self._hear("transcribing", path, done_s, total_s)
 
     def diarizing(self, path: str, done_s: float, total_s: float) -> None:
-        diarizing = getattr(self.outer, "diarizing", None)
-        if diarizing is not None:
-            diarizing(path, done_s, total_s)
+        self._hear("diarizing", path, done_s, total_s)
+
+    def writing(self, path: str) -> None:
+        before = self.heard.get(self.names.get(path, path))
+        total_s = before[2] if before else 0.0
+        self._hear("writing", path, total_s, total_s)
 
 
 class Runner:
@@ -159,8 +174,18 @@ class Runner:
         speakers = {local.get(j.file, Path(j.file)): j.speakers for j in jobs if j.speakers}
         by = Actor(first.via, first.actor)
         force = any(j.force for j in jobs)
+        origins = {p: url for url, p in local.items()}  # a download shows where it came from
+        ids = {p: j.source_id for j, p in zip(jobs, paths, strict=True) if j.source_id}
         written = await self.writer.add(
-            first.kb, paths, by, progress=beats, force=force, roots=roots, speakers=speakers
+            first.kb,
+            paths,
+            by,
+            progress=beats,
+            force=force,
+            roots=roots,
+            speakers=speakers,
+            origins=origins,
+            ids=ids,
         )
         by_path = {r.path: r for r in written.report.results}
         for job, path in zip(jobs, paths, strict=True):
@@ -273,18 +298,30 @@ class Runner:
                 await asyncio.to_thread(path.unlink, missing_ok=True)
 
     async def _beat(self, jobs: Sequence[Job], beats: _Beats) -> None:
-        """Every ``beat_s``: the claim kept alive, progress written, a cancel heard."""
+        """Every ``beat_s``: the claim kept alive, stage and progress written, a cancel
+        heard; a job whose file enters a new stage is written at once."""
         lengths: set[int] = set()
+        written: dict[int, Stage | None] = {}  # the stage each job's row shows
+        last = time.monotonic()
         while True:
-            await asyncio.sleep(self.limits.beat_s)
+            with contextlib.suppress(TimeoutError):
+                wait = max(0.0, last + self.limits.beat_s - time.monotonic())
+                await asyncio.wait_for(beats.moved.wait(), wait)
+            beats.moved.clear()
+            due = time.monotonic() >= last + self.limits.beat_s
+            if due:
+                last = time.monotonic()
             for job in jobs:
-                heard = beats.heard.get(job.file)
-                fraction = heard[0] / heard[1] if heard and heard[1] else None
-                if heard and job.id not in lengths:
-                    await self.table.length(job.id, self.worker, heard[1])
+                stage, done_s, total_s = beats.heard.get(job.file, (None, 0.0, 0.0))
+                if not due and written.get(job.id) == stage:
+                    continue
+                written[job.id] = stage
+                fraction = done_s / total_s if total_s else None
+                if total_s and job.id not in lengths:
+                    await self.table.length(job.id, self.worker, total_s)
                     lengths.add(job.id)
                 try:
-                    state = await self.table.beat(job.id, self.worker, fraction)
+                    state = await self.table.beat(job.id, self.worker, fraction, stage)
                 except Exception:  # the database blinked: the next beat tries again
                     log.warning("heartbeat of job %s failed", job.id, exc_info=True)
                     continue

@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from bot.jobs.records import ACTIVE, STATES, Job, Kind, Lane, State
+from bot.models import Stage
 from bot.sessions.driver import Driver
 from retrieval.ingest.metadata import slug
 from retrieval.models import Source
@@ -24,7 +25,7 @@ COLUMNS = (
     "id, kind, lane, kb, via, actor, file, root, force, dedupe_key, state, progress, total_s, "
     "attempts, worker, error, result, source_id, segments, detail, created_at, run_after, "
     "started_at, "
-    "heartbeat_at, finished_at, speakers"
+    "heartbeat_at, finished_at, speakers, stage"
 )
 MAX_ERROR = 300  # one sentence, whatever an exception put in its message
 FORGOTTEN = "(forgotten)"  # the file of a job whose source was forgotten
@@ -56,16 +57,18 @@ class JobTable:
         root: str | None = None,
         force: bool = False,
         speakers: int | None = None,
+        source_id: str | None = None,
     ) -> tuple[Job, bool]:
         """The job for ``key``: a new one queued (True), or the one already queued or
-        running for it (False): the same recording queued twice is one job."""
+        running for it (False): the same recording queued twice is one job. ``source_id``:
+        the source an add writes, unless the file's metadata names one."""
         now = time.time()
         for _ in range(3):  # the active one may finish between the insert and the read
             async with self.driver.transaction() as tx:
                 rows = await tx.fetch(
                     "INSERT INTO jobs (kind, lane, kb, via, actor, file, root, force, "
-                    "dedupe_key, state, created_at, run_after, speakers) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?) "
+                    "dedupe_key, state, created_at, run_after, speakers, source_id) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?) "
                     "ON CONFLICT (dedupe_key) WHERE state IN ('queued', 'running') DO NOTHING "
                     f"RETURNING {COLUMNS}",
                     kind,
@@ -80,6 +83,7 @@ class JobTable:
                     now,
                     now,
                     speakers,
+                    source_id,
                 )
                 if rows:
                     return Job.from_row(rows[0]), True
@@ -157,7 +161,7 @@ class JobTable:
         async with self.driver.transaction() as tx:
             rows = await tx.fetch(
                 "UPDATE jobs SET state = 'running', attempts = attempts + 1, worker = ?, "
-                "started_at = ?, heartbeat_at = ?, error = NULL, progress = 0 "
+                "started_at = ?, heartbeat_at = ?, error = NULL, progress = 0, stage = NULL "
                 f"WHERE id = {pick} AND ({takeable}){room} RETURNING {COLUMNS}",
                 worker,
                 now,
@@ -169,27 +173,20 @@ class JobTable:
             )
         return Job.from_row(rows[0]) if rows else None
 
-    async def beat(self, job_id: int, worker: str, progress: float | None = None) -> State | None:
-        """This worker still runs the job (and how far it is); the job's state now (a
-        cancel shows here), None when another worker has taken it over."""
-        now = time.time()
-        if progress is None:
-            await self.driver.execute(
-                "UPDATE jobs SET heartbeat_at = ? "
-                "WHERE id = ? AND worker = ? AND state = 'running'",
-                now,
-                job_id,
-                worker,
-            )
-        else:
-            await self.driver.execute(
-                "UPDATE jobs SET heartbeat_at = ?, progress = ? "
-                "WHERE id = ? AND worker = ? AND state = 'running'",
-                now,
-                progress,
-                job_id,
-                worker,
-            )
+    async def beat(
+        self, job_id: int, worker: str, progress: float | None = None, stage: Stage | None = None
+    ) -> State | None:
+        """This worker still runs the job (and how far it is: ``progress`` of ``stage``); the
+        job's state now (a cancel shows here), None when another worker has taken it over."""
+        await self.driver.execute(
+            "UPDATE jobs SET heartbeat_at = ?, progress = COALESCE(?, progress), "
+            "stage = COALESCE(?, stage) WHERE id = ? AND worker = ? AND state = 'running'",
+            time.time(),
+            progress,
+            stage,
+            job_id,
+            worker,
+        )
         rows = await self.driver.fetch("SELECT state, worker FROM jobs WHERE id = ?", job_id)
         if not rows or rows[0]["worker"] != worker:
             return None
@@ -220,7 +217,8 @@ class JobTable:
         rows = await self.driver.fetch(
             "UPDATE jobs SET state = ?, error = ?, result = ?, source_id = ?, segments = ?, "
             "detail = ?, kind = COALESCE(?, kind), finished_at = ?, "
-            "progress = CASE WHEN ? = 'done' THEN 1 ELSE progress END "
+            "progress = CASE WHEN ? = 'done' THEN 1 ELSE progress END, "
+            "stage = CASE WHEN ? = 'done' THEN NULL ELSE stage END "
             "WHERE id = ? AND worker = ? AND state = 'running' "
             "RETURNING id",
             state,
@@ -231,6 +229,7 @@ class JobTable:
             detail,
             kind,
             time.time(),
+            state,
             state,
             job_id,
             worker,
@@ -294,7 +293,7 @@ class JobTable:
             if rows and not busy:
                 await tx.execute(
                     "UPDATE jobs SET state = 'queued', attempts = 0, error = NULL, worker = NULL, "
-                    "progress = 0, run_after = ?, finished_at = NULL WHERE id = ?",
+                    "progress = 0, stage = NULL, run_after = ?, finished_at = NULL WHERE id = ?",
                     time.time(),
                     job_id,
                 )

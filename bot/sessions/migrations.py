@@ -220,6 +220,12 @@ M009_JOB_SPEAKERS = """
 ALTER TABLE jobs ADD COLUMN speakers INTEGER
 """
 
+# What a running job does now (transcribing, diarizing, writing), written by its heartbeat
+# beside ``progress``, which is that stage's fraction.
+M010_JOB_STAGE = """
+ALTER TABLE jobs ADD COLUMN stage TEXT
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("m001_initial", M001_INITIAL),
     ("m002_query_log", M002_QUERY_LOG),
@@ -230,6 +236,7 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("m007_connectors", M007_CONNECTORS),
     ("m008_zoom", M008_ZOOM),
     ("m009_job_speakers", M009_JOB_SPEAKERS),
+    ("m010_job_stage", M010_JOB_STAGE),
 )
 
 

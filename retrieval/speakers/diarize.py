@@ -29,6 +29,9 @@ log = logging.getLogger("quorum.speakers")
 WINDOW_S = 1.5  # a long cue is heard in stretches about this long, cut between words
 LONG_CUE_S = 3.0  # a cue up to this long is heard whole
 MIN_HEARD_S = 0.5  # shorter stretches are too short to tell a voice: they take a neighbour's
+# The share of finding speakers that decoding the audio again takes, the rest being CAM++
+# hearing each stretch (a 90 s recording here: 0.04 s of 4 s): how its progress is told.
+READ_SHARE = 0.05
 MAX_CLUSTERED = 3000  # stretches clustered at once (the rest join the nearest speaker)
 
 # (seconds done, seconds in all) while the voices are heard.
@@ -145,8 +148,20 @@ def diarize(
     if not heard:
         return Diarized((), {})
     spans = [(s.start, s.end) for s in heard]
-    audio = _samples(chunks, spans, on_progress, total_s or spans[-1][1])
-    vectors = embedder.embed(audio)
+    total_s = total_s or spans[-1][1]
+    read_to = READ_SHARE * total_s  # most of the time goes to hearing voices, not decoding
+    reading = embedding = None
+    if on_progress is not None:
+        tell = on_progress
+
+        def reading(done_s: float, of_s: float) -> None:
+            tell(READ_SHARE * done_s, of_s)
+
+        def embedding(share: float) -> None:
+            tell(read_to + share * (total_s - read_to), total_s)
+
+    audio = _samples(chunks, spans, reading, total_s)
+    vectors = embedder.embed(audio, embedding)
     long_enough = np.array([s.end - s.start >= MIN_HEARD_S for s in heard])
     if not long_enough.any():
         long_enough[:] = True

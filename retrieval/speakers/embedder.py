@@ -8,7 +8,7 @@ with ONNX Runtime and feeds it the NumPy filterbank of ``fbank.py``. No torch.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +56,16 @@ class SpeakerEmbedder:
         except Exception as exc:  # onnxruntime's own untyped errors for a bad file
             raise SpeakerModelUnavailable(f"ONNX Runtime cannot load {path}: {exc}") from exc
 
-    def features(self, features: Sequence[npt.NDArray[np.float32]]) -> Vectors:
-        """Unit vectors (n, 192) for filterbank matrices (frames, 80), in order."""
+    def features(
+        self,
+        features: Sequence[npt.NDArray[np.float32]],
+        on_share: Callable[[float], None] | None = None,
+    ) -> Vectors:
+        """Unit vectors (n, 192) for filterbank matrices (frames, 80), in order;
+        ``on_share`` hears the share of frames done after each batch."""
         out = np.zeros((len(features), DIM), dtype=np.float32)
         order = sorted(range(len(features)), key=lambda i: -len(features[i]))
+        frames, done = max(1, sum(len(f) for f in features)), 0
         for start in range(0, len(order), BATCH):
             idx = order[start : start + BATCH]
             width = len(features[idx[0]])
@@ -68,13 +74,19 @@ class SpeakerEmbedder:
                 batch[row, : len(features[i])] = features[i]
             (vectors,) = self._session.run(None, {"fbank": batch})
             out[idx] = vectors
+            done += sum(len(features[i]) for i in idx)
+            if on_share is not None:
+                on_share(done / frames)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         result: Vectors = out / np.maximum(norms, 1e-12)
         return result
 
-    def embed(self, pieces: Sequence[npt.NDArray[Any]]) -> Vectors:
-        """Unit vectors (n, 192) for pieces of 16 kHz mono audio, in order."""
-        return self.features([fbank(p) for p in pieces])
+    def embed(
+        self, pieces: Sequence[npt.NDArray[Any]], on_share: Callable[[float], None] | None = None
+    ) -> Vectors:
+        """Unit vectors (n, 192) for pieces of 16 kHz mono audio, in order (``on_share``:
+        the share done, as it grows)."""
+        return self.features([fbank(p) for p in pieces], on_share)
 
 
 def seconds(samples: int) -> float:

@@ -9,11 +9,11 @@ so the encoder, the CPU-bound part, rarely waits. Each file still gets its own r
 file that fails is reported with its reason and skipped, and each source becomes visible
 whole (``Store.upsert_many``); nothing already indexed is touched by a failure. A source
 id (from the file's stem unless its metadata gives one) already holding another file
-that still exists is never silently replaced: the second file fails, saying how to give
-it its own id; nor is one that another ingest in this process is writing at that moment
-(two people sharing the same file name at once). With a media store, each source's
-recording or document is kept there before the source is written
-(``retrieval.links.kept_media``): its page serves that copy only.
+that still exists, or another object (a download's URL), is never silently replaced: the
+second file fails, saying how to give it its own id; nor is one that another ingest in
+this process is writing at that moment (two people sharing the same file name at once).
+With a media store, each source's recording or document is kept there before the source
+is written (``retrieval.links.kept_media``): its page serves that copy only.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from retrieval.encoding.embed import Embedder
 from retrieval.errors import ConfigError, IngestError, InvalidInput, QuorumError
@@ -116,6 +117,15 @@ class SpeakerProgress(Protocol):
 
 
 @runtime_checkable
+class WriteProgress(Protocol):
+    """A ``Progress`` that also hears when a file's passages start to be embedded and
+    stored (after its transcription and speakers, the last stage before ``file_done``)."""
+
+    def writing(self, path: str) -> None:
+        """``path`` is read and changed: its passages are being encoded and written."""
+
+
+@runtime_checkable
 class Stoppable(Protocol):
     """A ``Progress`` that can stop a transcription under way (a job cancelled): while
     ``stop`` is set the next progress report raises ``Stopped`` in the decoder's thread,
@@ -190,6 +200,8 @@ async def ingest(
     diarizer: Diarizer | None = None,
     voiceprints: Voiceprints | None = None,
     speakers: Mapping[Path, int] | None = None,
+    origins: Mapping[Path, str] | None = None,
+    ids: Mapping[Path, str] | None = None,
 ) -> IngestReport:
     """Ingest files and folders into ``kb``; unchanged files are skipped unless ``force``.
     Audio and video are transcribed with ``transcriber`` (without one they fail), and
@@ -197,10 +209,15 @@ async def ingest(
     it), their voices kept in ``voiceprints`` when it is enabled; what a page serves of
     each source is kept in ``media`` (without one, pages show text only). ``roots``: for
     a file given alone, the folder its manifest lookups stop at (a job's file, queued
-    from a folder), else its own folder."""
+    from a folder), else its own folder. ``origins``: for a downloaded file, the URL it came
+    from (``s3://bucket/key``), kept as its source's path instead of the download's;
+    ``ids``: the source id a file gets unless its metadata names one (else its stem's)."""
     check_kb(kb)
     run = _Run(store, embedder, kb, chunking, force, transcriber, summarizer, progress, media)
     run.diarizer, run.voiceprints, run.speakers = diarizer, voiceprints, dict(speakers or {})
+    # By absolute path, as ``_discover`` hands the files on.
+    run.origins = {p.absolute(): url for p, url in (origins or {}).items()}
+    run.ids = {p.absolute(): sid for p, sid in (ids or {}).items()}
     try:
         return await run.go(paths, roots or {})
     finally:
@@ -234,6 +251,8 @@ class _Run:
         self.diarizer: Diarizer | None = None
         self.voiceprints: Voiceprints | None = None
         self.speakers: dict[Path, int] = {}
+        self.origins: dict[Path, str] = {}
+        self.ids: dict[Path, str] = {}
 
     async def go(self, paths: Sequence[Path], roots: Mapping[Path, Path]) -> IngestReport:
         """Ingest ``paths``: files read and checked, then written batch by batch."""
@@ -280,6 +299,8 @@ class _Run:
                         self.record(item)
                         continue
                     pending.append(item)
+                    if isinstance(self.progress, WriteProgress):
+                        self.progress.writing(str(item.path))
                     # Flushed file by file, not group by group: a group of long recordings
                     # would otherwise be encoded whole before the first of them is written.
                     if sum(len(r.doc.segments) for r in pending) >= EMBED_BATCH:
@@ -318,6 +339,8 @@ class _Run:
                 diarizer=self.diarizer,
                 speakers=self.speakers.get(path),
                 on_diarize=voices,
+                origin=self.origins.get(path),
+                default_id=self.ids.get(path),
             )
         except IngestError as exc:
             return FileResult(str(path), "failed", reason=brief(exc.reason))
@@ -391,7 +414,10 @@ class _Run:
     async def _taken(self, path: Path, sid: str, stored: StoredSource | None) -> FileResult | None:
         """The failure of a file whose source id belongs to another file indexed and still
         there; None when the id is this file's to use."""
-        if stored is not None and await asyncio.to_thread(_another_file, stored.path, path):
+        origin = self.origins.get(path)
+        if stored is not None and await asyncio.to_thread(
+            _another_file, stored.path, path, origin, sid
+        ):
             return FileResult(
                 str(path),
                 "failed",
@@ -532,11 +558,17 @@ def _discover(
     return [(f, b) for f, b in files if not transcribed_beside(f, found)], missing
 
 
-def _another_file(stored: str, path: Path) -> bool:
-    """True when ``stored`` (the path a source was ingested from) is a different file that
-    still exists. A moved or deleted original lets the new path take the source over."""
-    if not stored or stored == str(path):
+def _another_file(stored: str, path: Path, origin: str | None = None, sid: str = "") -> bool:
+    """True when ``stored`` (the path or URL a source was ingested from) is a different
+    file that still exists, or another URL than ``origin`` (the URL ``path`` was downloaded
+    from): an object elsewhere is taken to be there still. A moved or deleted original
+    lets the new path take the source over; so does a download's old temporary path."""
+    if not stored or stored == (origin or str(path)):
         return False
+    if "://" in stored:
+        # A URL that names the source itself (zoom://SOURCE-ID/Topic) is that source's,
+        # whatever its file name says now.
+        return urlsplit(stored).netloc != sid
     try:
         return Path(stored).exists() and not Path(stored).samefile(path)
     except OSError:
