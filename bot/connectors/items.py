@@ -112,13 +112,7 @@ class ItemTable:
             "error = excluded.error, seen_at = excluded.seen_at",
             item.connector,
             item.key,
-            item.size,
-            item.stamp,
-            item.digest,
-            item.state,
-            item.job_id,
-            item.source_id,
-            item.error,
+            *_fields(item),
             time.time(),
         )
 
@@ -129,13 +123,7 @@ class ItemTable:
             "UPDATE connector_items SET size = ?, stamp = ?, digest = ?, state = ?, job_id = ?, "
             "source_id = ?, error = ?, seen_at = ? "
             "WHERE connector = ? AND item = ? AND state <> 'forgotten'",
-            item.size,
-            item.stamp,
-            item.digest,
-            item.state,
-            item.job_id,
-            item.source_id,
-            item.error,
+            *_fields(item),
             time.time(),
             item.connector,
             item.key,
@@ -193,3 +181,8 @@ class ItemTable:
                     now,
                 )
         return [r["item"] for r in rows]
+
+
+def _fields(item: Item) -> tuple[object, ...]:
+    """An item's columns after its connector and key, before ``seen_at``."""
+    return (item.size, item.stamp, item.digest, item.state, item.job_id, item.source_id, item.error)
