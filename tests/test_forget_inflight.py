@@ -86,6 +86,30 @@ async def test_a_queued_upload_of_a_forgotten_source_is_cancelled_on_postgresql(
     await queued_upload_ends_cancelled(parts, kb, tmp_path, database_url=postgres_url)
 
 
+async def test_a_queued_job_naming_another_source_is_left_to_run(
+    parts: Parts, kb: str, tmp_path: Path
+) -> None:
+    # A watched folder's `team-a/notes.md` becomes `team-a-notes`: forgetting `notes` (a
+    # file of the same name uploaded in chat) must not cancel it.
+    settings = load_settings(data_dir=tmp_path / "data", serve_workers=0)
+    async with serving(settings, parts) as services:
+        inbox = settings.data_dir / "uploads" / kb / "by-slack-U1"
+        inbox.mkdir(parents=True)
+        (inbox / "notes.md").write_text("The quillet rota starts on Monday.")
+        [chat], _ = await services.jobs.add(kb, [inbox / "notes.md"], UPLOADER)
+        assert (await services.jobs.settle([chat]))[0].source_id == "notes"
+        team = tmp_path / "watched" / "team-a"
+        team.mkdir(parents=True)
+        (team / "notes.md").write_text("Team A moves the forklift audit to Friday.")
+        other = await services.jobs.add_one(
+            kb, str(team / "notes.md"), "d1", UPLOADER, source_id="team-a-notes"
+        )
+        await forget(services, kb, "notes")
+        [kept] = await services.jobs.settle([other])
+        assert (kept.state, kept.result, kept.source_id) == ("done", "added", "team-a-notes")
+        assert [i.source.id for i in await parts.store.list_sources(kb)] == ["team-a-notes"]
+
+
 async def test_a_transcription_running_when_its_source_is_forgotten_keeps_nothing(
     env: dict[str, str], store: WeaviateStore, tmp_path: Path, kb: str
 ) -> None:

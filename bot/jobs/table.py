@@ -343,7 +343,11 @@ class JobTable:
         ids = [
             r["id"]
             for r in rows
-            if r["source_id"] == source.id or r["file"] in files or _named(r["file"]) == source.id
+            if r["source_id"] == source.id
+            or r["file"] in files
+            # A job that names its source (a connector's, `team-a/notes.md` -> `team-a-notes`)
+            # writes that one, whatever its file's name says.
+            or (r["source_id"] is None and _named(r["file"]) == source.id)
         ]
         marks = ", ".join("?" for _ in ids) or "NULL"
         await self.driver.execute(
