@@ -6,12 +6,14 @@
      ├── IngestError        a file could not be read (names the file and why)
      ├── SearchUnavailable  Weaviate cannot be reached or failed (names the URL)
      ├── LLMError           the model failed after retries, timed out, or refused the request
-     └── FetchError         a connector's download failed and is worth trying again (says why)
+     ├── FetchError         a connector's download failed and is worth trying again (says why)
+     └── DatabaseUnavailable  the session database is locked or unreachable for now (names it)
 
 The first five live in ``retrieval.errors`` (retrieval never imports ``bot``) and are
 re-exported here so the core and the adapters import one module. Vendor exceptions are
 translated at their seam (the model SDKs' errors in ``bot/llm/claude.py`` and
-``bot/llm/openai_compat.py``), ``raise ... from exc``.
+``bot/llm/openai_compat.py``; a session database's lock or lost server in its driver,
+``bot/sessions/sqlite.py`` and ``bot/sessions/postgres.py``), ``raise ... from exc``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from retrieval.errors import (
 
 __all__ = [
     "ConfigError",
+    "DatabaseUnavailable",
     "FetchError",
     "IngestError",
     "InvalidInput",
@@ -52,3 +55,9 @@ class FetchError(QuorumError):
     """A connector's download failed in a way that may pass (a cut connection, a stalled
     or slow server): one sentence, and the job is tried again. One that cannot pass is
     ``bot.write.Unfetchable``."""
+
+
+class DatabaseUnavailable(QuorumError):
+    """The session database cannot be used for now: another process holds its write lock
+    past the busy timeout, or its server cannot be reached. One sentence naming the file or
+    the server (never a password); nothing was written, so trying again is safe."""

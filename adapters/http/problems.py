@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from adapters.http.shell import HEADERS, message
-from bot.errors import InvalidInput, QuorumError, SearchUnavailable
+from bot.errors import DatabaseUnavailable, InvalidInput, QuorumError, SearchUnavailable
 
 log = logging.getLogger("quorum.api")
 
@@ -20,12 +20,16 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 STARTING_TEXT = "Quorum is starting; try again shortly."
 STOPPING = "Quorum is restarting; please ask again shortly."
+BUSY = "Quorum's session database is busy right now; try again shortly."
+RETRY_AFTER_S = 5  # about SQLite's busy timeout: a lock held longer is rare
 
 
 def problem(status: int, message: str, **extra: Any) -> web.Response:
-    """A JSON error: ``{"error": message, ...}`` (401 says which scheme to use)."""
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return web.json_response({"error": message, **extra}, status=status, headers=headers)
+    """A JSON error: ``{"error": message, ...}`` (401 says which scheme to use, 503 when
+    to come back)."""
+    headers = {401: {"WWW-Authenticate": "Bearer"}, 503: {"Retry-After": str(RETRY_AFTER_S)}}
+    body = {"error": message, **extra}
+    return web.json_response(body, status=status, headers=headers.get(status))
 
 
 class Reject(Exception):
@@ -37,7 +41,8 @@ class Reject(Exception):
 
 def guarded(handler: Handler) -> Handler:
     """``handler``, with a ``Reject`` answered as it says and Quorum's errors as one
-    sentence (503 when the archive is unreachable, 422 for bad input, else 500)."""
+    sentence (503 when the archive or the session database is out of reach for now, 422
+    for bad input, else 500). The database's file or server is logged, not told."""
 
     async def run(request: web.Request) -> web.StreamResponse:
         try:
@@ -47,6 +52,9 @@ def guarded(handler: Handler) -> Handler:
         except SearchUnavailable:
             log.error("API request failed: search unavailable", exc_info=True)
             return problem(503, "The archive is unreachable right now; try again shortly.")
+        except DatabaseUnavailable as exc:
+            log.warning("API request refused: %s", exc)
+            return problem(503, BUSY)
         except InvalidInput as exc:
             return problem(422, str(exc))
         except QuorumError:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from bot.errors import ConfigError
+from bot.errors import ConfigError, DatabaseUnavailable
 from bot.sessions.driver import Errors, Row
 from bot.sessions.migrations import Dialect
 from bot.sessions.sql import SqlSessions
@@ -46,6 +46,20 @@ DROPPED: Errors = (
     asyncpg.InternalClientError,
     asyncpg.InterfaceError,
 )
+
+
+# A server that cannot be reached or answer for now (down, restarting, full, too slow).
+UNREACHABLE: Errors = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.OperatorInterventionError,
+    asyncpg.TooManyConnectionsError,
+    OSError,
+    TimeoutError,
+)
+
+
+class Dropped(DatabaseUnavailable):
+    """A connection the server closed (``DROPPED``): the store's call is worth one more try."""
 
 
 def redacted(url: str) -> str:
@@ -85,6 +99,25 @@ def unusable(url: str, exc: BaseException) -> ConfigError:
     )
 
 
+def out_of_reach(url: str, exc: BaseException) -> DatabaseUnavailable:
+    """The one sentence for a server that cannot be reached or answer for now."""
+    cls = Dropped if isinstance(exc, DROPPED) else DatabaseUnavailable
+    return cls(
+        f"The session database {redacted(url)} cannot be reached right now ({_reason(exc)}); "
+        "try again in a moment."
+    )
+
+
+@contextlib.contextmanager
+def translated(url: str) -> Iterator[None]:
+    """A server down, restarting or too slow, or a connection it closed, as
+    ``DatabaseUnavailable``; a statement's own errors (a constraint) are left as they are."""
+    try:
+        yield
+    except (*DROPPED, *UNREACHABLE) as exc:
+        raise out_of_reach(url, exc) from exc
+
+
 @lru_cache(maxsize=256)
 def numbered(sql: str) -> str:
     """``sql`` with its ``?`` placeholders as PostgreSQL's ``$1``, ``$2``, ..."""
@@ -101,29 +134,31 @@ def row_count(status: str) -> int:
 class _Statements:
     """Statements on a pool or one of its connections (both offer fetch and execute)."""
 
-    def __init__(self, via: asyncpg.Pool | asyncpg.Connection) -> None:
+    def __init__(self, via: asyncpg.Pool | asyncpg.Connection, url: str) -> None:
         self._via = via
+        self.url = url
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
-        return [dict(row) for row in await self._via.fetch(numbered(sql), *args)]
+        with translated(self.url):
+            return [dict(row) for row in await self._via.fetch(numbered(sql), *args)]
 
     async def execute(self, sql: str, *args: Any) -> int:
-        return row_count(await self._via.execute(numbered(sql), *args))
+        with translated(self.url):
+            return row_count(await self._via.execute(numbered(sql), *args))
 
 
 class PostgresDriver(_Statements):
     """A PostgreSQL database behind an asyncpg pool."""
 
     dialect: Dialect = "postgresql"
-    dropped: Errors = DROPPED
-    errors: Errors = DRIVER_ERRORS
+    dropped: Errors = (Dropped,)
+    errors: Errors = (*DRIVER_ERRORS, DatabaseUnavailable)
     missing_row: Errors = (asyncpg.ForeignKeyViolationError,)
     migration_lock: str | None = f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})"
 
     def __init__(self, pool: asyncpg.Pool, url: str) -> None:
-        super().__init__(pool)
+        super().__init__(pool, url)
         self._pool = pool
-        self.url = url
 
     @property
     def where(self) -> str:
@@ -133,11 +168,13 @@ class PostgresDriver(_Statements):
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[_Statements]:
         """A pooled connection inside one transaction."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            yield _Statements(conn)
+        with translated(self.url):  # taking a connection, beginning, committing
+            async with self._pool.acquire() as conn, conn.transaction():
+                yield _Statements(conn, self.url)
 
     async def ping(self) -> None:
-        await self._pool.fetchval("SELECT 1", timeout=CONNECT_TIMEOUT_S)
+        with translated(self.url):
+            await self._pool.fetchval("SELECT 1", timeout=CONNECT_TIMEOUT_S)
 
     def unusable(self, exc: BaseException) -> ConfigError:
         return unusable(self.url, exc)
@@ -147,9 +184,10 @@ class PostgresDriver(_Statements):
         items and errors, kept Zoom events): their dead row versions (the words before a
         scrub) are pruned from the tables' pages. The server's own WAL and free space are
         its operator's (see README)."""
-        await self._pool.execute(
-            "VACUUM exchanges, query_log, jobs, connector_items, connectors, zoom_recordings"
-        )
+        with translated(self.url):
+            await self._pool.execute(
+                "VACUUM exchanges, query_log, jobs, connector_items, connectors, zoom_recordings"
+            )
 
     @staticmethod
     @contextlib.asynccontextmanager

@@ -25,7 +25,7 @@ from functools import update_wrapper
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 import bot.sessions.privacy as privacy
-from bot.errors import InvalidInput
+from bot.errors import DatabaseUnavailable, InvalidInput
 from bot.models import ThreadKey
 from bot.sessions.asked import asked
 from bot.sessions.driver import Connection, Driver, Row
@@ -51,9 +51,10 @@ R = TypeVar("R")
 def _translated(
     method: Callable[Concatenate[SqlSessions, P], Coroutine[Any, Any, R]],
 ) -> Callable[Concatenate[SqlSessions, P], Coroutine[Any, Any, R]]:
-    """Tried again once on a dropped connection; the driver's other errors (a damaged
-    file, a server gone, a login refused) become the driver's ``unusable`` sentence
-    instead of escaping as tracebacks."""
+    """Tried again once on a dropped connection; a database locked or out of reach for now
+    stays ``DatabaseUnavailable`` (worth trying again); the driver's other errors (a
+    damaged file, a login refused) become the driver's ``unusable`` sentence instead of
+    escaping as tracebacks."""
 
     async def wrapper(self: SqlSessions, /, *args: P.args, **kwargs: P.kwargs) -> R:
         driver = self.driver
@@ -62,6 +63,8 @@ def _translated(
                 return await method(self, *args, **kwargs)
             except driver.dropped:
                 return await method(self, *args, **kwargs)
+        except DatabaseUnavailable:
+            raise
         except driver.errors as exc:
             raise driver.unusable(exc) from exc
 
@@ -124,6 +127,8 @@ class SqlSessions:
             store = cls(driver, keep_answers)
             try:
                 await store.migrate()
+            except DatabaseUnavailable:
+                raise
             except driver.errors as exc:
                 raise driver.unusable(exc) from exc
             yield store
@@ -169,7 +174,7 @@ class SqlSessions:
 
     @_translated
     async def ping(self) -> None:
-        """Raise ConfigError when the store cannot answer a query now."""
+        """Raise ConfigError (or DatabaseUnavailable) when the store cannot answer a query now."""
         await self.driver.ping()
 
     @_translated

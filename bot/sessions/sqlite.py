@@ -8,13 +8,13 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
-from bot.errors import ConfigError
+from bot.errors import ConfigError, DatabaseUnavailable
 from bot.sessions.driver import Errors, Row
 from bot.sessions.migrations import Dialect
 from bot.sessions.sql import SqlSessions
@@ -29,6 +29,28 @@ def unusable(path: Path, exc: BaseException) -> ConfigError:
         f"The session database {path} cannot be used ({reason}). Move it aside to start "
         "afresh, or point QUORUM_DATA_DIR at a writable folder."
     )
+
+
+BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # primary codes; extended ones add high bits
+
+
+def busy(path: Path) -> DatabaseUnavailable:
+    """The one sentence for a session database another process holds past the timeout."""
+    return DatabaseUnavailable(
+        f"The session database {path} is busy (another process holds it); try again in a moment."
+    )
+
+
+@contextlib.contextmanager
+def translated(path: Path) -> Iterator[None]:
+    """SQLite's "database is locked" (the busy timeout ran out) as ``DatabaseUnavailable``;
+    its other errors (a constraint, a damaged file) are left as they are."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF in BUSY:
+            raise busy(path) from exc
+        raise
 
 
 # secure_delete: a deleted or rewritten row's bytes are overwritten, not left in free
@@ -48,16 +70,19 @@ PURGE_TRIES = 8
 class _Statements:
     """Statements on the one connection (``?`` is SQLite's own placeholder)."""
 
-    def __init__(self, db: aiosqlite.Connection) -> None:
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
         self._db = db
+        self.path = path
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
-        async with self._db.execute(sql, args) as cur:
-            return [dict(row) for row in await cur.fetchall()]
+        with translated(self.path):
+            async with self._db.execute(sql, args) as cur:
+                return [dict(row) for row in await cur.fetchall()]
 
     async def execute(self, sql: str, *args: Any) -> int:
-        async with self._db.execute(sql, args) as cur:
-            return cur.rowcount
+        with translated(self.path):
+            async with self._db.execute(sql, args) as cur:
+                return cur.rowcount
 
 
 class SqliteDriver(_Statements):
@@ -66,13 +91,12 @@ class SqliteDriver(_Statements):
 
     dialect: Dialect = "sqlite"
     dropped: Errors = ()
-    errors: Errors = (sqlite3.Error,)
+    errors: Errors = (sqlite3.Error, DatabaseUnavailable)
     missing_row: Errors = (sqlite3.IntegrityError,)
     migration_lock: str | None = None  # BEGIN IMMEDIATE already serialises writers across processes
 
     def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
-        super().__init__(db)
-        self.path = path
+        super().__init__(db, path)
         self._lock = asyncio.Lock()
 
     @property
@@ -107,13 +131,15 @@ class SqliteDriver(_Statements):
     async def transaction(self) -> AsyncIterator[_Statements]:
         """The connection inside ``BEGIN IMMEDIATE`` ... ``COMMIT``, under the lock."""
         async with self._lock:
-            await self._db.execute("BEGIN IMMEDIATE")
+            with translated(self.path):  # the lock another process holds is taken here
+                await self._db.execute("BEGIN IMMEDIATE")
             try:
-                yield _Statements(self._db)
+                yield _Statements(self._db, self.path)
             except BaseException:
                 await self._db.execute("ROLLBACK")
                 raise
-            await self._db.execute("COMMIT")
+            with translated(self.path):
+                await self._db.execute("COMMIT")
 
     @staticmethod
     @contextlib.asynccontextmanager
