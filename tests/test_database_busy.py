@@ -9,7 +9,13 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
+import asyncpg
+
+from adapters.http.server import OpsServer
 from bot.config import load_settings
+from bot.metrics import MeteredCore, Metrics
+from bot.wiring import open_core
 from retrieval.store.weaviate.server import Endpoint
 from tests.test_jobs import aquorum
 
@@ -65,3 +71,39 @@ async def test_commands_on_a_locked_database_say_so_and_work_once_it_is_free(
     assert code == 0 and f"Cancelled job {queued}" in out, err
     code, out, err = await aquorum("remove", "standup", "--kb", kb)
     assert code == 0 and "Removed standup" in out, err
+
+
+async def test_the_jobs_route_on_a_locked_database_is_503_and_works_once_it_is_free(
+    weaviate_env: Endpoint, postgres_url: str, tmp_path: Path, kb: str
+) -> None:
+    # PostgreSQL's lock_timeout, set in the URL as an operator would, stands for SQLite's
+    # busy timeout (SQLite lets a reader past a writer's lock; PostgreSQL's ACCESS
+    # EXCLUSIVE, taken by a migration or a VACUUM FULL, stops readers too).
+    settings = load_settings(
+        data_dir=tmp_path / "data",
+        database_url=f"{postgres_url}?lock_timeout=1000",
+        api_tokens=f"tok:{kb}",
+    )
+    server = OpsServer(settings)
+    port = await server.start(0, "127.0.0.1")
+    jobs, auth = f"http://127.0.0.1:{port}/api/jobs", {"Authorization": "Bearer tok"}
+    try:
+        async with open_core(settings) as services, aiohttp.ClientSession() as http:
+            metrics = Metrics(services.llm)
+            server.attach(services, MeteredCore(services.engine, metrics), metrics)
+            other = await asyncpg.connect(postgres_url)
+            try:
+                async with other.transaction():
+                    await other.execute("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+                    async with http.get(jobs, headers=auth) as r:
+                        assert r.status == 503 and r.headers["Retry-After"].isdigit()
+                        said = await r.json()
+                assert said == {
+                    "error": "Quorum's session database is busy right now; try again shortly."
+                }
+            finally:
+                await other.close()
+            async with http.get(jobs, headers=auth) as r:
+                assert r.status == 200 and (await r.json()) == {"kb": kb, "jobs": []}
+    finally:
+        await server.stop()

@@ -48,8 +48,10 @@ DROPPED: Errors = (
 )
 
 
-# A server that cannot be reached or answer for now (down, restarting, full, too slow).
+# A server that cannot answer for now: down, restarting, full, too slow, or a lock another
+# session holds past ``lock_timeout`` (settable in the URL: ``?lock_timeout=5000``).
 UNREACHABLE: Errors = (
+    asyncpg.LockNotAvailableError,
     asyncpg.PostgresConnectionError,
     asyncpg.OperatorInterventionError,
     asyncpg.TooManyConnectionsError,
@@ -100,11 +102,13 @@ def unusable(url: str, exc: BaseException) -> ConfigError:
 
 
 def out_of_reach(url: str, exc: BaseException) -> DatabaseUnavailable:
-    """The one sentence for a server that cannot be reached or answer for now."""
+    """The one sentence for a server that cannot answer for now (worth trying again, where
+    ``unusable`` is a setting to fix)."""
     cls = Dropped if isinstance(exc, DROPPED) else DatabaseUnavailable
     return cls(
-        f"The session database {redacted(url)} cannot be reached right now ({_reason(exc)}); "
-        "try again in a moment."
+        f"The session database {redacted(url)} is busy or out of reach right now "
+        f"({_reason(exc)}); try again in a moment, and check that the server is up and "
+        "QUORUM_DATABASE_URL points at it."
     )
 
 
