@@ -4,6 +4,7 @@ and the same request succeeds once the lock is let go (nothing was lost or half 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Iterator
@@ -12,12 +13,15 @@ from pathlib import Path
 import aiohttp
 import asyncpg
 
+from adapters.chat.uploads import Upload, Uploads
 from adapters.http.server import OpsServer
 from bot.config import load_settings
 from bot.metrics import MeteredCore, Metrics
+from bot.models import Actor
 from bot.wiring import open_core
 from retrieval.store.weaviate.server import Endpoint
 from tests.test_jobs import aquorum
+from tests.test_uploads import Said
 
 
 @contextlib.contextmanager
@@ -107,3 +111,39 @@ async def test_the_jobs_route_on_a_locked_database_is_503_and_works_once_it_is_f
                 assert r.status == 200 and (await r.json()) == {"kb": kb, "jobs": []}
     finally:
         await server.stop()
+
+
+async def test_a_chat_upload_and_forget_on_a_locked_database_say_so_in_the_thread(
+    weaviate_env: Endpoint, tmp_path: Path, kb: str
+) -> None:
+    def upload(name: str, text: str) -> Upload:
+        async def fetch(to: Path, limit: int) -> None:
+            await asyncio.to_thread(to.write_text, text)
+
+        return Upload(name, len(text), fetch)
+
+    settings = load_settings()
+    standup = upload("standup.txt", "[00:00:05] Ana: The quillet rota starts on Monday.\n")
+    rota = upload("rota.txt", "[00:00:07] Ben: The rota moves to Tuesday in June.\n")
+    by = Actor("slack", "U1")
+    async with open_core(settings) as services:
+        library = services.engine.library
+        assert library is not None
+        uploads = Uploads(library, 20)
+        assert await uploads.add(kb, standup, Said(), by) is not None
+        refused = Said()
+        with held(settings.sessions_path):
+            assert await uploads.add(kb, rota, refused, by) is None
+            forgot = await uploads.forget(kb, "standup", by)
+        busy = f"The session database {settings.sessions_path} is busy (another process holds it)"
+        assert refused.lines[-1].startswith(f"I couldn't add rota.txt: {busy}")
+        assert forgot.startswith(f"I couldn't remove `standup`: {busy}")
+        # Refused whole: the upload not kept, the source not half removed; the same upload
+        # and the same /forget do what they were asked once the database is free.
+        assert not list((settings.data_dir / "uploads").rglob("rota.txt"))
+        assert [i.source.id for i in await library.sources(kb)] == ["standup"]
+        said = Said()
+        added = await uploads.add(kb, rota, said, by)
+        assert added is not None and added.status == "added", said.lines
+        assert (await uploads.forget(kb, "standup", by)).startswith("Removed `standup`")
+        assert [i.source.id for i in await library.sources(kb)] == ["rota"]
