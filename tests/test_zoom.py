@@ -24,6 +24,7 @@ from rich.console import Console
 from adapters.chat.announce import announcer
 from adapters.cli.jobs import connectors_table
 from adapters.doctor import check_connectors
+from adapters.http.problems import BUSY
 from bot.config import load_settings
 from bot.connectors import statuses_of
 from bot.connectors import zoom as zoom_events
@@ -44,6 +45,7 @@ from tests.emulators.slack import BOT_TOKEN, SIGNING_SECRET, SlackEmulator
 from tests.emulators.zoom import ZoomEmulator
 from tests.media_fixtures import speak, to_m4a
 from tests.pages_harness import Served, chromium, opened, serving
+from tests.test_database_busy import held
 from tests.test_sessions import Opener
 
 open_store = test_sessions.open_store  # a store on SQLite, then on PostgreSQL
@@ -543,3 +545,15 @@ async def test_a_kept_event_survives_a_restart_and_goes_once_forgotten_on_both_d
         assert await kept.get(first.source_id) == fresher  # another knowledge base's: kept
         await kept.forget("team", Source(first.source_id, "Kept", "audio"))
         assert await kept.get(first.source_id) is None
+
+
+async def test_an_event_on_a_locked_database_is_503_and_queued_when_zoom_sends_it_again(
+    world: World,
+) -> None:
+    event = world.zoom.recording("Locked standup", HOST, vtt=world.vtt)
+    with held(Path(world.served.services.sessions.where)):
+        status, answer = await world.zoom.send(event)
+    assert (status, answer) == (503, {"error": BUSY})
+    status, answer = await world.zoom.send(event)  # Zoom sends it again: nothing lost
+    assert status == 200 and answer["status"] == "queued", answer
+    assert (await finished(world, answer["job"])).state == "done"

@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from adapters.http.problems import BUSY
 from bot.connectors import ConnectorStatuses, statuses_of, zoom
 from bot.connectors.zoom_fetch import ZoomRecordings, url_of
+from bot.errors import DatabaseUnavailable
 from bot.jobs import Job, JobQueue
 from bot.models import Actor
 from retrieval.errors import QuorumError
@@ -79,7 +81,15 @@ class ZoomHook:
         return statuses
 
     async def receive(self, request: web.Request) -> web.Response:
-        """One webhook request."""
+        """One webhook request; 503 while the session database is busy (its statuses and
+        the event live there), and Zoom sends the event again."""
+        try:
+            return await self._receive(request)
+        except DatabaseUnavailable as exc:
+            log.warning("a Zoom webhook was not handled: %s", exc)
+            return _answer(503, BUSY)
+
+    async def _receive(self, request: web.Request) -> web.Response:
         if (request.content_length or 0) > MAX_BODY:
             return _answer(413, f"A Zoom event is at most {MAX_BODY // 1024} KiB.")
         body = bytearray()
