@@ -221,18 +221,17 @@ class Poller:
                 await self.statuses.count(name, "seen")
             fresh = Item(name, seen.key, seen.size, seen.stamp, None, "growing")
             # What its last job was stays known: the same content back is not queued again.
-            await self.items.put(
-                fresh
-                if item is None
-                else item.but(size=seen.size, stamp=seen.stamp, state="growing")
-            )
+            if item is None:
+                await self.items.put(fresh)
+            else:
+                await self.items.update(item.but(size=seen.size, stamp=seen.stamp, state="growing"))
             return None
         if item.state == "growing":  # the same at two polls in a row: stable
             try:
                 digest = await self.feed.digest(seen)
             except Unreadable as exc:
                 await self.statuses.count(name, "failed")
-                await self.items.put(item.but(state="failed", error=str(exc)))
+                await self.items.update(item.but(state="failed", error=str(exc)))
                 return None
             if digest == item.digest and item.job_id is not None:
                 # Touched, or back as it was: the same content as its last job's.
@@ -240,7 +239,8 @@ class Poller:
             sid = self._id_for(seen.key, item)
             job = await self.feed.queue(self.jobs, seen, digest, self.by, sid)
             await self.statuses.count(name, "queued")
-            await self.items.put(item.but(state="queued", digest=digest, job_id=job.id))
+            # Not put: a forget while it was queued left a ``forgotten`` row that wins.
+            await self.items.update(item.but(state="queued", digest=digest, job_id=job.id))
             return job
         if item.state == "queued" and item.job_id is not None:
             return await self._ended(item)
@@ -260,7 +260,7 @@ class Poller:
             elif self.feed.source_id(item.key) is not None:
                 parted = item.but(source_id=None, digest=None, state="growing")
                 known[item.key] = parted
-                await self.items.put(parted)
+                await self.items.update(parted)
         return held
 
     def _id_for(self, key: str, item: Item) -> str | None:
@@ -284,21 +284,21 @@ class Poller:
     async def _ended(self, item: Item, *, count: bool = True) -> Job | None:
         """A queued item's job, if it has ended: done (with its source) or failed. The
         job when it has not (a previous process queued it and stopped: run it here too). Its
-        row is settled, not put: a removal meanwhile left a ``forgotten`` row that wins."""
+        row is updated, not put: a removal meanwhile left a ``forgotten`` row that wins."""
         job = await self.jobs.table.get(item.job_id) if item.job_id is not None else None
         if job is None or job.state in ("queued", "running"):
             if not count:  # the job still runs (or was deleted): wait for it as queued
-                await self.items.settle(item)
+                await self.items.update(item)
             return job
         self._chosen.pop(item.key, None)
         if job.state == "done":
             sid = job.source_id or item.source_id
-            await self.items.settle(item.but(state="done", source_id=sid, error=None))
+            await self.items.update(item.but(state="done", source_id=sid, error=None))
             return None
         if count:
             await self.statuses.count(self.feed.name, "failed")
         why = job.error or ("its job was cancelled" if job.state == "cancelled" else "failed")
-        await self.items.settle(item.but(state="failed", error=why))
+        await self.items.update(item.but(state="failed", error=why))
         return None
 
     async def _gone(self, item: Item) -> Job | None:
@@ -311,7 +311,7 @@ class Poller:
             await self.items.drop(self.feed.name, item.key)
             return None
         if not self.feed.follow_deletes:
-            await self.items.put(item.but(state="gone"))
+            await self.items.update(item.but(state="gone"))
             return None
         job = None
         if item.source_id is not None:
