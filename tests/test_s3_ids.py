@@ -2,7 +2,8 @@
 ``test_s3_bucket`` (moto's, IAM checks on) and the session's Weaviate: two objects of the
 same file name under two prefixes (``team-a/standup.txt``, ``team-b/standup.txt``, the
 way Zoom and many recorders lay a bucket out) are two sources, each showing its
-``s3://`` URL; an object ingested before ids came from keys keeps its id."""
+``s3://`` URL; an object ingested before ids came from keys keeps its id; one ingested
+before sources showed their URL shows it after one poll, not ingested again."""
 
 from __future__ import annotations
 
@@ -141,3 +142,49 @@ async def test_an_object_ingested_under_its_file_name_keeps_its_id(
             "standup": f"s3://{bucket}/{B}",
             "team-a-standup": f"s3://{bucket}/{A}",
         }
+
+
+async def test_a_source_written_with_its_download_path_shows_its_url_without_a_new_ingest(
+    parts: Parts,
+    kb: str,
+    s3_server: S3Server,
+    bucket: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s3 = s3_server.client()
+    for key in (A, B):
+        s3.put_object(Bucket=bucket, Key=key, Body=SAID[key].encode())
+    settings = settings_for(s3_server, bucket, kb, tmp_path)
+    name = f"s3:{bucket}/in"
+    real_add = Writer.add
+
+    async def add_from_temporary_path(self: Writer, *args: Any, **kw: Any) -> Any:
+        kw.pop("origins", None)  # the old sources' path: the download's, gone since
+        return await real_add(self, *args, **kw)
+
+    async def nothing_shown(self: Writer, *args: Any) -> list[str]:
+        return []  # before the upgrade, nothing corrected a path
+
+    with monkeypatch.context() as old:
+        old.setattr(Writer, "add", add_from_temporary_path)
+        old.setattr(Writer, "show_origins", nothing_shown)
+        async with serving(settings, parts) as services:
+            await settled(services, kb, 2)
+            await polls(services, name, 2)  # the jobs' ends noted in the objects' rows
+            before = {h.info.source.id: h.info for h in await services.holdings.held(kb)}
+    scratch = str(settings.data_dir / "connectors" / "s3")
+    assert {i.source.path.startswith(scratch) for i in before.values()} == {True}
+
+    async with serving(settings, parts) as services:  # upgraded
+        await polls(services, name, 2)
+        assert await _origins(services, kb) == {
+            "team-a-standup": f"s3://{bucket}/{A}",
+            "team-b-standup": f"s3://{bucket}/{B}",
+        }
+        assert len(await jobs_of(services, kb)) == 2  # nothing ingested again
+        after = {h.info.source.id: h.info for h in await services.holdings.held(kb)}
+        assert {k: i.indexed_at for k, i in after.items()} == {
+            k: i.indexed_at for k, i in before.items()
+        }  # the same generation: nothing written again, only the path shown
+        assert await _cited(services, kb, "zeppelin launch spring") == "team-b-standup"

@@ -20,6 +20,10 @@ what is there (``Seen``: key, size, stamp) and queues a job for one item; ``Poll
   file-name id). Items that share one from before (two same-named objects under two
   prefixes once overwrote each other) are parted: the one written last keeps it, the
   others are ingested again under their own.
+- An item written whose source shows another path than where it came from (an S3
+  object's written before sources showed their ``s3://`` URL shows its temporary
+  download's) is corrected once a process lists it (``Feed.origin``, ``Origins``: the
+  ``Writer``'s ``show_origins``), without ingesting it again.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Protocol
@@ -65,6 +70,11 @@ class Listing:
     pass_start: float
     cursor: str | None = None
     kept: frozenset[str] = frozenset()  # not listed, yet not gone (media beside a transcript)
+
+
+Origins = Callable[[str, Mapping[str, str]], Awaitable[object]]
+"""Makes sources (kb; source id -> where it came from) show where they came from
+(``Writer.show_origins``)."""
 
 
 class Unreadable(QuorumError):
@@ -104,6 +114,10 @@ class Feed(Protocol):
         file's stem unless its metadata names one)."""
         ...
 
+    def origin(self, key: str) -> str | None:
+        """The path an item's source shows when it is not the key (an object's URL)."""
+        ...
+
 
 class Poller:
     """Polls one feed until cancelled, while this process holds its lease."""
@@ -117,11 +131,14 @@ class Poller:
         holder: str,
         *,
         settle: bool = False,
+        origins: Origins | None = None,
     ) -> None:
         self.feed, self.statuses, self.items, self.jobs = feed, statuses, items, jobs
         self.holder = holder
         self.settle = settle  # run the jobs here when no worker is alive (SQLite, no workers)
         self.by = Actor(feed.kind, feed.name)
+        self.origins = origins
+        self._shown: set[str] = set()  # keys whose source's path this process checked
         self._settling: set[asyncio.Task[object]] = set()
         self._in_hand: set[int] = set()  # jobs this process is settling
         self._held: dict[str, str] = {}  # source id -> the item's key that has it
@@ -193,6 +210,7 @@ class Poller:
             if job is not None:
                 queued.append(job)
         await self.items.touch(feed.name, sorted(listed))
+        await self._show_origins([known[k] for k in listed if k in known])
         if listing.complete:
             for item in known.values():
                 there = item.key in listed or item.key in listing.kept
@@ -245,6 +263,26 @@ class Poller:
         if item.state == "queued" and item.job_id is not None:
             return await self._ended(item)
         return None
+
+    async def _show_origins(self, listed: Sequence[Item]) -> None:
+        """Sources of ``listed`` items written (once per process) show where they came
+        from (``origins``); the store unreachable, the next poll tries again."""
+        done = [i for i in listed if i.state == "done" and i.source_id]
+        wanted: dict[str, str] = {}
+        for item in done:
+            url = self.feed.origin(item.key)
+            if item.key not in self._shown and url is not None and item.source_id:
+                wanted[item.source_id] = url
+        held = Counter(i.source_id for i in done)  # items sharing one: not told apart here
+        wanted = {sid: url for sid, url in wanted.items() if held[sid] == 1}
+        if self.origins is None or not wanted:
+            return
+        try:
+            await self.origins(self.feed.kb, wanted)
+        except QuorumError as exc:
+            log.warning("connector %s: %s", self.feed.name, exc)
+            return
+        self._shown.update(i.key for i in done)
 
     async def _part(self, known: dict[str, Item]) -> dict[str, str]:
         """Each source id the feed's items have, with the item that has it. Items sharing

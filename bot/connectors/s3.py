@@ -204,6 +204,10 @@ class S3Feed:
         """The readable id a new object's source gets (``readable_id``)."""
         return readable_id(key.removeprefix(self.bucket.prefix), key)
 
+    def origin(self, key: str) -> str:
+        """Where an object's source came from: its ``s3://bucket/key``."""
+        return f"s3://{self.bucket.bucket}/{key}"
+
     async def digest(self, seen: Seen) -> str:
         """ETags and sizes stand for the content (nothing is downloaded in a poll)."""
         return f"{seen.size}:{seen.stamp}"
@@ -212,8 +216,7 @@ class S3Feed:
         self, jobs: JobQueue, seen: Seen, digest: str, by: Actor, source_id: str | None
     ) -> Job:
         """The object's job: its worker downloads it (``fetcher``)."""
-        url = f"s3://{self.bucket.bucket}/{seen.key}"
-        return await jobs.add_one(self.kb, url, digest, by, source_id=source_id)
+        return await jobs.add_one(self.kb, self.origin(seen.key), digest, by, source_id=source_id)
 
 
 def fetcher(own: ConnectorSettings, scratch: Path) -> Fetcher:
