@@ -30,6 +30,22 @@ SAID = {
 }
 
 
+def as_before_urls(old: pytest.MonkeyPatch) -> None:
+    """Sources written as before they showed their URL: the download's path (gone since),
+    nothing correcting it afterwards."""
+    real_add = Writer.add
+
+    async def add_from_temporary_path(self: Writer, *args: Any, **kw: Any) -> Any:
+        kw.pop("origins", None)
+        return await real_add(self, *args, **kw)
+
+    async def nothing_shown(self: Writer, *args: Any) -> list[str]:
+        return []
+
+    old.setattr(Writer, "add", add_from_temporary_path)
+    old.setattr(Writer, "show_origins", nothing_shown)
+
+
 async def _origins(services: CoreServices, kb: str) -> dict[str, str]:
     """Each source's id and the path `quorum sources` shows for it."""
     return {h.info.source.id: h.info.source.path for h in await services.holdings.held(kb)}
@@ -104,17 +120,11 @@ async def test_an_object_ingested_under_its_file_name_keeps_its_id(
     s3 = s3_server.client()
     settings = settings_for(s3_server, bucket, kb, tmp_path)
     name = f"s3:{bucket}/in"
-    real_add = Writer.add
-
-    async def add_from_temporary_path(self: Writer, *args: Any, **kw: Any) -> Any:
-        kw.pop("origins", None)  # the old sources' path: the download's, gone since
-        return await real_add(self, *args, **kw)
-
     for key in (A, B):  # the old rule: the file name's slug, nothing chosen by the poller
         s3.put_object(Bucket=bucket, Key=key, Body=SAID[key].encode())
         with monkeypatch.context() as old:
             old.setattr(s3_connector.S3Feed, "source_id", lambda self, key: None)
-            old.setattr(Writer, "add", add_from_temporary_path)
+            as_before_urls(old)
             async with serving(settings, parts) as services:
                 await settled(services, kb, 1 if key == A else 2)
                 await polls(services, name, 2)  # the job's end noted in the object's row
@@ -157,18 +167,8 @@ async def test_a_source_written_with_its_download_path_shows_its_url_without_a_n
         s3.put_object(Bucket=bucket, Key=key, Body=SAID[key].encode())
     settings = settings_for(s3_server, bucket, kb, tmp_path)
     name = f"s3:{bucket}/in"
-    real_add = Writer.add
-
-    async def add_from_temporary_path(self: Writer, *args: Any, **kw: Any) -> Any:
-        kw.pop("origins", None)  # the old sources' path: the download's, gone since
-        return await real_add(self, *args, **kw)
-
-    async def nothing_shown(self: Writer, *args: Any) -> list[str]:
-        return []  # before the upgrade, nothing corrected a path
-
     with monkeypatch.context() as old:
-        old.setattr(Writer, "add", add_from_temporary_path)
-        old.setattr(Writer, "show_origins", nothing_shown)
+        as_before_urls(old)
         async with serving(settings, parts) as services:
             await settled(services, kb, 2)
             await polls(services, name, 2)  # the jobs' ends noted in the objects' rows
