@@ -6,7 +6,9 @@ Adding is the indexer's read or transcription, chunks, levels, embedding and wri
 generation with its switch-over (``retrieval.write.indexer``), the summary (the model's when one
 is configured, extractive otherwise), the recording or document its page serves kept in the
 media store (``retrieval.links.kept_media``), the audit entry and the announcement.
-Renaming a source's speakers (``relabel``) writes it again from what the store holds.
+Renaming a source's speakers (``relabel``) writes it again from what the store holds;
+a source's stored path corrected to where it came from (``show_origins``) is its record's
+alone.
 Removal is
 ``Holdings.forget``: every copy of the source's words (its kept media too), and the audit
 entry. ``tests/test_architecture.py`` fails when any other module calls the indexer, so the
@@ -192,6 +194,21 @@ class Writer:
         if self.holdings is not None:
             await self.holdings.note_speakers(kb, renamed, by, detail)
         return renamed
+
+    async def show_origins(self, kb: str, origins: Mapping[str, str]) -> list[str]:
+        """Sources (``origins``: id -> where it came from, an ``s3://bucket/key``) whose
+        stored path is another (an object's written before sources showed their URL shows
+        its temporary download's) show where they came from, without being ingested again;
+        the ids corrected."""
+        stored = await self.store.stored_sources(kb, list(origins))
+        fixed = [
+            sid
+            for sid, was in sorted(stored.items())
+            if was.path != origins[sid] and await self.store.set_path(kb, sid, origins[sid])
+        ]
+        if fixed:
+            self.search.forget_sources(kb)
+        return fixed
 
     async def remove(self, kb: str, source_id: str, by: Actor) -> Forgotten:
         """Remove a source and every copy of its words: ``Holdings.forget``, the one

@@ -355,15 +355,20 @@ def test_the_indexer_check_would_catch_a_second_door(tmp_path: Path) -> None:
     assert indexer_callers(bad) == {"ingest"}
 
 
-def source_deleters(path: Path) -> int:
-    """How many calls in ``path`` delete a source from the store (``.delete_source(...)``)."""
+def calls_to(path: Path, method: str) -> int:
+    """How many calls in ``path`` are to a ``method`` of something (``.method(...)``)."""
     return sum(
         1
         for node in ast.walk(ast.parse(path.read_text(), str(path)))
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "delete_source"
+        and node.func.attr == method
     )
+
+
+def source_deleters(path: Path) -> int:
+    """How many calls in ``path`` delete a source from the store (``.delete_source(...)``)."""
+    return calls_to(path, "delete_source")
 
 
 def test_only_holdings_removes_a_source() -> None:
@@ -377,6 +382,18 @@ def test_only_holdings_removes_a_source() -> None:
         if source_deleters(path) and not path.is_relative_to(REPO / "retrieval" / "store")
     )
     assert callers == ["bot/holdings.py"]
+
+
+def test_only_the_write_path_sets_a_source_path() -> None:
+    """A source's stored path is written by ``Writer.show_origins`` alone (its search cache
+    follows), never by a module calling the store's ``set_path`` itself."""
+    callers = sorted(
+        str(path.relative_to(REPO))
+        for package in ("adapters", "bot", "retrieval")
+        for path in (REPO / package).rglob("*.py")
+        if calls_to(path, "set_path") and not path.is_relative_to(REPO / "retrieval" / "store")
+    )
+    assert callers == ["bot/write.py"]
 
 
 def test_the_removal_check_would_catch_a_twin(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Forgetting a source wins against work already in flight for it: an upload of the same
 source queued, or mid-transcription in a real ``quorum worker``, ends cancelled ("its
 source was forgotten") and writes nothing back; a poll that read a job's end before the
-forget does not write the item's plain row back; an upload after the forget is added.
+forget does not write the item's plain row back, nor does a poll queuing a new version
+as the forget lands; an upload after the forget is added.
 SQLite and PostgreSQL, Weaviate: all real, the core as `quorum serve` runs it."""
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from typing import Any, cast
 import pytest
 
 from bot.config import load_settings
+from bot.connectors.folder import FolderFeed
 from bot.connectors.items import Item, ItemTable, forget_key
 from bot.connectors.poller import Poller
+from bot.connectors.settings import Watched
 from bot.connectors.status import ConnectorStatuses
 from bot.jobs import JobQueue, JobTable
 from bot.jobs.runner import Runner
@@ -223,3 +226,64 @@ async def test_a_poll_in_flight_leaves_a_forgotten_item_forgotten_on_postgresql(
     parts: Parts, kb: str, tmp_path: Path, postgres_url: str
 ) -> None:
     await poll_read_before_the_forget(parts, kb, tmp_path, database_url=postgres_url)
+
+
+async def forget_lands_while_a_version_is_queued(
+    parts: Parts, kb: str, tmp_path: Path, **more: Any
+) -> None:
+    folder = tmp_path / "recordings"
+    folder.mkdir()
+    call = folder / f"{STEM}.md"
+    call.write_text(NOTES)
+    settings = load_settings(data_dir=tmp_path / "data", serve_workers=0, **more)
+    async with serving(settings, parts) as services:  # no connector: this test is the poll
+        sessions = services.sessions
+        assert isinstance(sessions, SqlSessions)
+        db, jobs = sessions.driver, services.jobs
+        feed = FolderFeed(Watched(folder, kb), 60.0, False)
+        statuses, items = ConnectorStatuses(db), ItemTable(db, forget_key(settings))
+        await statuses.register(feed.name, feed.kind, kb)
+        poller = Poller(feed, statuses, items, jobs, "me")
+        await poller.poll()
+        await poller.poll()  # stable: queued
+        await jobs.settle(await jobs.table.listing(kb, 10))
+        await poller.poll()  # its end read: the row names the source
+        assert (await items.all(feed.name))[str(call)].source_id == STEM
+
+        call.write_text(EDITED)
+        await poller.poll()
+        queue = feed.queue
+
+        async def forgotten_as_queued(*args: Any, **kw: Any) -> Any:
+            # The new version's job is queued; the forget lands before its row is written.
+            job = await queue(*args, **kw)
+            await forget(services, kb, STEM)
+            return job
+
+        feed.queue = forgotten_as_queued  # type: ignore[method-assign]
+        await poller.poll()
+        feed.queue = queue  # type: ignore[method-assign]
+        await poller.poll()  # the cancelled job's end, were the plain row back
+        assert str(call) not in await items.all(feed.name)  # the forgotten row won
+        state = await statuses.get(feed.name)
+        assert state is not None and state.last_error is None
+        assert outside_the_audit(await holders(services, call.name)) == []
+        assert outside_the_audit(await holders(services, STEM)) == []
+
+        call.write_text(EDITED + " The kiln moves to hall B.")  # changed after: taken in
+        await poller.poll()
+        await poller.poll()
+        again = max(await jobs.table.listing(kb, 10), key=lambda j: j.id)
+        assert (again.kind, again.state, again.source_id) == ("add", "queued", STEM)
+
+
+async def test_a_forget_landing_as_a_poll_queues_a_version_wins_on_sqlite(
+    parts: Parts, kb: str, tmp_path: Path
+) -> None:
+    await forget_lands_while_a_version_is_queued(parts, kb, tmp_path)
+
+
+async def test_a_forget_landing_as_a_poll_queues_a_version_wins_on_postgresql(
+    parts: Parts, kb: str, tmp_path: Path, postgres_url: str
+) -> None:
+    await forget_lands_while_a_version_is_queued(parts, kb, tmp_path, database_url=postgres_url)

@@ -25,6 +25,7 @@ import pytest
 import bot.connectors.s3 as s3_connector
 from adapters.doctor import check_connectors
 from bot.config import Settings, load_settings
+from bot.connectors.poller import Listing
 from bot.connectors.settings import ConnectorSettings
 from bot.wiring import CoreServices
 from retrieval.errors import ConfigError
@@ -266,7 +267,10 @@ async def test_a_large_bucket_is_walked_over_several_polls_from_its_cursor(
             return len(cursors) >= 3
 
         await until(walked)
-        assert "" in cursors and any(c and c.endswith("\tin/meeting-1.txt") for c in cursors)
+        # Mid-pass the cursor is the pass's start, never a key (a forgotten one must not
+        # be kept): where the listing goes on is in the poller's memory only.
+        assert "" in cursors and any(cursors - {"", None})
+        assert not [c for c in cursors if c and ("in/" in c or "meeting" in c or "\t" in c)]
         # Counted when the poller next lists it, a pass (three polls) later.
         name = f"s3:{bucket}/in"
         assert await until(lambda: _failed(services, name))
@@ -274,3 +278,37 @@ async def test_a_large_bucket_is_walked_over_several_polls_from_its_cursor(
 
 async def _failed(services: CoreServices, name: str) -> bool:
     return (await status(services, name)).counts.failed == 1
+
+
+async def test_a_new_process_lists_a_pass_again_from_its_start(
+    s3_server: S3Server, bucket: str, kb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(s3_connector, "PAGE_KEYS", 2)
+    monkeypatch.setattr(s3_connector, "PAGES", 1)
+    s3 = s3_server.client()
+    for n in range(5):
+        s3.put_object(Bucket=bucket, Key=f"in/call-{n}.txt", Body=b"[00:00:01] Ana: hi.\n")
+    own = settings_for(s3_server, bucket, kb, tmp_path).platform(ConnectorSettings)
+    [where] = own.s3_url
+
+    def keys(listing: Listing) -> list[str]:
+        return [s.key for s in listing.seen]
+
+    feed = s3_connector.S3Feed(where, own)
+    first = await feed.list(None)
+    assert keys(first) == ["in/call-0.txt", "in/call-1.txt"] and not first.complete
+    assert first.cursor == str(first.pass_start)  # saved: when the pass began, no key
+    on = await feed.list(first.cursor)  # the same process goes on where it stopped
+    assert keys(on) == ["in/call-2.txt", "in/call-3.txt"] and on.pass_start == first.pass_start
+
+    restarted = s3_connector.S3Feed(where, own)  # a restart: the pass again, same start
+    again = await restarted.list(on.cursor)
+    assert keys(again) == keys(first) and again.pass_start == first.pass_start
+    walked = keys(again)
+    while not (page := await restarted.list(again.cursor)).complete:
+        walked += keys(page)
+        again = page
+    walked += keys(page)
+    assert walked == [f"in/call-{n}.txt" for n in range(5)] and page.cursor == ""
+    old = await s3_connector.S3Feed(where, own).list(f"{first.pass_start}\tin/call-3.txt")
+    assert keys(old) == keys(first)  # a cursor saved with a key before: its key not used

@@ -2,7 +2,8 @@
 ``test_s3_bucket`` (moto's, IAM checks on) and the session's Weaviate: two objects of the
 same file name under two prefixes (``team-a/standup.txt``, ``team-b/standup.txt``, the
 way Zoom and many recorders lay a bucket out) are two sources, each showing its
-``s3://`` URL; an object ingested before ids came from keys keeps its id."""
+``s3://`` URL; an object ingested before ids came from keys keeps its id; one ingested
+before sources showed their URL shows it after one poll, not ingested again."""
 
 from __future__ import annotations
 
@@ -27,6 +28,22 @@ SAID = {
     A: "[00:00:01] Ana: Team A agreed the quokka migration ships on Friday.\n",
     B: "[00:00:01] Ben: Team B moved the zeppelin launch to the spring.\n",
 }
+
+
+def as_before_urls(old: pytest.MonkeyPatch) -> None:
+    """Sources written as before they showed their URL: the download's path (gone since),
+    nothing correcting it afterwards."""
+    real_add = Writer.add
+
+    async def add_from_temporary_path(self: Writer, *args: Any, **kw: Any) -> Any:
+        kw.pop("origins", None)
+        return await real_add(self, *args, **kw)
+
+    async def nothing_shown(self: Writer, *args: Any) -> list[str]:
+        return []
+
+    old.setattr(Writer, "add", add_from_temporary_path)
+    old.setattr(Writer, "show_origins", nothing_shown)
 
 
 async def _origins(services: CoreServices, kb: str) -> dict[str, str]:
@@ -103,17 +120,11 @@ async def test_an_object_ingested_under_its_file_name_keeps_its_id(
     s3 = s3_server.client()
     settings = settings_for(s3_server, bucket, kb, tmp_path)
     name = f"s3:{bucket}/in"
-    real_add = Writer.add
-
-    async def add_from_temporary_path(self: Writer, *args: Any, **kw: Any) -> Any:
-        kw.pop("origins", None)  # the old sources' path: the download's, gone since
-        return await real_add(self, *args, **kw)
-
     for key in (A, B):  # the old rule: the file name's slug, nothing chosen by the poller
         s3.put_object(Bucket=bucket, Key=key, Body=SAID[key].encode())
         with monkeypatch.context() as old:
             old.setattr(s3_connector.S3Feed, "source_id", lambda self, key: None)
-            old.setattr(Writer, "add", add_from_temporary_path)
+            as_before_urls(old)
             async with serving(settings, parts) as services:
                 await settled(services, kb, 1 if key == A else 2)
                 await polls(services, name, 2)  # the job's end noted in the object's row
@@ -141,3 +152,39 @@ async def test_an_object_ingested_under_its_file_name_keeps_its_id(
             "standup": f"s3://{bucket}/{B}",
             "team-a-standup": f"s3://{bucket}/{A}",
         }
+
+
+async def test_a_source_written_with_its_download_path_shows_its_url_without_a_new_ingest(
+    parts: Parts,
+    kb: str,
+    s3_server: S3Server,
+    bucket: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s3 = s3_server.client()
+    for key in (A, B):
+        s3.put_object(Bucket=bucket, Key=key, Body=SAID[key].encode())
+    settings = settings_for(s3_server, bucket, kb, tmp_path)
+    name = f"s3:{bucket}/in"
+    with monkeypatch.context() as old:
+        as_before_urls(old)
+        async with serving(settings, parts) as services:
+            await settled(services, kb, 2)
+            await polls(services, name, 2)  # the jobs' ends noted in the objects' rows
+            before = {h.info.source.id: h.info for h in await services.holdings.held(kb)}
+    scratch = str(settings.data_dir / "connectors" / "s3")
+    assert {i.source.path.startswith(scratch) for i in before.values()} == {True}
+
+    async with serving(settings, parts) as services:  # upgraded
+        await polls(services, name, 2)
+        assert await _origins(services, kb) == {
+            "team-a-standup": f"s3://{bucket}/{A}",
+            "team-b-standup": f"s3://{bucket}/{B}",
+        }
+        assert len(await jobs_of(services, kb)) == 2  # nothing ingested again
+        after = {h.info.source.id: h.info for h in await services.holdings.held(kb)}
+        assert {k: i.indexed_at for k, i in after.items()} == {
+            k: i.indexed_at for k, i in before.items()
+        }  # the same generation: nothing written again, only the path shown
+        assert await _cited(services, kb, "zeppelin launch spring") == "team-b-standup"

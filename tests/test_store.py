@@ -217,6 +217,24 @@ async def test_a_deleted_source_is_gone_and_others_stay(
     assert {h.source.id for h in hits} == {"notes"}
 
 
+async def test_a_source_s_path_is_set_in_place(
+    any_store: Store, embedder: SentenceTransformerEmbedder, kb: str
+) -> None:
+    await write(any_store, embedder, kb, standup(TEXTS))
+    [before] = await any_store.list_sources(kb)
+    assert await any_store.set_path(kb, "standup", "s3://calls/in/standup.vtt")
+    assert not await any_store.set_path(kb, "missing", "s3://calls/in/missing.vtt")
+    [info] = await any_store.list_sources(kb)
+    assert info.source.path == "s3://calls/in/standup.vtt"
+    assert (info.indexed_at, info.segments) == (before.indexed_at, before.segments)  # not rewritten
+    stored = await any_store.stored_sources(kb, ["standup"])
+    assert (stored["standup"].path, stored["standup"].content_hash) == (
+        "s3://calls/in/standup.vtt",
+        before.source.content_hash,
+    )
+    assert [h.segment.text for h in await any_store.fetch_ordered(kb, "standup")] == TEXTS
+
+
 async def test_an_unknown_knowledge_base_is_empty_and_a_bad_name_refused(
     any_store: Store,
 ) -> None:

@@ -16,7 +16,7 @@ The status API (``bot.connectors.status``), for any connector::
     await statuses.error("zoom", "Zoom refused the download token (404).")  # between runs
     await statuses.ran("zoom", next_run=None, error=None)  # a run (a poll, an event) ended:
     #   next_run: when the next poll is due (None: it waits for events); cursor=...: where
-    #   its listing resumes; error=None clears the last error, a sentence sets it
+    #   its listing stands (never a key); error=None clears the last error, a sentence sets it
     for s in await statuses.all():                    # every connector, by name
         s.name, s.kind, s.kb, s.last_run, s.next_run, s.counts.seen, s.last_error
         s.problems()                                  # one sentence per problem (doctor)

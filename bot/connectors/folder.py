@@ -81,6 +81,10 @@ class FolderFeed:
         under = path.relative_to(self.folder) if path.is_relative_to(self.folder) else path
         return readable_id(under.as_posix(), key)
 
+    def origin(self, key: str) -> None:
+        """A file's source shows its path, the key itself: nothing to correct."""
+        return None
+
     async def digest(self, seen: Seen) -> str:
         """The content hash of the file and its companions."""
         return await asyncio.to_thread(_digest, Path(seen.key))

@@ -103,7 +103,8 @@ class ItemTable:
         }
 
     async def put(self, item: Item) -> None:
-        """Write ``item`` (made or replaced), seen now."""
+        """Write ``item`` (made or replaced), seen now: for an item with no row yet (an
+        item that has one is written with ``update``)."""
         await self.driver.execute(
             f"INSERT INTO connector_items ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (connector, item) DO UPDATE SET size = excluded.size, "
@@ -116,9 +117,11 @@ class ItemTable:
             time.time(),
         )
 
-    async def settle(self, item: Item) -> None:
-        """Write what ``item``'s job came to into its row, unless that row is gone: its
-        source was forgotten meanwhile and a ``forgotten`` row took its place (it wins)."""
+    async def update(self, item: Item) -> None:
+        """Write ``item`` into its row, seen now, unless that row is gone: its source was
+        forgotten meanwhile (a ``forgotten`` row took its place, and wins). One statement,
+        so a forget landing while a poll queues a version or reads a job's end never
+        brings the item's key back."""
         await self.driver.execute(
             "UPDATE connector_items SET size = ?, stamp = ?, digest = ?, state = ?, job_id = ?, "
             "source_id = ?, error = ?, seen_at = ? "

@@ -20,6 +20,10 @@ what is there (``Seen``: key, size, stamp) and queues a job for one item; ``Poll
   file-name id). Items that share one from before (two same-named objects under two
   prefixes once overwrote each other) are parted: the one written last keeps it, the
   others are ingested again under their own.
+- An item written whose source shows another path than where it came from (an S3
+  object's written before sources showed their ``s3://`` URL shows its temporary
+  download's) is corrected once a process lists it (``Feed.origin``, ``Origins``: the
+  ``Writer``'s ``show_origins``), without ingesting it again.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Protocol
@@ -65,6 +70,11 @@ class Listing:
     pass_start: float
     cursor: str | None = None
     kept: frozenset[str] = frozenset()  # not listed, yet not gone (media beside a transcript)
+
+
+Origins = Callable[[str, Mapping[str, str]], Awaitable[object]]
+"""Makes sources (kb; source id -> where it came from) show where they came from
+(``Writer.show_origins``)."""
 
 
 class Unreadable(QuorumError):
@@ -104,6 +114,10 @@ class Feed(Protocol):
         file's stem unless its metadata names one)."""
         ...
 
+    def origin(self, key: str) -> str | None:
+        """The path an item's source shows when it is not the key (an object's URL)."""
+        ...
+
 
 class Poller:
     """Polls one feed until cancelled, while this process holds its lease."""
@@ -117,11 +131,14 @@ class Poller:
         holder: str,
         *,
         settle: bool = False,
+        origins: Origins | None = None,
     ) -> None:
         self.feed, self.statuses, self.items, self.jobs = feed, statuses, items, jobs
         self.holder = holder
         self.settle = settle  # run the jobs here when no worker is alive (SQLite, no workers)
         self.by = Actor(feed.kind, feed.name)
+        self.origins = origins
+        self._shown: set[str] = set()  # keys whose source's path this process checked
         self._settling: set[asyncio.Task[object]] = set()
         self._in_hand: set[int] = set()  # jobs this process is settling
         self._held: dict[str, str] = {}  # source id -> the item's key that has it
@@ -193,6 +210,7 @@ class Poller:
             if job is not None:
                 queued.append(job)
         await self.items.touch(feed.name, sorted(listed))
+        await self._show_origins([known[k] for k in listed if k in known])
         if listing.complete:
             for item in known.values():
                 there = item.key in listed or item.key in listing.kept
@@ -221,18 +239,17 @@ class Poller:
                 await self.statuses.count(name, "seen")
             fresh = Item(name, seen.key, seen.size, seen.stamp, None, "growing")
             # What its last job was stays known: the same content back is not queued again.
-            await self.items.put(
-                fresh
-                if item is None
-                else item.but(size=seen.size, stamp=seen.stamp, state="growing")
-            )
+            if item is None:
+                await self.items.put(fresh)
+            else:
+                await self.items.update(item.but(size=seen.size, stamp=seen.stamp, state="growing"))
             return None
         if item.state == "growing":  # the same at two polls in a row: stable
             try:
                 digest = await self.feed.digest(seen)
             except Unreadable as exc:
                 await self.statuses.count(name, "failed")
-                await self.items.put(item.but(state="failed", error=str(exc)))
+                await self.items.update(item.but(state="failed", error=str(exc)))
                 return None
             if digest == item.digest and item.job_id is not None:
                 # Touched, or back as it was: the same content as its last job's.
@@ -240,11 +257,32 @@ class Poller:
             sid = self._id_for(seen.key, item)
             job = await self.feed.queue(self.jobs, seen, digest, self.by, sid)
             await self.statuses.count(name, "queued")
-            await self.items.put(item.but(state="queued", digest=digest, job_id=job.id))
+            # Not put: a forget while it was queued left a ``forgotten`` row that wins.
+            await self.items.update(item.but(state="queued", digest=digest, job_id=job.id))
             return job
         if item.state == "queued" and item.job_id is not None:
             return await self._ended(item)
         return None
+
+    async def _show_origins(self, listed: Sequence[Item]) -> None:
+        """Sources of ``listed`` items written (once per process) show where they came
+        from (``origins``); the store unreachable, the next poll tries again."""
+        done = [i for i in listed if i.state == "done" and i.source_id]
+        wanted: dict[str, str] = {}
+        for item in done:
+            url = self.feed.origin(item.key)
+            if item.key not in self._shown and url is not None and item.source_id:
+                wanted[item.source_id] = url
+        held = Counter(i.source_id for i in done)  # items sharing one: not told apart here
+        wanted = {sid: url for sid, url in wanted.items() if held[sid] == 1}
+        if self.origins is None or not wanted:
+            return
+        try:
+            await self.origins(self.feed.kb, wanted)
+        except QuorumError as exc:
+            log.warning("connector %s: %s", self.feed.name, exc)
+            return
+        self._shown.update(i.key for i in done)
 
     async def _part(self, known: dict[str, Item]) -> dict[str, str]:
         """Each source id the feed's items have, with the item that has it. Items sharing
@@ -260,7 +298,7 @@ class Poller:
             elif self.feed.source_id(item.key) is not None:
                 parted = item.but(source_id=None, digest=None, state="growing")
                 known[item.key] = parted
-                await self.items.put(parted)
+                await self.items.update(parted)
         return held
 
     def _id_for(self, key: str, item: Item) -> str | None:
@@ -284,21 +322,21 @@ class Poller:
     async def _ended(self, item: Item, *, count: bool = True) -> Job | None:
         """A queued item's job, if it has ended: done (with its source) or failed. The
         job when it has not (a previous process queued it and stopped: run it here too). Its
-        row is settled, not put: a removal meanwhile left a ``forgotten`` row that wins."""
+        row is updated, not put: a removal meanwhile left a ``forgotten`` row that wins."""
         job = await self.jobs.table.get(item.job_id) if item.job_id is not None else None
         if job is None or job.state in ("queued", "running"):
             if not count:  # the job still runs (or was deleted): wait for it as queued
-                await self.items.settle(item)
+                await self.items.update(item)
             return job
         self._chosen.pop(item.key, None)
         if job.state == "done":
             sid = job.source_id or item.source_id
-            await self.items.settle(item.but(state="done", source_id=sid, error=None))
+            await self.items.update(item.but(state="done", source_id=sid, error=None))
             return None
         if count:
             await self.statuses.count(self.feed.name, "failed")
         why = job.error or ("its job was cancelled" if job.state == "cancelled" else "failed")
-        await self.items.settle(item.but(state="failed", error=why))
+        await self.items.update(item.but(state="failed", error=why))
         return None
 
     async def _gone(self, item: Item) -> Job | None:
@@ -311,7 +349,7 @@ class Poller:
             await self.items.drop(self.feed.name, item.key)
             return None
         if not self.feed.follow_deletes:
-            await self.items.put(item.but(state="gone"))
+            await self.items.update(item.but(state="gone"))
             return None
         job = None
         if item.source_id is not None:

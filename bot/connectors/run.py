@@ -45,7 +45,15 @@ async def run_connectors(services: CoreServices, holder: str | None = None) -> N
     statuses, items = ConnectorStatuses(driver), ItemTable(driver, key)
     holder = holder or worker_id()
     pollers = [
-        Poller(f, statuses, items, services.jobs, holder, settle=services.jobs.inline)
+        Poller(
+            f,
+            statuses,
+            items,
+            services.jobs,
+            holder,
+            settle=services.jobs.inline,
+            origins=services.writer.show_origins,
+        )
         for f in configured
     ]
     log.warning("connectors: %s", ", ".join(f.name for f in configured))

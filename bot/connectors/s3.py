@@ -1,12 +1,18 @@
 """``QUORUM_S3_URL``: an S3-compatible bucket (AWS S3, MinIO, Ceph, R2) polled through
 boto3, the one module that imports it. boto3 is synchronous: every call runs in a thread.
 
-A poll lists (``ListObjectsV2``) from the connector's cursor on, at most ``PAGES`` pages,
-and saves where it stopped, so a large bucket is walked over several polls; an object's
-ETag and size are its stamp (no download in a poll). A whole pass ending is what lets
-deletes be judged. The object is downloaded in its job (``fetcher``): streamed to a
-temporary file in the data folder, bounded by ``QUORUM_S3_MAX_MB``, removed after. Its
-source shows where it came from (``s3://bucket/key``), never that temporary path.
+A poll lists (``ListObjectsV2``) at most ``PAGES`` pages and goes on from there at the
+next, so a large bucket is walked over several polls; an object's ETag and size are its
+stamp (no download in a poll). A whole pass ending is what lets deletes be judged. Where
+a pass stands is never saved as a key (a key is a user's words, and one forgotten must
+not be kept): the saved cursor is only when the pass started, and the listing's
+continuation token is kept in memory. A new process (a restart, another replica taking
+the lease over) lists the pass again from the start, under the same start: every object
+already known costs a listed key and nothing more.
+
+The object is downloaded in its job (``fetcher``): streamed to a temporary file in the
+data folder, bounded by ``QUORUM_S3_MAX_MB``, removed after. Its source shows where it
+came from (``s3://bucket/key``), never that temporary path.
 
 Each object is its own source: its id is its key under the prefix, slugged
 (``team-a/standup.m4a`` -> ``team-a-standup``; ``2026/05/call.m4a`` -> ``2026-05-call``),
@@ -135,13 +141,16 @@ class S3Feed:
         self.poll_s, self.follow_deletes = own.s3_poll_s, own.s3_follow_deletes
         self.endpoint = own.s3_endpoint_url
         self.client = client(own)
+        self._resume: tuple[str, str] | None = None  # (a pass's start, where it goes on)
 
     async def list(self, cursor: str | None) -> Listing:
         """The next pages of the bucket's listing, from ``cursor`` on."""
         return await asyncio.to_thread(self._list, cursor or "")
 
     def _list(self, cursor: str) -> Listing:
-        started, _, after = cursor.partition("\t")
+        # The cursor is the pass's start (a key after a tab: a cursor saved before keys
+        # were left out of it, not used).
+        started = cursor.partition("\t")[0]
         pass_start = float(started) if started else time.time()
         objects: dict[str, tuple[int, str]] = {}
         ask: dict[str, Any] = {
@@ -149,15 +158,15 @@ class S3Feed:
             "Prefix": self.bucket.prefix,
             "MaxKeys": PAGE_KEYS,
         }
-        if after:
-            ask["StartAfter"] = after
-        complete, last = False, after
+        resume, self._resume = self._resume, None
+        if resume is not None and started and resume[0] == started:
+            ask["ContinuationToken"] = resume[1]  # else the pass is listed from its start
+        complete = False
         try:
             for _ in range(PAGES):
                 page = self.client.list_objects_v2(**ask)
                 for obj in page.get("Contents", []):
                     objects[obj["Key"]] = (int(obj["Size"]), str(obj["ETag"]).strip('"'))
-                    last = obj["Key"]
                 if not page.get("IsTruncated"):
                     complete = True
                     break
@@ -176,7 +185,10 @@ class S3Feed:
             extra = [(c, objects[c]) for c in _companions(key) if c in objects]
             stamp = ";".join([etag, *(f"{c}:{e}" for c, (_, e) in extra)])
             seen.append(Seen(key, size + sum(s for _, (s, _) in extra), stamp))
-        cursor_next = "" if complete else f"{pass_start}\t{last}"
+        cursor_next = ""
+        if not complete:
+            cursor_next = str(pass_start)
+            self._resume = (cursor_next, str(ask["ContinuationToken"]))
         return Listing(seen, complete, pass_start, cursor_next, frozenset(kept))
 
     async def probe(self) -> str | None:
@@ -192,6 +204,10 @@ class S3Feed:
         """The readable id a new object's source gets (``readable_id``)."""
         return readable_id(key.removeprefix(self.bucket.prefix), key)
 
+    def origin(self, key: str) -> str:
+        """Where an object's source came from: its ``s3://bucket/key``."""
+        return f"s3://{self.bucket.bucket}/{key}"
+
     async def digest(self, seen: Seen) -> str:
         """ETags and sizes stand for the content (nothing is downloaded in a poll)."""
         return f"{seen.size}:{seen.stamp}"
@@ -200,8 +216,7 @@ class S3Feed:
         self, jobs: JobQueue, seen: Seen, digest: str, by: Actor, source_id: str | None
     ) -> Job:
         """The object's job: its worker downloads it (``fetcher``)."""
-        url = f"s3://{self.bucket.bucket}/{seen.key}"
-        return await jobs.add_one(self.kb, url, digest, by, source_id=source_id)
+        return await jobs.add_one(self.kb, self.origin(seen.key), digest, by, source_id=source_id)
 
 
 def fetcher(own: ConnectorSettings, scratch: Path) -> Fetcher:

@@ -69,7 +69,7 @@ class ConnectorStatus:
     counts: Counts
     last_error: str | None  # one sentence; cleared by the next run that goes well
     error_at: float | None
-    cursor: str | None  # where a listing resumes (an S3 key), the connector's own
+    cursor: str | None  # where a listing stands (an S3 pass's start, no key), its own
     holder: str | None  # the process holding its lease
     lease_until: float | None
 
@@ -179,10 +179,10 @@ class ConnectorStatuses:
         )
 
     async def forget(self, words: Iterable[str]) -> int:
-        """Clear each last error, and each listing's cursor (an S3 key), that quotes any of
-        ``words`` (a forgotten source's key, file or title): the error spoke of what is
-        gone (the next run says what still fails), and a cleared cursor starts the
-        listing's pass again. How many were cleared."""
+        """Clear each last error, and each listing's cursor (one saved with an S3 key, before
+        cursors held none), that quotes any of ``words`` (a forgotten source's key, file or
+        title): the error spoke of what is gone (the next run says what still fails), and a
+        cleared cursor starts the listing's pass again. How many were cleared."""
         said = [w for w in words if len(w) >= MIN_WORD]
         rows = await self.driver.fetch(
             "SELECT name, last_error, cursor FROM connectors "

@@ -77,6 +77,11 @@ class Store(Protocol):
         """Delete a source and all its units; how many windows went."""
         ...
 
+    async def set_path(self, kb: str, source_id: str, path: str) -> bool:
+        """Show ``path`` as a source's path (its record alone holds it: nothing is written
+        again); False when the source is not indexed."""
+        ...
+
     async def purge(self, kb: str) -> None:
         """Make what was deleted from ``kb`` leave the store's files (Weaviate keeps a
         deleted object's words in its files until a compaction: ``weaviate/rebuild.py``).

@@ -18,7 +18,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 from uuid import NAMESPACE_URL, uuid5
@@ -140,6 +140,15 @@ class MemoryStore:
         )
         self._drop(units, lambda u: u.source.id == source_id)
         return windows
+
+    async def set_path(self, kb: str, source_id: str, path: str) -> bool:
+        """Show ``path`` as the source's path; False when it is not indexed."""
+        _, records = self._kb(kb)
+        if (record := records.get(source_id)) is None:
+            return False
+        info = replace(record.info, source=replace(record.info.source, path=path))
+        records[source_id] = replace(record, info=info)
+        return True
 
     async def purge(self, kb: str) -> None:
         """Nothing to do: a deleted unit is gone from memory at once."""

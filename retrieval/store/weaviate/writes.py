@@ -284,6 +284,25 @@ class Writes(Collections):
                 break
         return gone
 
+    async def set_path(self, kb: str, source_id: str, path: str) -> bool:
+        """Show ``path`` as a source's path: its record updated in place (units do not hold
+        it; its vector and generation stay); False when the source is not indexed."""
+        if not await self.has_kb(kb):
+            return False
+        for _ in range(MOVES):  # again in the new tenant after a switch
+            with translate_errors(self.url):
+                tenant = await self.names.live(kb, fresh=True)
+                with self.names.pinned(kb, tenant):
+                    records = self.sources_collection(kb)
+                    if await records.query.fetch_object_by_id(source_uuid(source_id)) is None:
+                        return False
+                    await records.data.update(
+                        uuid=source_uuid(source_id), properties={"path": path}
+                    )
+            if not await self._moved(kb, tenant):
+                break
+        return True
+
     async def _delete_in(self, kb: str, source_id: str) -> int:
         with translate_errors(self.url):
             # The record first: its segments are invisible from then on, whatever happens.
