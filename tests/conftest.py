@@ -99,6 +99,16 @@ async def postgres_url(postgres: Postgres) -> str:
     return await postgres.create_database()
 
 
+@pytest_asyncio.fixture(params=["sqlite", "postgresql"])
+async def session_database(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The settings of the session database a test runs on, once on each kind: SQLite (the
+    data dir's own file) and a fresh database on the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        return {}
+    postgres: Postgres = request.getfixturevalue("postgres")
+    return {"database_url": await postgres.create_database()}
+
+
 @pytest_asyncio.fixture(params=BACKENDS)
 async def served(request: pytest.FixtureRequest) -> AsyncIterator[Served]:
     """One model backend (Claude's API or an OpenAI-compatible server) on its emulator:

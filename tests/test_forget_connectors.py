@@ -121,16 +121,10 @@ async def _erring(services: CoreServices, name: str, word: str) -> Any:
     return row if row.last_error and word in row.last_error else None
 
 
-async def test_a_forgotten_file_leaves_no_row_naming_it_and_stays_out_on_sqlite(
-    parts: Parts, kb: str, tmp_path: Path
+async def test_a_forgotten_file_leaves_no_row_naming_it_and_stays_out(
+    parts: Parts, kb: str, tmp_path: Path, session_database: dict[str, str]
 ) -> None:
-    await forgotten_file_stays_out_until_it_changes(parts, kb, tmp_path)
-
-
-async def test_a_forgotten_file_leaves_no_row_naming_it_and_stays_out_on_postgresql(
-    parts: Parts, kb: str, tmp_path: Path, postgres_url: str
-) -> None:
-    await forgotten_file_stays_out_until_it_changes(parts, kb, tmp_path, database_url=postgres_url)
+    await forgotten_file_stays_out_until_it_changes(parts, kb, tmp_path, **session_database)
 
 
 async def test_a_forgotten_object_stays_out_of_the_bucket_s_polls_until_it_changes(

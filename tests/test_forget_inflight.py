@@ -77,16 +77,10 @@ async def queued_upload_ends_cancelled(parts: Parts, kb: str, tmp_path: Path, **
         assert await searchable(services, kb, "marzipan budget")
 
 
-async def test_a_queued_upload_of_a_forgotten_source_is_cancelled_on_sqlite(
-    parts: Parts, kb: str, tmp_path: Path
+async def test_a_queued_upload_of_a_forgotten_source_is_cancelled(
+    parts: Parts, kb: str, tmp_path: Path, session_database: dict[str, str]
 ) -> None:
-    await queued_upload_ends_cancelled(parts, kb, tmp_path)
-
-
-async def test_a_queued_upload_of_a_forgotten_source_is_cancelled_on_postgresql(
-    parts: Parts, kb: str, tmp_path: Path, postgres_url: str
-) -> None:
-    await queued_upload_ends_cancelled(parts, kb, tmp_path, database_url=postgres_url)
+    await queued_upload_ends_cancelled(parts, kb, tmp_path, **session_database)
 
 
 async def test_a_queued_job_naming_another_source_is_left_to_run(
@@ -178,16 +172,14 @@ async def write_lands_after_the_forget(
         assert outside_the_audit(await holders(services, STEM)) == []
 
 
-async def test_a_write_landing_after_the_forget_is_removed_again_on_sqlite(
-    parts: Parts, kb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_a_write_landing_after_the_forget_is_removed_again(
+    parts: Parts,
+    kb: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    session_database: dict[str, str],
 ) -> None:
-    await write_lands_after_the_forget(parts, kb, tmp_path, monkeypatch)
-
-
-async def test_a_write_landing_after_the_forget_is_removed_again_on_postgresql(
-    parts: Parts, kb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, postgres_url: str
-) -> None:
-    await write_lands_after_the_forget(parts, kb, tmp_path, monkeypatch, database_url=postgres_url)
+    await write_lands_after_the_forget(parts, kb, tmp_path, monkeypatch, **session_database)
 
 
 async def poll_read_before_the_forget(parts: Parts, kb: str, tmp_path: Path, **more: Any) -> None:
@@ -216,16 +208,10 @@ async def poll_read_before_the_forget(parts: Parts, kb: str, tmp_path: Path, **m
         assert outside_the_audit(await holders(services, call.name)) == []
 
 
-async def test_a_poll_in_flight_leaves_a_forgotten_item_forgotten_on_sqlite(
-    parts: Parts, kb: str, tmp_path: Path
+async def test_a_poll_in_flight_leaves_a_forgotten_item_forgotten(
+    parts: Parts, kb: str, tmp_path: Path, session_database: dict[str, str]
 ) -> None:
-    await poll_read_before_the_forget(parts, kb, tmp_path)
-
-
-async def test_a_poll_in_flight_leaves_a_forgotten_item_forgotten_on_postgresql(
-    parts: Parts, kb: str, tmp_path: Path, postgres_url: str
-) -> None:
-    await poll_read_before_the_forget(parts, kb, tmp_path, database_url=postgres_url)
+    await poll_read_before_the_forget(parts, kb, tmp_path, **session_database)
 
 
 async def forget_lands_while_a_version_is_queued(
@@ -277,13 +263,7 @@ async def forget_lands_while_a_version_is_queued(
         assert (again.kind, again.state, again.source_id) == ("add", "queued", STEM)
 
 
-async def test_a_forget_landing_as_a_poll_queues_a_version_wins_on_sqlite(
-    parts: Parts, kb: str, tmp_path: Path
+async def test_a_forget_landing_as_a_poll_queues_a_version_wins(
+    parts: Parts, kb: str, tmp_path: Path, session_database: dict[str, str]
 ) -> None:
-    await forget_lands_while_a_version_is_queued(parts, kb, tmp_path)
-
-
-async def test_a_forget_landing_as_a_poll_queues_a_version_wins_on_postgresql(
-    parts: Parts, kb: str, tmp_path: Path, postgres_url: str
-) -> None:
-    await forget_lands_while_a_version_is_queued(parts, kb, tmp_path, database_url=postgres_url)
+    await forget_lands_while_a_version_is_queued(parts, kb, tmp_path, **session_database)
