@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sys
 
 log = logging.getLogger("quorum.serve")
@@ -36,7 +37,11 @@ class Workers:
     async def _keep(self, slot: int) -> None:
         wait = 1.0
         while True:
-            proc = await asyncio.create_subprocess_exec(*COMMAND, "worker")
+            # --parent: the worker stops when this process is gone, even killed (SIGKILL,
+            # the OOM killer), rather than run on unsupervised beside the next serve's.
+            proc = await asyncio.create_subprocess_exec(
+                *COMMAND, "worker", "--parent", str(os.getpid())
+            )
             self.procs[slot] = proc
             t0 = asyncio.get_running_loop().time()
             code = await proc.wait()

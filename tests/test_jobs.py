@@ -414,6 +414,40 @@ async def test_a_chat_upload_shows_queued_then_transcribing_then_done_with_its_l
     assert bad.lines[-1] == f"I couldn't add notes.pdf: {job['error']}"
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (procfs)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rpartition(")")[2].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.append(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """``pid`` runs (a zombie does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+async def test_a_serve_killed_outright_takes_its_workers_with_it(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # SIGKILL (the OOM killer) runs no clean-up: the worker must notice on its own, not run
+    # on unsupervised beside the workers of the next serve.
+    async with serving({**env, "QUORUM_SERVE_WORKERS": "1"}, tmp_path) as served:
+        await served.ready()
+        [worker_pid] = await until(lambda: children(served.proc.pid), 60)
+        served.proc.kill()
+        await served.proc.wait()
+        await until(lambda: not alive(worker_pid), 30)
+    assert "quorum serve (pid" in (tmp_path / "serve.log").read_text()
+
+
 async def test_a_restart_of_serve_finishes_the_uploads_queued_and_the_one_running(
     env: dict[str, str], store: WeaviateStore, tmp_path: Path, kb: str
 ) -> None:

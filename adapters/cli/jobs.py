@@ -228,8 +228,29 @@ def limit_memory(mb: int | None) -> None:
     loop.set_exception_handler(loop_hook)
 
 
+PARENT_CHECK_S = 1.0  # how often a serve-started worker looks for its serve
+
+
+async def _outlived(parent: int, task: asyncio.Task[Any]) -> None:
+    """Stop ``task`` (as SIGTERM does: the running job handed back) once process ``parent``
+    is gone, however it ended: this worker is then no longer its child."""
+    while os.getppid() == parent:  # noqa: ASYNC110 (nothing to wait on but the kernel's answer)
+        await asyncio.sleep(PARENT_CHECK_S)
+    log.warning("quorum serve (pid %d) is gone; this worker stops too", parent)
+    task.cancel()
+
+
 @app.command("worker")
-def worker_cmd() -> None:
+def worker_cmd(
+    parent: Annotated[
+        int | None,
+        typer.Option(
+            "--parent",
+            hidden=True,
+            help="Stop when process PID (the quorum serve that started this worker) is gone.",
+        ),
+    ] = None,
+) -> None:
     """Run ingest jobs on this machine until stopped (SIGTERM, Ctrl-C): beside `quorum
     serve` on SQLite, on any machine with QUORUM_DATABASE_URL (PostgreSQL)."""
 
@@ -254,6 +275,7 @@ def worker_cmd() -> None:
             assert task is not None
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, task.cancel)
+            watching = asyncio.create_task(_outlived(parent, task)) if parent else None
             log.warning("worker %s is running jobs", worker.name)
             t0 = time.perf_counter()
             try:
@@ -267,5 +289,8 @@ def worker_cmd() -> None:
                 err.print(f"Worker stopped after {time.perf_counter() - t0:.0f} s.")
             except MemoryError as exc:
                 _die_of(exc)
+            finally:
+                if watching is not None:
+                    watching.cancel()
 
     run(go)
